@@ -1,0 +1,151 @@
+# coscheml: interference-aware GPU co-location for Slurm.
+#
+#   make build        programs into bin/, libcoscheml.so and the Slurm plugin into lib/
+#   make test         go vet, unit tests, and the Slurm integration suite (root)
+#   make demo         the simulator on the shipped data: comparison table + report
+#   make bench        benchmarks, short
+#   make fuzz         every fuzz target for FUZZTIME each
+#   make install      PREFIX/DESTDIR-aware install (see docs/install.md)
+#   make clean
+#
+# GNU make. Needs Go (see go.mod) and gcc; the plugin also needs Slurm's headers
+# (Debian: libslurm-dev) and is skipped with a message when they are missing.
+
+PREFIX          ?= /usr/local
+DESTDIR         ?=
+BINDIR          ?= $(PREFIX)/bin
+LIBDIR          ?= $(PREFIX)/lib
+LIBEXECDIR      ?= $(PREFIX)/libexec
+DATADIR         ?= $(PREFIX)/share
+DOCDIR          ?= $(DATADIR)/doc/coscheml
+SYSCONFDIR      ?= /etc
+SLURM_PLUGINDIR ?= /usr/lib/x86_64-linux-gnu/slurm-wlm
+SLURM_INCLUDE   ?= /usr/include
+# Where libcoscheml.so is installed; compiled into the plugin as the library it
+# dlopens, so the two must agree.
+COSCHEML_LIBDIR ?= $(LIBDIR)/coscheml
+
+GO        ?= go
+GOFLAGS_BUILD ?= -trimpath
+BENCHTIME ?= 200ms
+FUZZTIME  ?= 10s
+# go-nvml's cgo preamble uses deprecated NVML declarations; Go's own default
+# CGO_CFLAGS is "-O2 -g".
+CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
+export CGO_CFLAGS
+
+PROGRAMS := coscheml coscheml-train coscheml-node
+BINS     := $(addprefix bin/,$(PROGRAMS))
+
+.PHONY: all build programs libcoscheml plugin test vet unit integration bench fuzz \
+        demo install uninstall clean help
+
+all: build
+
+help:
+	@sed -n '3,10p' Makefile | sed 's/^# *//'
+
+build: programs libcoscheml plugin
+
+# go build decides what is stale, so these always run (and are quick when nothing
+# changed).
+programs:
+	@mkdir -p bin
+	$(GO) build $(GOFLAGS_BUILD) -o bin/ $(addprefix ./cmd/,$(PROGRAMS))
+
+libcoscheml:
+	@mkdir -p lib
+	$(GO) build $(GOFLAGS_BUILD) -buildmode=c-shared -o lib/libcoscheml.so ./cmd/libcoscheml
+
+plugin:
+	@if [ -f "$(SLURM_INCLUDE)/slurm/slurm.h" ]; then \
+		$(MAKE) -C plugin-c SLURM_INCLUDE="$(SLURM_INCLUDE)" PREFIX="$(PREFIX)" COSCHEML_LIBDIR="$(COSCHEML_LIBDIR)"; \
+	else \
+		echo "make: SKIPPING the Slurm plugin (lib/job_submit_coscheml.so): $(SLURM_INCLUDE)/slurm/slurm.h not found."; \
+		echo "make: install the headers (Debian/Ubuntu: apt-get install libslurm-dev) and run make build again."; \
+	fi
+
+# make test: static checks, unit tests, then the Slurm integration suite.
+test: vet unit integration
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test ./...
+
+# Real slurmctld/slurmd/munge on loopback; needs root, installs the Debian packages
+# slurm-wlm, munge and libslurm-dev when missing, builds what it needs itself, and
+# skips with a message without root.
+integration:
+	$(GO) test -tags integration -count=1 -timeout 25m -v ./slurm/integration/...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./...
+
+# Each fuzz target, one at a time (go test -fuzz takes one package and one target).
+fuzz:
+	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' cmd pkg | xargs -n1 dirname | sort -u); do \
+		for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | sed 's/^func //' | sort -u); do \
+			echo "== fuzz ./$$dir $$f ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./$$dir; \
+		done; \
+	done
+
+# The main job on the embedded default: no cluster, no GPU.
+demo: programs
+	bin/coscheml simulate --demo --report demo-report
+
+install: build
+	install -d "$(DESTDIR)$(BINDIR)"
+	install -m 0755 $(BINS) "$(DESTDIR)$(BINDIR)/"
+	install -d "$(DESTDIR)$(COSCHEML_LIBDIR)"
+	install -m 0755 lib/libcoscheml.so "$(DESTDIR)$(COSCHEML_LIBDIR)/"
+	@if [ -f lib/job_submit_coscheml.so ]; then \
+		echo "install -m 0755 lib/job_submit_coscheml.so $(DESTDIR)$(SLURM_PLUGINDIR)/"; \
+		install -d "$(DESTDIR)$(SLURM_PLUGINDIR)" && \
+		install -m 0755 lib/job_submit_coscheml.so "$(DESTDIR)$(SLURM_PLUGINDIR)/"; \
+	else \
+		echo "make: NOT installing the Slurm plugin: lib/job_submit_coscheml.so was not built (see make build)."; \
+	fi
+	install -d "$(DESTDIR)$(SYSCONFDIR)/coscheml"
+	@# Never overwrite an admin's configuration; leave the new one beside it.
+	@if [ -e "$(DESTDIR)$(SYSCONFDIR)/coscheml/coscheml.yaml" ]; then \
+		echo "make: keeping $(DESTDIR)$(SYSCONFDIR)/coscheml/coscheml.yaml; the shipped one is coscheml.yaml.dist"; \
+		install -m 0644 etc/coscheml.yaml "$(DESTDIR)$(SYSCONFDIR)/coscheml/coscheml.yaml.dist"; \
+	else \
+		echo "install -m 0644 etc/coscheml.yaml $(DESTDIR)$(SYSCONFDIR)/coscheml/coscheml.yaml"; \
+		install -m 0644 etc/coscheml.yaml "$(DESTDIR)$(SYSCONFDIR)/coscheml/coscheml.yaml"; \
+	fi
+	@# slurm/: executables (Prolog/Epilog entry points) go to libexec, the rest
+	@# (configuration snippets) to the docs.
+	install -d "$(DESTDIR)$(LIBEXECDIR)/coscheml" "$(DESTDIR)$(DOCDIR)/slurm" "$(DESTDIR)$(DOCDIR)/examples"
+	@for f in slurm/*; do \
+		[ -f "$$f" ] || continue; \
+		if [ -x "$$f" ]; then \
+			echo "install -m 0755 $$f $(DESTDIR)$(LIBEXECDIR)/coscheml/"; \
+			install -m 0755 "$$f" "$(DESTDIR)$(LIBEXECDIR)/coscheml/"; \
+		else \
+			install -m 0644 "$$f" "$(DESTDIR)$(DOCDIR)/slurm/"; \
+		fi; \
+	done
+	install -m 0644 README.md "$(DESTDIR)$(DOCDIR)/"
+	@for f in docs/*.md models/README.md models/data/*/LICENSE*; do \
+		[ -f "$$f" ] || continue; \
+		d="$(DESTDIR)$(DOCDIR)/$$(dirname $$f)"; install -d "$$d"; install -m 0644 "$$f" "$$d/"; \
+	done
+	install -m 0644 etc/examples/*.yaml "$(DESTDIR)$(DOCDIR)/examples/"
+
+# Removes what install put in place except the configuration (and the data under
+# /var/lib/coscheml, which install never creates).
+uninstall:
+	rm -f $(addprefix "$(DESTDIR)$(BINDIR)"/,$(PROGRAMS))
+	rm -f "$(DESTDIR)$(COSCHEML_LIBDIR)/libcoscheml.so"
+	-rmdir "$(DESTDIR)$(COSCHEML_LIBDIR)" 2>/dev/null
+	rm -f "$(DESTDIR)$(SLURM_PLUGINDIR)/job_submit_coscheml.so"
+	rm -rf "$(DESTDIR)$(LIBEXECDIR)/coscheml" "$(DESTDIR)$(DOCDIR)"
+	@echo "make: kept $(DESTDIR)$(SYSCONFDIR)/coscheml/ (remove it by hand if you want)"
+
+clean:
+	rm -rf bin demo-report lib/libcoscheml.so lib/libcoscheml.h
+	-$(MAKE) -C plugin-c clean

@@ -1,0 +1,301 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/syslog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/config"
+	"github.com/coscheml/coscheml/pkg/jobprofile"
+	"github.com/coscheml/coscheml/pkg/profile"
+	"github.com/coscheml/coscheml/pkg/residency"
+	"github.com/coscheml/coscheml/pkg/submit"
+)
+
+const defaultConfig = "/etc/coscheml/coscheml.yaml"
+
+// defaultMaxRuntime is the expiry of a residency entry when the job's time limit is
+// unknown to the prolog; reconcile with Slurm's live jobs removes entries sooner.
+const defaultMaxRuntime = 7 * 24 * time.Hour
+
+// logger writes to stderr and, when available, syslog (slurmd discards a prolog's
+// output, so syslog is where an admin finds it).
+type logger struct {
+	w  io.Writer
+	sl *syslog.Writer
+}
+
+func newLogger(stderr io.Writer, useSyslog bool) *logger {
+	l := &logger{w: stderr}
+	if useSyslog {
+		if sl, err := syslog.New(syslog.LOG_WARNING|syslog.LOG_DAEMON, "coscheml-node"); err == nil {
+			l.sl = sl
+		}
+	}
+	return l
+}
+
+func (l *logger) printf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	fmt.Fprintln(l.w, "coscheml-node: "+msg)
+	if l.sl != nil {
+		_ = l.sl.Warning(msg)
+	}
+}
+
+func (l *logger) close() {
+	if l.sl != nil {
+		l.sl.Close()
+	}
+}
+
+// loadConfig reads path; without --config a missing default file means defaults.
+func loadConfig(path string, explicit bool) (config.Config, error) {
+	if _, err := os.Stat(path); err != nil && !explicit && errors.Is(err, os.ErrNotExist) {
+		return config.Default(), nil
+	}
+	return config.Load(path)
+}
+
+// runHook is the body of prolog and epilog. It always returns 0.
+func runHook(kind string, args []string, environ []string, now func() time.Time) int {
+	fs := flag.NewFlagSet(kind, flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	cfgPath := fs.String("config", defaultConfig, "configuration file")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up (and exit 0) after this long")
+	noSyslog := fs.Bool("no-syslog", false, "log to stderr only")
+	log := newLogger(os.Stderr, true)
+	defer log.close()
+	if err := fs.Parse(args); err != nil {
+		log.printf("%s: %v", kind, err)
+		return 0
+	}
+	if *noSyslog {
+		log.close()
+		log.sl = nil
+	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+
+	// A hung shared file system must not hold a job: give up after the timeout.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			if r := recover(); r != nil {
+				log.printf("%s: internal error: %v", kind, r)
+			}
+		}()
+		cfg, err := loadConfig(*cfgPath, explicit)
+		if err != nil {
+			log.printf("%s: %v; nothing recorded", kind, err)
+			return
+		}
+		env := envMap(environ)
+		if kind == "prolog" {
+			err = prolog(cfg, env, now(), log)
+		} else {
+			err = epilog(cfg, env, now(), log)
+		}
+		if err != nil {
+			log.printf("%s: %v", kind, err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(*timeout):
+		log.printf("%s: gave up after %v (shared storage slow?)", kind, *timeout)
+	}
+	return 0
+}
+
+func envMap(environ []string) map[string]string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// jobEnv reads what Slurm tells a Prolog/Epilog about the job.
+func jobEnv(env map[string]string) (jobprofile.JobEnv, submit.Directive, error) {
+	je := jobprofile.JobEnv{
+		JobID:   env["SLURM_JOB_ID"],
+		Node:    env["SLURMD_NODENAME"],
+		User:    env["SLURM_JOB_USER"],
+		Comment: env["SLURM_JOB_COMMENT"],
+	}
+	if je.User == "" {
+		je.User = env["SLURM_JOB_UID"]
+	}
+	if err := residency.ValidJobID(je.JobID); err != nil {
+		return je, submit.Directive{}, fmt.Errorf("SLURM_JOB_ID: %w", err)
+	}
+	if je.Node == "" {
+		je.Node, _ = os.Hostname()
+		if i := strings.IndexByte(je.Node, '.'); i > 0 {
+			je.Node = je.Node[:i]
+		}
+	}
+	d := submit.ParseComment(je.Comment)
+	if d.Present && d.Err == nil {
+		je.Tag, je.Class = d.Tag, d.Class
+	}
+	gpus, err := parseGPUs(env["SLURM_JOB_GPUS"])
+	if err != nil || len(gpus) == 0 {
+		// CUDA_VISIBLE_DEVICES may hold UUIDs; only plain indices are usable.
+		if g2, err2 := parseGPUs(env["CUDA_VISIBLE_DEVICES"]); err2 == nil {
+			gpus, err = g2, nil
+		}
+	}
+	if err != nil {
+		return je, d, fmt.Errorf("job %s: GPU list: %w", je.JobID, err)
+	}
+	je.GPUs = gpus
+	if code, err := strconv.Atoi(env["SLURM_JOB_EXIT_CODE"]); err == nil {
+		je.ExitCode = code
+	}
+	return je, d, nil
+}
+
+// parseGPUs reads "0,2" or "0-3" style index lists.
+func parseGPUs(s string) ([]int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("bad GPU index %q", profile.Sanitize(part))
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("bad GPU range %q", profile.Sanitize(part))
+			}
+		}
+		for g := a; g <= b; g++ {
+			if g < 0 || g >= residency.MaxGPUsPerNode {
+				return nil, fmt.Errorf("GPU index %d out of range", g)
+			}
+			out = append(out, g)
+		}
+	}
+	return out, nil
+}
+
+func prolog(cfg config.Config, env map[string]string, now time.Time, log *logger) error {
+	je, d, err := jobEnv(env)
+	if err != nil {
+		return err
+	}
+	if d.Present && d.Err != nil {
+		log.printf("prolog: job %s: comment: %v (recorded as untagged)", je.JobID, d.Err)
+	}
+	if len(je.GPUs) == 0 {
+		return nil // no GPU: nothing to record or profile
+	}
+	store, err := residency.Open(cfg.ResidencyDir)
+	if err != nil {
+		return err
+	}
+	shards := d.Shards
+	if shards == 0 {
+		if n, err := strconv.Atoi(env["SLURM_SHARDS_ON_NODE"]); err == nil && n > 0 {
+			shards = n
+		}
+	}
+	expires := now.Add(defaultMaxRuntime)
+	if end, err := strconv.ParseInt(env["SLURM_JOB_END_TIME"], 10, 64); err == nil && end > now.Unix() {
+		expires = time.Unix(end, 0)
+	}
+	en := residency.Entry{JobID: je.JobID, Node: je.Node, GPUs: je.GPUs, Shards: shards, Tag: je.Tag, Class: je.Class,
+		DecisionID: d.DecisionID, User: clip(je.User, 64), Start: now, Expires: expires}
+	// Alone: no other job holds any of these GPUs (read before our own entry).
+	alone := true
+	if res, err := store.List(now, 10*time.Minute); err == nil {
+		for _, o := range res.Entries {
+			if o.Node == je.Node && o.JobID != je.JobID && overlaps(o.GPUs, je.GPUs) {
+				alone = false
+			}
+		}
+	} else {
+		alone = false
+	}
+	if err := store.Start(en); err != nil {
+		return err
+	}
+	if err := jobprofile.Prolog(cfg, je, alone); err != nil {
+		return fmt.Errorf("profiling job %s: %w", je.JobID, err)
+	}
+	return nil
+}
+
+func epilog(cfg config.Config, env map[string]string, now time.Time, log *logger) error {
+	je, _, err := jobEnv(env)
+	if err != nil {
+		return err
+	}
+	store, err := residency.Open(cfg.ResidencyDir)
+	if err != nil {
+		return err
+	}
+	start := now
+	var coRuns []jobprofile.CoRunInterval
+	en, endErr := store.End(je.JobID, je.Node, now)
+	switch {
+	case endErr == nil:
+		start = en.Start
+		if len(je.GPUs) == 0 {
+			je.GPUs = en.GPUs
+		}
+		ivs, err := store.CoRuns(je.Node, en.GPUs, je.JobID, en.Start, now)
+		if err != nil {
+			log.printf("epilog: job %s: co-runners: %v", je.JobID, err)
+		}
+		for _, iv := range ivs {
+			coRuns = append(coRuns, jobprofile.CoRunInterval{Start: iv.Start, End: iv.End, CoTags: iv.CoTags})
+		}
+	case errors.Is(endErr, os.ErrNotExist) && len(je.GPUs) == 0:
+		// A job without GPUs: the prolog recorded nothing.
+	default:
+		log.printf("epilog: job %s: residency: %v", je.JobID, endErr)
+	}
+	// Always called: it stops a sampler the prolog may have started.
+	if err := jobprofile.Epilog(cfg, je, start, now, coRuns); err != nil {
+		return fmt.Errorf("profiling job %s: %w", je.JobID, err)
+	}
+	return nil
+}
+
+func overlaps(a, b []int) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x == y {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// runSampler is the detached sampler process the profiling prolog starts.
+func runSampler(args []string) int { return jobprofile.SamplerMain(args) }

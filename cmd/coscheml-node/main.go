@@ -1,0 +1,43 @@
+// Command coscheml-node is the node side of coscheml: the Slurm Prolog and Epilog
+// entry points (GPU residency and profiling), the residency reconciler and the
+// detached NVML sampler.
+//
+//	coscheml-node prolog    [--config FILE]        (Prolog=, run by slurmd)
+//	coscheml-node epilog    [--config FILE]        (Epilog=, run by slurmd)
+//	coscheml-node reconcile [--config FILE] [--grace D] [--live FILE|-]
+//	coscheml-node sampler   ARGS...                (started by the prolog)
+//
+// Prolog and epilog never fail a job because of coscheml: they always exit 0 and
+// report problems on stderr and to syslog.
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+)
+
+const usage = `usage: coscheml-node prolog|epilog [--config FILE] [--timeout D]
+       coscheml-node reconcile [--config FILE] [--grace D] [--live FILE|-]
+       coscheml-node sampler ARGS...`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, usage)
+		os.Exit(2)
+	}
+	args := os.Args[2:]
+	switch os.Args[1] {
+	case "prolog", "epilog":
+		os.Exit(runHook(os.Args[1], args, os.Environ(), time.Now))
+	case "reconcile":
+		os.Exit(runReconcile(args, os.Stdin, os.Stdout, os.Stderr, time.Now()))
+	case "sampler":
+		os.Exit(runSampler(args))
+	case "-h", "--help", "help":
+		fmt.Println(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "coscheml-node: unknown command %q\n%s\n", os.Args[1], usage)
+		os.Exit(2)
+	}
+}

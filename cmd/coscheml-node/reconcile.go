@@ -1,0 +1,83 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/residency"
+)
+
+// runReconcile removes residency entries of jobs that ended without an epilog:
+// past their expiry + grace, and, given Slurm's list of live jobs (`squeue -h -o %A`,
+// from cron or EpilogSlurmctld, never from inside job_submit), jobs Slurm no longer
+// knows. Exit 0 on success, 1 on failure, 2 on bad usage.
+func runReconcile(args []string, stdin io.Reader, stdout, stderr io.Writer, now time.Time) int {
+	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", defaultConfig, "configuration file")
+	grace := fs.Duration("grace", 10*time.Minute, "keep entries this long past their expiry")
+	live := fs.String("live", "", "file with the live job ids, one per line (`-` = stdin); empty: expiry only")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	cfg, err := loadConfig(*cfgPath, explicit)
+	if err != nil {
+		fmt.Fprintln(stderr, "coscheml-node reconcile:", err)
+		return 1
+	}
+	var liveIDs map[string]bool
+	liveAt := now
+	if *live != "" {
+		var r io.Reader = stdin
+		if *live != "-" {
+			f, err := os.Open(*live)
+			if err != nil {
+				fmt.Fprintln(stderr, "coscheml-node reconcile:", err)
+				return 1
+			}
+			defer f.Close()
+			if fi, err := f.Stat(); err == nil {
+				liveAt = fi.ModTime() // the list is as old as the file
+			}
+			r = f
+		}
+		if liveIDs, err = residency.ParseLiveJobs(r); err != nil {
+			fmt.Fprintln(stderr, "coscheml-node reconcile:", err)
+			return 1
+		}
+	}
+	store, err := residency.Open(cfg.ResidencyDir)
+	if err != nil {
+		fmt.Fprintln(stderr, "coscheml-node reconcile:", err)
+		return 1
+	}
+	if _, err := os.Stat(cfg.ResidencyDir); err != nil {
+		fmt.Fprintln(stderr, "coscheml-node reconcile:", err)
+		return 1
+	}
+	res, err := store.Reconcile(now, *grace, liveIDs, liveAt)
+	if err != nil {
+		fmt.Fprintln(stderr, "coscheml-node reconcile:", err)
+		return 1
+	}
+	for _, e := range res.Expired {
+		fmt.Fprintf(stdout, "removed job %s on %s: past its expiry %s\n", e.JobID, e.Node, e.Expires.Format(time.RFC3339))
+	}
+	for _, e := range res.Gone {
+		fmt.Fprintf(stdout, "removed job %s on %s: not among Slurm's live jobs\n", e.JobID, e.Node)
+	}
+	for _, n := range res.Corrupt {
+		fmt.Fprintf(stdout, "removed unreadable entry %s\n", n)
+	}
+	fmt.Fprintf(stdout, "reconcile: %d expired, %d gone, %d unreadable removed\n", len(res.Expired), len(res.Gone), len(res.Corrupt))
+	if err := errors.Join(res.Problems...); err != nil {
+		fmt.Fprintln(stderr, "coscheml-node reconcile:", err)
+	}
+	return 0
+}

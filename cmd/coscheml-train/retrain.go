@@ -1,0 +1,237 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/model/training"
+	"github.com/coscheml/coscheml/pkg/observation"
+	"github.com/coscheml/coscheml/pkg/profile"
+	"github.com/urfave/cli/v2"
+)
+
+// minHoldout is the fewest held-out observations a comparison may rest on.
+const minHoldout = 5
+
+// retrainCommand is `coscheml-train retrain`: train on the site's profile store
+// and accumulated observations, and replace the current model only if the new
+// one is not worse on held-out observations.
+func retrainCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "retrain",
+		Usage: "retrain from the profile store and accumulated observations; keep the better model",
+		UsageText: "coscheml-train retrain --profiles DIR --obs DIR|FILE [--solo S.csv --pairs P.csv] --current M --out M\n" +
+			"                       [--holdout 0.2] [--force] [--forest N] [--max-depth D] [--min-leaf L] [--bins B] [--seed S]",
+		Description: "Reads the profiles in DIR (coscheml's profile store) and the generic observation CSVs that the\n" +
+			"node Epilog accumulates (a folder of *.csv, or one file), plus optionally the Lucid solo/pair\n" +
+			"files. A seeded random --holdout fraction of the accumulated observations is set aside; a new\n" +
+			"model is trained on everything else, and the new and the current model are both scored on the\n" +
+			"held-out observations. If the new model's MAE is higher, nothing is written and the exit code\n" +
+			"is 1, with both MAEs in the message, unless --force. The model written is the one that was\n" +
+			"scored (trained without the held-out observations). Observations naming a tag with no profile\n" +
+			"are dropped and counted. The model file is replaced atomically. See docs/profiling.md.",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "profiles", Usage: "profile store `DIR` (required)"},
+			&cli.StringFlag{Name: "obs", Usage: "accumulated observations: a `DIR` of *.csv or one FILE (required)"},
+			&cli.StringFlag{Name: "solo", Usage: "extra Lucid solo-profile CSV `FILE` (profiles in the store win)"},
+			&cli.StringFlag{Name: "pairs", Usage: "extra Lucid co-located pairs CSV `FILE` (training only, never held out)"},
+			&cli.StringFlag{Name: "current", Usage: "the current model `FILE` to beat (required; a missing file means there is none yet)"},
+			&cli.StringFlag{Name: "out", Usage: "write the new model to `FILE` (required; may equal --current)"},
+			&cli.Float64Flag{Name: "holdout", Value: 0.2, Usage: "`FRACTION` of the accumulated observations held out for the comparison"},
+			&cli.BoolFlag{Name: "force", Usage: "write the new model even if it scores worse"},
+		}, paramFlags()...),
+		Action: func(c *cli.Context) error { return retrain(c, c.App.Writer, c.App.ErrWriter) },
+	}
+}
+
+func retrain(c *cli.Context, stdout, stderr io.Writer) error {
+	if c.Args().Present() {
+		return usagef("retrain: unexpected argument %q", profile.Sanitize(c.Args().First()))
+	}
+	for _, f := range []string{"profiles", "obs", "current", "out"} {
+		if c.String(f) == "" {
+			return usagef("retrain: --%s is required", f)
+		}
+	}
+	frac := c.Float64("holdout")
+	if !(frac > 0 && frac < 1) {
+		return usagef("retrain: --holdout %v: want a fraction in (0, 1)", frac)
+	}
+	params, err := paramsFrom(c)
+	if err != nil {
+		return err
+	}
+
+	cat, err := retrainCatalog(c, stderr)
+	if err != nil {
+		return err
+	}
+	site, err := readObservations(c.String("obs"), stderr)
+	if err != nil {
+		return err
+	}
+	var shared []observation.Observation
+	if path := c.String("pairs"); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("--pairs: %w", err)
+		}
+		if shared, err = observation.ReadLucidPairs(strings.NewReader(string(b))); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	site = keepKnown(cat, site, "accumulated", stderr)
+	shared = keepKnown(cat, shared, "--pairs", stderr)
+
+	// Hold out a seeded random fraction of the accumulated observations.
+	rng := rand.New(rand.NewPCG(uint64(params.Seed), 0x636f7363))
+	perm := rng.Perm(len(site))
+	nHold := int(float64(len(site))*frac + 0.5)
+	if nHold < minHoldout {
+		return fmt.Errorf("retrain: %d accumulated observations with profiles give %d held out, fewer than %d: collect more before retraining", len(site), nHold, minHoldout)
+	}
+	sort.Ints(perm[:nHold]) // keep file order within each part: reproducible digests
+	sort.Ints(perm[nHold:])
+	var hold, train []observation.Observation
+	for i, j := range perm {
+		if i < nHold {
+			hold = append(hold, site[j])
+		} else {
+			train = append(train, site[j])
+		}
+	}
+	train = append(train, shared...)
+	trainDS, err := model.BuildDataset(cat, train)
+	if err != nil {
+		return fmt.Errorf("retrain: training set: %w", err)
+	}
+	holdDS, err := model.BuildDataset(cat, hold)
+	if err != nil {
+		return fmt.Errorf("retrain: held-out set: %w", err)
+	}
+
+	m, err := training.Train(trainDS, params)
+	if err != nil {
+		return fmt.Errorf("retrain: %w", err)
+	}
+	m.Source = fmt.Sprintf("retrain: profiles %s (%d), observations %s (%d trained, %d held out), pairs %s (%d); holdout %.2f seed %d",
+		c.String("profiles"), len(cat), c.String("obs"), len(train)-len(shared), len(hold),
+		orNone(c.String("pairs")), len(shared), frac, params.Seed)
+	if len(m.Source) > profile.MaxTextLen*4 {
+		m.Source = m.Source[:profile.MaxTextLen*4]
+	}
+	newM := model.Evaluate(m, holdDS)
+	fmt.Fprintf(stdout, "trained on %d observations (%d accumulated + %d shared); %d held out\n",
+		trainDS.Len(), len(train)-len(shared), len(shared), holdDS.Len())
+	fmt.Fprintf(stdout, "new model:     MAE %.4f  RMSE %.4f  (mean predictor MAE %.4f)\n", newM.MAE, newM.RMSE, newM.MeanPredictorMAE)
+
+	cur, err := model.Load(c.String("current"))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		fmt.Fprintf(stdout, "current model: none (%s does not exist)\n", c.String("current"))
+	case err != nil:
+		if !c.Bool("force") {
+			return fmt.Errorf("retrain: %w (use --force to replace it without a comparison)", err)
+		}
+		fmt.Fprintf(stderr, "warning: %v; replacing it (--force)\n", err)
+	default:
+		curM := model.Evaluate(cur, holdDS)
+		fmt.Fprintf(stdout, "current model: MAE %.4f  RMSE %.4f\n", curM.MAE, curM.RMSE)
+		if newM.MAE > curM.MAE {
+			if !c.Bool("force") {
+				return fmt.Errorf("retrain: refusing to replace %s: the new model scores worse on %d held-out observations (MAE %.4f, current %.4f); use --force to replace it anyway",
+					c.String("current"), holdDS.Len(), newM.MAE, curM.MAE)
+			}
+			fmt.Fprintf(stderr, "warning: the new model scores worse (MAE %.4f, current %.4f); replacing it (--force)\n", newM.MAE, curM.MAE)
+		}
+	}
+	if err := m.Save(c.String("out")); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", c.String("out"))
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// retrainCatalog is the profile store plus --solo profiles the store lacks.
+func retrainCatalog(c *cli.Context, stderr io.Writer) (profile.Catalog, error) {
+	dir := c.String("profiles")
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("--profiles %s: not a folder", dir)
+	}
+	st, err := profile.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	cat, problems := st.Catalog()
+	for _, p := range problems {
+		fmt.Fprintf(stderr, "warning: skipped: %v\n", p)
+	}
+	if cat == nil {
+		cat = profile.Catalog{}
+	}
+	if path := c.String("solo"); path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("--solo: %w", err)
+		}
+		defer f.Close()
+		ps, err := profile.ReadLucidSolo(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		for _, p := range ps {
+			if _, ok := cat[p.Tag]; !ok {
+				cat[p.Tag] = p
+			}
+		}
+	}
+	if len(cat) == 0 {
+		return nil, fmt.Errorf("retrain: no profiles in %s", dir)
+	}
+	return cat, nil
+}
+
+// readObservations reads a folder of observation CSVs or one file.
+func readObservations(path string, stderr io.Writer) ([]observation.Observation, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("--obs: %w", err)
+	}
+	if !fi.IsDir() {
+		return observation.ReadFile(path)
+	}
+	obs, problems := observation.ReadDir(path)
+	for _, p := range problems {
+		fmt.Fprintf(stderr, "warning: skipped: %v\n", p)
+	}
+	return obs, nil
+}
+
+// keepKnown drops observations naming a tag without a profile, and says so.
+func keepKnown(cat profile.Catalog, obs []observation.Observation, what string, stderr io.Writer) []observation.Observation {
+	kept, dropped, missing := model.FilterKnown(cat, obs)
+	if dropped > 0 {
+		if len(missing) > 5 {
+			missing = append(missing[:5], fmt.Sprintf("and %d more", len(missing)-5))
+		}
+		for i := range missing {
+			missing[i] = profile.Sanitize(missing[i])
+		}
+		fmt.Fprintf(stderr, "warning: dropped %d %s observations naming tags with no profile: %s\n", dropped, what, strings.Join(missing, ", "))
+	}
+	return kept
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/coscheml/coscheml/models"
+	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/model/training"
+	"github.com/coscheml/coscheml/pkg/observation"
+	"github.com/coscheml/coscheml/pkg/profile"
+)
+
+// retrainFixture is a site: a profile store of the Lucid solo profiles and an
+// observation folder holding the Lucid pairs as if epilogs had recorded them.
+type retrainFixture struct {
+	dir, profiles, obs string
+	cat                profile.Catalog
+	all                []observation.Observation
+}
+
+func newRetrainFixture(t *testing.T, nObs int) *retrainFixture {
+	t.Helper()
+	f := &retrainFixture{dir: t.TempDir()}
+	f.profiles = filepath.Join(f.dir, "profiles")
+	f.obs = filepath.Join(f.dir, "obs")
+	st, err := profile.Open(f.profiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := profile.ReadLucidSolo(bytes.NewReader(models.DefaultSoloCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cat = profile.Catalog{}
+	for _, p := range ps {
+		if err := st.Put(p); err != nil {
+			t.Fatal(err)
+		}
+		f.cat[p.Tag] = p
+	}
+	obs, err := observation.ReadLucidPairs(bytes.NewReader(models.DefaultPairsCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.all = obs[:min(nObs, len(obs))]
+	if err := os.Mkdir(f.obs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := observation.AppendFile(filepath.Join(f.obs, "n1.csv"), f.all...); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// saveModel trains a model on obs (with speeds replaced by speed(i) if given)
+// and saves it.
+func (f *retrainFixture) saveModel(t *testing.T, name string, p model.Params, speed func(float64) float64) string {
+	t.Helper()
+	obs := append([]observation.Observation(nil), f.all...)
+	if speed != nil {
+		for i := range obs {
+			obs[i].Speed = speed(obs[i].Speed)
+		}
+	}
+	ds, err := model.BuildDataset(f.cat, obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := training.Train(ds, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(f.dir, name)
+	if err := m.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func runTrain(args ...string) (int, string, string) {
+	var out, errw bytes.Buffer
+	code := run(append([]string{"coscheml-train"}, args...), &out, &errw)
+	return code, out.String(), errw.String()
+}
+
+func TestRetrainRefusesWorseModel(t *testing.T) {
+	f := newRetrainFixture(t, 300)
+	// The current model has memorized every observation, the held-out ones too,
+	// so a model trained without them cannot beat it.
+	cur := f.saveModel(t, "current.model", model.Params{MaxDepth: 20, MinLeaf: 1, Trees: 1, Bins: 0, Seed: 1}, nil)
+	before, _ := os.ReadFile(cur)
+
+	code, out, errOut := runTrain("retrain", "--profiles", f.profiles, "--obs", f.obs, "--current", cur, "--out", cur)
+	if code != exitFailure {
+		t.Fatalf("exit %d, want 1; stdout %s stderr %s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "refusing to replace") || strings.Count(errOut, "MAE") != 1 || !strings.Contains(errOut, "current 0.") || !strings.Contains(errOut, "--force") {
+		t.Errorf("refusal message %q", errOut)
+	}
+	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
+	after, _ := os.ReadFile(cur)
+	if !bytes.Equal(before, after) {
+		t.Error("the current model was modified by a refused retrain")
+	}
+
+	code, out, errOut = runTrain("retrain", "--profiles", f.profiles, "--obs", f.obs, "--current", cur, "--out", cur, "--force")
+	if code != exitOK || !strings.Contains(errOut, "--force") {
+		t.Fatalf("--force: exit %d; %s %s", code, out, errOut)
+	}
+	m, err := model.Load(cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(m.Source, "retrain") || m.TrainSamples != 300-60 {
+		t.Errorf("forced model: source %q, %d samples (want 240)", m.Source, m.TrainSamples)
+	}
+}
+
+func TestRetrainReplacesWorseCurrent(t *testing.T) {
+	f := newRetrainFixture(t, 300)
+	// A current model trained on nonsense (every speed 0.3) scores badly.
+	cur := f.saveModel(t, "bad.model", training.DefaultParams(), func(float64) float64 { return 0.3 })
+	out := filepath.Join(f.dir, "new.model")
+	code, stdout, errOut := runTrain("retrain", "--profiles", f.profiles, "--obs", filepath.Join(f.obs, "n1.csv"),
+		"--current", cur, "--out", out, "--holdout", "0.25", "--seed", "7")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s %s", code, stdout, errOut)
+	}
+	if !strings.Contains(stdout, "75 held out") || !strings.Contains(stdout, "wrote "+out) {
+		t.Errorf("stdout %q", stdout)
+	}
+	if _, err := model.Load(out); err != nil {
+		t.Fatal(err)
+	}
+
+	// No current model yet: the first one is written.
+	first := filepath.Join(f.dir, "first.model")
+	code, stdout, errOut = runTrain("retrain", "--profiles", f.profiles, "--obs", f.obs, "--current", first, "--out", first)
+	if code != exitOK || !strings.Contains(stdout, "current model: none") {
+		t.Fatalf("first model: exit %d %s %s", code, stdout, errOut)
+	}
+}
+
+func TestRetrainInputErrors(t *testing.T) {
+	f := newRetrainFixture(t, 12)
+	cur := filepath.Join(f.dir, "m")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"missing flags", []string{"--profiles", f.profiles}, exitUsage, "--obs is required"},
+		{"bad holdout", []string{"--profiles", f.profiles, "--obs", f.obs, "--current", cur, "--out", cur, "--holdout", "1.5"}, exitUsage, "--holdout"},
+		{"too few observations", []string{"--profiles", f.profiles, "--obs", f.obs, "--current", cur, "--out", cur}, exitFailure, "fewer than 5"},
+		{"no such obs", []string{"--profiles", f.profiles, "--obs", filepath.Join(f.dir, "nope"), "--current", cur, "--out", cur}, exitFailure, "--obs"},
+		{"profiles not a folder", []string{"--profiles", filepath.Join(f.obs, "n1.csv"), "--obs", f.obs, "--current", cur, "--out", cur}, exitFailure, "not a folder"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errOut := runTrain(append([]string{"retrain"}, tc.args...)...)
+			if code != tc.code || !strings.Contains(errOut, tc.msg) {
+				t.Errorf("exit %d %q, want %d and %q", code, errOut, tc.code, tc.msg)
+			}
+		})
+	}
+	if _, err := os.Stat(cur); err == nil {
+		t.Error("a model was written by a failed retrain")
+	}
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/model/training"
+	"github.com/urfave/cli/v2"
+)
+
+func paramFlags() []cli.Flag {
+	d := training.DefaultParams()
+	return []cli.Flag{
+		&cli.IntFlag{Name: "forest", Value: d.Trees, Usage: "`N` bagged trees (1 = a single tree)"},
+		&cli.IntFlag{Name: "max-depth", Value: d.MaxDepth, Usage: "most splits on a root-to-leaf path (`D`, 1..20)"},
+		&cli.IntFlag{Name: "min-leaf", Value: d.MinLeaf, Usage: "fewest training samples in a leaf (`L`)"},
+		&cli.IntFlag{Name: "bins", Value: d.Bins, Usage: "split candidates per feature and node (`B`; 0 = every distinct value, slow)"},
+		&cli.IntFlag{Name: "max-features", Value: d.MaxFeatures, Usage: "in a forest, offer `K` random features per split (0 = all)"},
+		&cli.StringFlag{Name: "features", Value: strings.Join(d.Features, ","), Usage: "comma-separated `NAMES` of the features to split on, or \"all\" (see docs/model.md)"},
+		&cli.Int64Flag{Name: "seed", Value: d.Seed, Usage: "`SEED` for bootstrap samples, feature choice and k-fold shuffling"},
+	}
+}
+
+func paramsFrom(c *cli.Context) (model.Params, error) {
+	p := model.Params{
+		Trees: c.Int("forest"), MaxDepth: c.Int("max-depth"), MinLeaf: c.Int("min-leaf"),
+		Bins: c.Int("bins"), Seed: c.Int64("seed"), MaxFeatures: c.Int("max-features"),
+	}
+	if f := strings.TrimSpace(c.String("features")); f != "" && f != "all" {
+		for _, name := range strings.Split(f, ",") {
+			p.Features = append(p.Features, strings.TrimSpace(name))
+		}
+	}
+	if err := training.Validate(p); err != nil {
+		return p, usageError{err}
+	}
+	return p, nil
+}
+
+func trainCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "train",
+		Usage: "train a model, report cross-validation, write the model file",
+		UsageText: "coscheml-train train --out M [--solo S.csv --pairs P.csv] [--generic-profiles F.csv] [--obs OBS.csv]\n" +
+			"                     [--forest N] [--max-depth D] [--min-leaf L] [--max-features K] [--features NAMES|all]\n" +
+			"                     [--bins B] [--seed S] [--folds K] [--skip-cv] [--skip-unknown]",
+		Description: "Reads solo profiles and co-located observations, runs K-fold and leave-applications-out\n" +
+			"cross-validation (an application is a model family: all batch sizes and precisions of\n" +
+			"e.g. resnet18 are held out together, and no training sample contains them), prints both\n" +
+			"side by side with the mean predictor and the utilization-sum heuristic, then trains on all\n" +
+			"samples and writes the model file atomically.",
+		Flags: append(append(dataFlags(), paramFlags()...),
+			&cli.StringFlag{Name: "out", Usage: "write the model to `FILE` (required)"},
+			&cli.IntFlag{Name: "folds", Value: 5, Usage: "`K` for k-fold cross-validation"},
+			&cli.BoolFlag{Name: "skip-cv", Usage: "train without cross-validation (the model file then records none)"},
+		),
+		Action: func(c *cli.Context) error {
+			if c.Args().Present() {
+				return usagef("train: unexpected argument %q", c.Args().First())
+			}
+			out := c.String("out")
+			if out == "" {
+				return usagef("train: --out is required")
+			}
+			p, err := paramsFrom(c)
+			if err != nil {
+				return err
+			}
+			k := c.Int("folds")
+			if !c.Bool("skip-cv") && k < 2 {
+				return usagef("train: --folds %d: want >= 2", k)
+			}
+			td, err := loadData(c)
+			if err != nil {
+				return err
+			}
+			w := c.App.Writer
+			td.warnDropped(c.App.ErrWriter)
+			fmt.Fprintf(w, "data: %d samples from %s; profiles from %s\n", td.ds.Len(), names(td.obsIn), names(td.profIn))
+			var cv model.CVSummary
+			if !c.Bool("skip-cv") {
+				t0 := time.Now()
+				kf, err := training.KFold(td.ds, k, p, p.Seed)
+				if err != nil {
+					return err
+				}
+				lao, err := training.LeaveAppsOut(td.ds, p, nil)
+				if err != nil {
+					return err
+				}
+				printReport(w, describe(p), kf, lao)
+				fmt.Fprintf(w, "cross-validation took %v\n", time.Since(t0).Round(time.Millisecond))
+				cv = model.CVSummary{KFold: kf.Metrics, KFoldK: k, LeaveAppsOut: lao.Metrics, Apps: len(lao.Folds)}
+			}
+			t0 := time.Now()
+			m, err := training.Train(td.ds, p)
+			if err != nil {
+				return err
+			}
+			m.CV = cv
+			m.Source = td.source()
+			m.CreatedAt = time.Now().UTC().Truncate(time.Second)
+			if err := m.Save(out); err != nil {
+				return err
+			}
+			info := m.Info()
+			info.Path = out
+			fmt.Fprintf(w, "trained in %v\n%s", time.Since(t0).Round(time.Millisecond), info)
+			return nil
+		},
+	}
+}
+
+func describe(p model.Params) string {
+	if p.Trees > 1 {
+		return fmt.Sprintf("forest %dx depth %d leaf %d", p.Trees, p.MaxDepth, p.MinLeaf)
+	}
+	return fmt.Sprintf("tree depth %d leaf %d", p.MaxDepth, p.MinLeaf)
+}
+
+// printReport prints k-fold and leave-apps-out side by side with both baselines,
+// then the per-application folds.
+func printReport(w io.Writer, label string, kf, lao training.CVReport) {
+	fmt.Fprintf(w, "\n%-30s | %-26s | %-26s\n", "", fmt.Sprintf("%d-fold CV (%d samples)", len(kf.Folds), kf.Metrics.Samples),
+		fmt.Sprintf("leave-apps-out (%d apps)", len(lao.Folds)))
+	fmt.Fprintf(w, "%-30s | %8s %8s %8s | %8s %8s %8s\n", "predictor", "MAE", "RMSE", "AUC", "MAE", "RMSE", "AUC")
+	a, b := kf.Metrics, lao.Metrics
+	fmt.Fprintf(w, "%-30s | %8.4f %8.4f %8s | %8.4f %8.4f %8s\n", label, a.MAE, a.RMSE, a.ModelAUC, b.MAE, b.RMSE, b.ModelAUC)
+	fmt.Fprintf(w, "%-30s | %8.4f %8.4f %8s | %8.4f %8.4f %8s\n", "mean predictor (train mean)", a.MeanPredictorMAE, a.MeanPredictorRMSE, "0.500", b.MeanPredictorMAE, b.MeanPredictorRMSE, "0.500")
+	fmt.Fprintf(w, "%-30s | %8s %8s %8s | %8s %8s %8s\n", "util-sum heuristic", "-", "-", a.UtilSumAUC, "-", "-", b.UtilSumAUC)
+	fmt.Fprintf(w, "AUC: picking out samples with speed < %.2f (%d of %d)\n\n", model.SlowSpeed, a.SlowSamples, a.Samples)
+	fmt.Fprintf(w, "leave-apps-out folds:\n%-16s %6s %6s %8s %8s %8s %8s\n", "held out", "train", "test", "MAE", "meanMAE", "AUC", "utilAUC")
+	for _, f := range lao.Folds {
+		fmt.Fprintf(w, "%-16s %6d %6d %8.4f %8.4f %8s %8s\n", f.Name, f.Train, f.Test, f.Metrics.MAE, f.Metrics.MeanPredictorMAE, f.Metrics.ModelAUC, f.Metrics.UtilSumAUC)
+	}
+}

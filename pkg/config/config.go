@@ -1,0 +1,101 @@
+// Package config loads etc/coscheml.yaml: every knob, with safe defaults.
+//
+// Loading is strict because a typo in a scheduler's configuration must not silently
+// fall back to a default: unknown keys, values of the wrong type and out-of-range
+// values are all rejected, and every error names the key (and its line).
+package config
+
+import "time"
+
+// Config is the whole configuration. Field docs live in etc/coscheml.yaml and
+// docs/configuration.md.
+type Config struct {
+	ProfileDir     string `yaml:"profile_dir"`
+	ModelPath      string `yaml:"model_path"` // empty: the embedded default model
+	ResidencyDir   string `yaml:"residency_dir"`
+	ObservationDir string `yaml:"observation_dir"`
+	DecisionLog    string `yaml:"decision_log"`
+
+	Policy       string      `yaml:"policy"` // coscheml | exclusive | blind | least-loaded | utilsum | random
+	SpeedFloor   SpeedFloors `yaml:"speed_floor"`
+	SlotsPerGPU  int         `yaml:"slots_per_gpu"` // Slurm shards per GPU
+	MaxCoRunners int         `yaml:"max_corunners"` // most jobs sharing one GPU
+
+	// PreferShareSpeed: while idle GPUs exist, Co-scheML shares only when every
+	// affected job keeps at least this predicted speed (placement.Options).
+	PreferShareSpeed float64 `yaml:"prefer_share_speed"`
+	// MemReserveMiB is kept free on a shared GPU beyond the profiles' memory.
+	MemReserveMiB float64 `yaml:"mem_reserve_mib"`
+	// UtilSumThreshold is the utilsum baseline's limit on summed solo GPU util (%).
+	UtilSumThreshold float64 `yaml:"utilsum_threshold"`
+
+	Untagged       string `yaml:"untagged"`        // pass | exclusive
+	UnknownProfile string `yaml:"unknown_profile"` // reject | exclusive
+	InvalidTag     string `yaml:"invalid_tag"`     // reject | exclusive
+
+	Cluster   ClusterSpec   `yaml:"cluster"`
+	Profiling ProfilingSpec `yaml:"profiling"`
+}
+
+// SpeedFloors is the lowest predicted speed each class may be pushed to by sharing.
+type SpeedFloors struct {
+	HPC   float64 `yaml:"hpc"`
+	Train float64 `yaml:"train"`
+	Infer float64 `yaml:"infer"`
+}
+
+// ClusterSpec describes the GPU nodes the plugin may place on (job_submit cannot ask
+// slurmctld, so the inventory is configured).
+type ClusterSpec struct {
+	Nodes        string  `yaml:"nodes"` // Slurm hostlist, e.g. "n[1-4]"
+	GPUsPerNode  int     `yaml:"gpus_per_node"`
+	GPUMemoryMiB float64 `yaml:"gpu_memory_mib"`
+	Partition    string  `yaml:"partition"` // only jobs of this partition are placed ("" = all)
+}
+
+// ProfilingSpec controls the node-side NVML sampler.
+type ProfilingSpec struct {
+	Enabled    bool          `yaml:"enabled"`
+	Backend    string        `yaml:"backend"` // nvml | mock
+	Interval   time.Duration `yaml:"interval"`
+	StaleAfter time.Duration `yaml:"stale_after"`
+}
+
+// Policies are the placement policy names the configuration accepts (the names of
+// pkg/placement's by-name factory; the oracle needs measured truth and exists only
+// in the simulator).
+var Policies = []string{"coscheml", "exclusive", "blind", "least-loaded", "utilsum", "random"}
+
+// Default returns the safe defaults.
+func Default() Config {
+	return Config{
+		ProfileDir:       "/var/lib/coscheml/profiles",
+		ResidencyDir:     "/var/lib/coscheml/residency",
+		ObservationDir:   "/var/lib/coscheml/observations",
+		DecisionLog:      "/var/lib/coscheml/decisions.log",
+		Policy:           "coscheml",
+		SpeedFloor:       SpeedFloors{HPC: 0.75, Train: 0.75, Infer: 0.9},
+		SlotsPerGPU:      4,
+		MaxCoRunners:     2,
+		PreferShareSpeed: 0.85,
+		UtilSumThreshold: 100,
+		Untagged:         "pass",
+		UnknownProfile:   "reject",
+		InvalidTag:       "reject",
+		Profiling:        ProfilingSpec{Enabled: true, Backend: "nvml", Interval: 500 * time.Millisecond, StaleAfter: 30 * 24 * time.Hour},
+	}
+}
+
+// Floor returns the speed floor of a class name ("hpc", "train", "infer"); an
+// unknown class gets the strictest floor, so a mistake never loosens protection.
+func (f SpeedFloors) Floor(class string) float64 {
+	switch class {
+	case "hpc":
+		return f.HPC
+	case "train":
+		return f.Train
+	case "infer":
+		return f.Infer
+	}
+	return max(f.HPC, f.Train, f.Infer)
+}

@@ -1,0 +1,250 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The shipped etc/coscheml.yaml must say exactly what the built-in defaults are, so
+// that an admin who edits it starts from the truth.
+func TestShippedFileIsDefault(t *testing.T) {
+	c, err := Load(filepath.Join("..", "..", "etc", "coscheml.yaml"))
+	if err != nil {
+		t.Fatalf("Load shipped config: %v", err)
+	}
+	if want := Default(); !reflect.DeepEqual(c, want) {
+		t.Fatalf("shipped config differs from Default():\n got %+v\nwant %+v", c, want)
+	}
+}
+
+// Every key of Config appears (uncommented) in the shipped file, so every knob is
+// documented there.
+func TestShippedFileHasEveryKey(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "etc", "coscheml.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(reflect.Type, string)
+	walk = func(typ reflect.Type, indent string) {
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			key := yamlName(f)
+			if !strings.Contains(string(data), "\n"+indent+key+":") {
+				t.Errorf("etc/coscheml.yaml lacks key %q", key)
+			}
+			if f.Type.Kind() == reflect.Struct && f.Type != durationType {
+				walk(f.Type, indent+"  ")
+			}
+		}
+	}
+	walk(reflect.TypeOf(Config{}), "")
+}
+
+// docs/configuration.md documents every key (as `dotted.key`).
+func TestDocsHaveEveryKey(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(reflect.Type, string)
+	walk = func(typ reflect.Type, prefix string) {
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			key := prefix + yamlName(f)
+			if f.Type.Kind() == reflect.Struct && f.Type != durationType {
+				walk(f.Type, key+".")
+				continue
+			}
+			if !strings.Contains(string(data), "`"+key+"`") {
+				t.Errorf("docs/configuration.md lacks key `%s`", key)
+			}
+		}
+	}
+	walk(reflect.TypeOf(Config{}), "")
+}
+
+func TestDefaultValidates(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadOverridesOnlyGivenKeys(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	body := "policy: blind\nspeed_floor:\n  infer: 0.95\nprofiling:\n  interval: 2s\ncluster:\n  nodes: gpu[01-03]\n  gpus_per_node: 8\n  gpu_memory_mib: 81920\n"
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.Policy = "blind"
+	want.SpeedFloor.Infer = 0.95
+	want.Profiling.Interval = 2 * time.Second
+	want.Cluster.Nodes = "gpu[01-03]"
+	want.Cluster.GPUsPerNode = 8
+	want.Cluster.GPUMemoryMiB = 81920
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("got %+v\nwant %+v", c, want)
+	}
+}
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name    string
+		yaml    string
+		wantErr []string // substrings of the error; nil = must succeed
+		check   func(Config) bool
+	}{
+		{name: "empty", yaml: "", check: func(c Config) bool { return reflect.DeepEqual(c, Default()) }},
+		{name: "only comments", yaml: "# nothing\n", check: func(c Config) bool { return reflect.DeepEqual(c, Default()) }},
+		{name: "model path", yaml: "model_path: /opt/m.model\n", check: func(c Config) bool { return c.ModelPath == "/opt/m.model" }},
+		{name: "empty string", yaml: "decision_log: \"\"\n", check: func(c Config) bool { return c.DecisionLog == "" }},
+		{name: "bare key refused", yaml: "decision_log:\n", wantErr: []string{`"decision_log"`, "empty value"}},
+		{name: "float floor from int", yaml: "speed_floor:\n  hpc: 1\n", check: func(c Config) bool { return c.SpeedFloor.HPC == 1 }},
+		{name: "stale zero", yaml: "profiling:\n  stale_after: 0s\n", check: func(c Config) bool { return c.Profiling.StaleAfter == 0 }},
+		{name: "mock backend", yaml: "profiling:\n  backend: mock\n  enabled: false\n", check: func(c Config) bool { return c.Profiling.Backend == "mock" && !c.Profiling.Enabled }},
+		{name: "max corunners up to slots", yaml: "slots_per_gpu: 8\nmax_corunners: 8\n", check: func(c Config) bool { return c.MaxCoRunners == 8 }},
+
+		{name: "unknown top key", yaml: "polcy: coscheml\n", wantErr: []string{`"polcy"`, "line 1", "valid keys"}},
+		{name: "unknown nested key", yaml: "speed_floor:\n  hpc: 0.8\n  gpu: 0.5\n", wantErr: []string{`"speed_floor.gpu"`, "line 3"}},
+		{name: "dash spelling hint", yaml: "slots-per-gpu: 4\n", wantErr: []string{`did you mean "slots_per_gpu"`}},
+		{name: "duplicate key", yaml: "policy: blind\npolicy: random\n", wantErr: []string{`"policy"`, "defined twice", "line 2"}},
+		{name: "floor zero", yaml: "speed_floor:\n  infer: 0\n", wantErr: []string{`"speed_floor.infer"`, "(0, 1]"}},
+		{name: "floor above one", yaml: "speed_floor:\n  hpc: 1.5\n", wantErr: []string{`"speed_floor.hpc"`}},
+		{name: "floor NaN", yaml: "speed_floor:\n  train: .nan\n", wantErr: []string{`"speed_floor.train"`}},
+		{name: "floor string", yaml: "speed_floor:\n  train: fast\n", wantErr: []string{`"speed_floor.train"`, "want a number"}},
+		{name: "slots zero", yaml: "slots_per_gpu: 0\nmax_corunners: 1\n", wantErr: []string{`"slots_per_gpu"`}},
+		{name: "slots fractional", yaml: "slots_per_gpu: 2.5\n", wantErr: []string{`"slots_per_gpu"`, "whole number"}},
+		{name: "slots huge", yaml: "slots_per_gpu: 99999999999999\n", wantErr: []string{`"slots_per_gpu"`}},
+		{name: "corunners above slots", yaml: "slots_per_gpu: 2\nmax_corunners: 3\n", wantErr: []string{`"max_corunners"`, "1..slots_per_gpu (2)"}},
+		{name: "corunners zero", yaml: "max_corunners: 0\n", wantErr: []string{`"max_corunners"`}},
+		{name: "bad policy", yaml: "policy: magic\n", wantErr: []string{`"policy"`, "magic", "coscheml"}},
+		{name: "policy number", yaml: "policy: 3\n", wantErr: []string{`"policy"`, "want a string"}},
+		{name: "bad untagged", yaml: "untagged: reject\n", wantErr: []string{`"untagged"`, "pass or exclusive"}},
+		{name: "bad unknown_profile", yaml: "unknown_profile: pass\n", wantErr: []string{`"unknown_profile"`}},
+		{name: "bad invalid_tag", yaml: "invalid_tag: accept\n", wantErr: []string{`"invalid_tag"`}},
+		{name: "bad backend", yaml: "profiling:\n  backend: dcgm\n", wantErr: []string{`"profiling.backend"`, "nvml or mock"}},
+		{name: "bad duration", yaml: "profiling:\n  interval: 5 parsecs\n", wantErr: []string{`"profiling.interval"`, "line 2", "bad duration"}},
+		{name: "duration as int", yaml: "profiling:\n  interval: 500\n", wantErr: []string{`"profiling.interval"`, "want a duration"}},
+		{name: "interval too small", yaml: "profiling:\n  interval: 1ms\n", wantErr: []string{`"profiling.interval"`, "10ms..1h"}},
+		{name: "stale negative", yaml: "profiling:\n  stale_after: -1h\n", wantErr: []string{`"profiling.stale_after"`}},
+		{name: "enabled not bool", yaml: "profiling:\n  enabled: maybe\n", wantErr: []string{`"profiling.enabled"`, "true or false"}},
+		{name: "relative path", yaml: "profile_dir: var/lib/x\n", wantErr: []string{`"profile_dir"`, "absolute"}},
+		{name: "relative model", yaml: "model_path: ./m.model\n", wantErr: []string{`"model_path"`, "absolute"}},
+		{name: "section as scalar", yaml: "speed_floor: 0.8\n", wantErr: []string{`"speed_floor"`, "mapping"}},
+		{name: "empty section", yaml: "profiling:\n", wantErr: []string{`"profiling"`, "empty section"}},
+		{name: "list value", yaml: "policy: [a, b]\n", wantErr: []string{`"policy"`, "a list"}},
+		{name: "top level list", yaml: "- a\n", wantErr: []string{"top level"}},
+		{name: "two documents", yaml: "policy: blind\n---\npolicy: random\n", wantErr: []string{"more than one YAML document"}},
+		{name: "syntax error", yaml: "policy: [\n", wantErr: []string{"YAML"}},
+		{name: "bad hostlist", yaml: "cluster:\n  nodes: n[1-\n  gpus_per_node: 4\n", wantErr: []string{`"cluster.nodes"`}},
+		{name: "hostlist of nothing", yaml: "cluster:\n  nodes: \",\"\n  gpus_per_node: 4\n", wantErr: []string{`"cluster.nodes"`, "no host"}},
+		{name: "nodes without memory", yaml: "cluster:\n  nodes: n[1-2]\n  gpus_per_node: 4\n", wantErr: []string{`"cluster.gpu_memory_mib"`, "must be set"}},
+		{name: "prefer share zero", yaml: "prefer_share_speed: 0\n", wantErr: []string{`"prefer_share_speed"`}},
+		{name: "reserve negative", yaml: "mem_reserve_mib: -5\n", wantErr: []string{`"mem_reserve_mib"`}},
+		{name: "utilsum too big", yaml: "utilsum_threshold: 1000\n", wantErr: []string{`"utilsum_threshold"`}},
+		{name: "placement knobs", yaml: "prefer_share_speed: 0.8\nmem_reserve_mib: 512\nutilsum_threshold: 120\n", check: func(c Config) bool {
+			return c.PreferShareSpeed == 0.8 && c.MemReserveMiB == 512 && c.UtilSumThreshold == 120
+		}},
+		{name: "nodes without gpus", yaml: "cluster:\n  nodes: n[1-2]\n", wantErr: []string{`"cluster.gpus_per_node"`}},
+		{name: "negative memory", yaml: "cluster:\n  gpu_memory_mib: -1\n", wantErr: []string{`"cluster.gpu_memory_mib"`}},
+		{name: "bad partition", yaml: "cluster:\n  partition: \"a b\"\n", wantErr: []string{`"cluster.partition"`}},
+		{name: "merge key", yaml: "base: &b\n  hpc: 0.5\nspeed_floor:\n  <<: *b\n", wantErr: []string{`"base"`}},
+		{name: "all errors reported", yaml: "policy: x\nslots_per_gpu: 0\n", wantErr: []string{`"policy"`, `"slots_per_gpu"`}},
+		{name: "hostile key sanitized", yaml: "\"a\\x1b[31mb\": 1\n", wantErr: []string{`"a?[31mb"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(tt.yaml))
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				if !tt.check(c) {
+					t.Fatalf("unexpected config %+v", c)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("want error containing %q, got config %+v", tt.wantErr, c)
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if strings.ContainsRune(err.Error(), 0x1b) {
+				t.Errorf("error carries a raw escape character: %q", err)
+			}
+		})
+	}
+}
+
+func TestLoadErrorsNameTheFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(path, []byte("nope: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), `"nope"`) {
+		t.Fatalf("error %v should name %s and the key", err, path)
+	}
+	_, err = Load(filepath.Join(dir, "missing.yaml"))
+	if !os.IsNotExist(unwrapAll(err)) {
+		t.Fatalf("missing file: want a not-exist error, got %v", err)
+	}
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(big, []byte("# "+strings.Repeat("x", MaxFileSize)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(big); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("oversized file: got %v", err)
+	}
+}
+
+func unwrapAll(err error) error {
+	for {
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok || u.Unwrap() == nil {
+			return err
+		}
+		err = u.Unwrap()
+	}
+}
+
+func TestFloor(t *testing.T) {
+	f := SpeedFloors{HPC: 0.6, Train: 0.7, Infer: 0.95}
+	for class, want := range map[string]float64{"hpc": 0.6, "train": 0.7, "infer": 0.95, "": 0.95, "bogus": 0.95} {
+		if got := f.Floor(class); got != want {
+			t.Errorf("Floor(%q) = %v, want %v", class, got, want)
+		}
+	}
+}
+
+// FuzzParse: arbitrary bytes never panic, and whatever parses is valid.
+func FuzzParse(f *testing.F) {
+	if data, err := os.ReadFile(filepath.Join("..", "..", "etc", "coscheml.yaml")); err == nil {
+		f.Add(data)
+	}
+	for _, s := range []string{"", "policy: blind\n", "speed_floor:\n  hpc: 2\n", "a: &x [*x]\n", "profiling:\n  interval: 1h\n",
+		"cluster:\n  nodes: n[1-4]\n  gpus_per_node: 2\n  gpu_memory_mib: 1000\n", "cluster:\n  nodes: \",\"\n  gpus_per_node: 2\n", "- 1\n", "{", "x: !!binary AAAA\n", "slots_per_gpu: 0x10\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err == nil {
+			if verr := c.Validate(); verr != nil {
+				t.Fatalf("Parse accepted an invalid config: %v", verr)
+			}
+		}
+	})
+}

@@ -1,0 +1,357 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/hostlist"
+	"github.com/coscheml/coscheml/pkg/safetext"
+	"gopkg.in/yaml.v3"
+)
+
+// MaxFileSize bounds a configuration file; anything larger is a mistake (or an
+// attack) and is refused before parsing.
+const MaxFileSize = 1 << 20
+
+// Load reads the YAML file at path over the defaults: keys the file leaves out keep
+// their Default() value. Unknown keys, wrong types and out-of-range values are
+// errors that name the file, the key and (when known) its line.
+func Load(path string) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	if len(data) > MaxFileSize {
+		return Config{}, fmt.Errorf("config %s: larger than %d bytes", path, MaxFileSize)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes YAML over the defaults and validates the result (see Load).
+// An empty document yields Default().
+func Parse(data []byte) (Config, error) {
+	c := Default()
+	if len(data) > MaxFileSize {
+		return Config{}, fmt.Errorf("larger than %d bytes", MaxFileSize)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return c, c.Validate()
+		}
+		return Config{}, fmt.Errorf("YAML: %w", err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return Config{}, errors.New("more than one YAML document (remove the '---' separator)")
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode {
+		if len(root.Content) == 0 {
+			return c, c.Validate()
+		}
+		root = root.Content[0]
+	}
+	if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
+		return c, c.Validate() // a file of only comments
+	}
+	// The schema walk gives errors the dotted key and line that yaml.v3's own
+	// messages lack, and rejects what yaml.v3 would silently coerce (2.5 into an int).
+	if err := checkNode(root, reflect.TypeOf(c), "", 0); err != nil {
+		return Config{}, err
+	}
+	strict := yaml.NewDecoder(bytes.NewReader(data))
+	strict.KnownFields(true)
+	if err := strict.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("YAML: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+// maxDepth bounds the schema walk; the configuration is two levels deep.
+const maxDepth = 8
+
+// checkNode verifies that n fits the Go type t: known keys only, scalars of the
+// right YAML type. path is the dotted key of n.
+func checkNode(n *yaml.Node, t reflect.Type, path string, depth int) error {
+	if depth > maxDepth {
+		return fmt.Errorf("%s (line %d): nested too deeply", keyName(path), n.Line)
+	}
+	if n.Kind == yaml.AliasNode {
+		if n.Alias == nil {
+			return fmt.Errorf("%s (line %d): dangling alias", keyName(path), n.Line)
+		}
+		return checkNode(n.Alias, t, path, depth+1)
+	}
+	if t.Kind() == reflect.Struct && t != durationType {
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+			return fmt.Errorf("%s (line %d): empty section: remove the key or give its values", keyName(path), n.Line)
+		}
+		if n.Kind != yaml.MappingNode {
+			return fmt.Errorf("%s (line %d): want a mapping of keys, got %s", keyName(path), n.Line, describe(n))
+		}
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode {
+				return fmt.Errorf("%s (line %d): keys must be plain names", keyName(path), k.Line)
+			}
+			name := k.Value
+			full := name
+			if path != "" {
+				full = path + "." + name
+			}
+			if k.Tag == "!!merge" || name == "<<" {
+				return fmt.Errorf("%s (line %d): merge keys are not supported", keyName(full), k.Line)
+			}
+			if prev, dup := seen[name]; dup {
+				return fmt.Errorf("%s (line %d): defined twice (first at line %d)", keyName(full), k.Line, prev)
+			}
+			seen[name] = k.Line
+			f, ok := fieldByTag(t, name)
+			if !ok {
+				return fmt.Errorf("unknown key %q (line %d)%s", Sanitize(full), k.Line, suggest(t, name))
+			}
+			if err := checkNode(v, f.Type, full, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("%s (line %d): want a single value, got %s", keyName(path), n.Line, describe(n))
+	}
+	tag := n.ShortTag()
+	switch {
+	case t == durationType:
+		if tag != "!!str" {
+			return fmt.Errorf("%s (line %d): want a duration such as \"500ms\" or \"720h\", got %s", keyName(path), n.Line, describe(n))
+		}
+		if _, err := time.ParseDuration(n.Value); err != nil {
+			return fmt.Errorf("%s (line %d): bad duration %q: use units ns, us, ms, s, m, h (e.g. \"500ms\", \"720h\")", keyName(path), n.Line, Sanitize(n.Value))
+		}
+	case t.Kind() == reflect.String:
+		// Numbers and booleans are refused: "policy: 1" or "partition: yes" is
+		// surely a mistake. A bare "key:" is refused too (yaml.v3 would keep the
+		// default, which is not what "empty" suggests): write "" for empty.
+		if tag == "!!null" {
+			return fmt.Errorf("%s (line %d): empty value: write \"\" for an empty string, or remove the key for its default", keyName(path), n.Line)
+		}
+		if tag != "!!str" {
+			return fmt.Errorf("%s (line %d): want a string, got %s (quote it if you mean the text)", keyName(path), n.Line, describe(n))
+		}
+	case t.Kind() == reflect.Int:
+		if tag != "!!int" {
+			return fmt.Errorf("%s (line %d): want a whole number, got %s", keyName(path), n.Line, describe(n))
+		}
+		if _, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 32); err != nil {
+			return fmt.Errorf("%s (line %d): number %q out of range", keyName(path), n.Line, Sanitize(n.Value))
+		}
+	case t.Kind() == reflect.Float64:
+		if tag != "!!int" && tag != "!!float" {
+			return fmt.Errorf("%s (line %d): want a number, got %s", keyName(path), n.Line, describe(n))
+		}
+	case t.Kind() == reflect.Bool:
+		if tag != "!!bool" {
+			return fmt.Errorf("%s (line %d): want true or false, got %s", keyName(path), n.Line, describe(n))
+		}
+	default:
+		return fmt.Errorf("%s: unsupported field type %s", keyName(path), t) // programming error
+	}
+	return nil
+}
+
+func keyName(path string) string {
+	if path == "" {
+		return "top level"
+	}
+	return "key " + strconv.Quote(path)
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			return "an empty value"
+		case "!!str":
+			return fmt.Sprintf("the string %q", Sanitize(n.Value))
+		case "!!int":
+			return "the whole number " + Sanitize(n.Value)
+		case "!!float":
+			return "the number " + Sanitize(n.Value)
+		case "!!bool":
+			return "the boolean " + Sanitize(n.Value)
+		}
+		return fmt.Sprintf("%q", Sanitize(n.Value))
+	}
+	return "something else"
+}
+
+// fieldByTag finds the struct field whose yaml tag is name.
+func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if yamlName(f) == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+func yamlName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return name
+}
+
+// suggest names the valid keys of a section, so a typo is fixed in one round.
+func suggest(t reflect.Type, name string) string {
+	var keys []string
+	for i := 0; i < t.NumField(); i++ {
+		if k := yamlName(t.Field(i)); k != "" && k != "-" {
+			keys = append(keys, k)
+		}
+	}
+	lower := strings.ToLower(strings.ReplaceAll(name, "-", "_"))
+	for _, k := range keys {
+		if k == lower {
+			return fmt.Sprintf("; did you mean %q?", k)
+		}
+	}
+	return "; valid keys here: " + strings.Join(keys, ", ")
+}
+
+// Sanitize makes text from a configuration file safe to print in an error:
+// printable ASCII only, at most 80 characters.
+func Sanitize(s string) string { return safetext.Sanitize(s) }
+
+// partitionRE is Slurm's practical partition-name alphabet.
+var partitionRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// Validate checks every value's range; all problems are reported together, each
+// naming its key.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key string, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("key %q: "+format, append([]any{key}, a...)...))
+	}
+	for _, p := range []struct{ key, val string }{
+		{"profile_dir", c.ProfileDir},
+		{"model_path", c.ModelPath},
+		{"residency_dir", c.ResidencyDir},
+		{"observation_dir", c.ObservationDir},
+		{"decision_log", c.DecisionLog},
+	} {
+		switch {
+		case p.val == "":
+		case strings.ContainsRune(p.val, 0) || strings.ContainsAny(p.val, "\n\r"):
+			bad(p.key, "path contains a control character")
+		case !strings.HasPrefix(p.val, "/"):
+			bad(p.key, "path %q must be absolute (start with /)", Sanitize(p.val))
+		}
+	}
+	if !contains(Policies, c.Policy) {
+		bad("policy", "%q is not a policy; want one of %s", Sanitize(c.Policy), strings.Join(Policies, ", "))
+	}
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"speed_floor.hpc", c.SpeedFloor.HPC}, {"speed_floor.train", c.SpeedFloor.Train}, {"speed_floor.infer", c.SpeedFloor.Infer}} {
+		if !(f.v > 0 && f.v <= 1) { // also catches NaN
+			bad(f.key, "%v is out of range: want a speed in (0, 1], e.g. 0.75", f.v)
+		}
+	}
+	if c.SlotsPerGPU < 1 || c.SlotsPerGPU > 1024 {
+		bad("slots_per_gpu", "%d is out of range: want 1..1024", c.SlotsPerGPU)
+	}
+	if c.MaxCoRunners < 1 || c.MaxCoRunners > max(c.SlotsPerGPU, 1) {
+		bad("max_corunners", "%d is out of range: want 1..slots_per_gpu (%d)", c.MaxCoRunners, c.SlotsPerGPU)
+	}
+	if !(c.PreferShareSpeed > 0 && c.PreferShareSpeed <= 1) {
+		bad("prefer_share_speed", "%v is out of range: want a speed in (0, 1]", c.PreferShareSpeed)
+	}
+	if !(c.MemReserveMiB >= 0 && c.MemReserveMiB <= 16<<20) {
+		bad("mem_reserve_mib", "%v is out of range: want 0..16777216 MiB", c.MemReserveMiB)
+	}
+	if !(c.UtilSumThreshold > 0 && c.UtilSumThreshold <= 400) {
+		bad("utilsum_threshold", "%v is out of range: want a percentage in (0, 400]", c.UtilSumThreshold)
+	}
+	for _, e := range []struct {
+		key, val string
+		allowed  []string
+	}{
+		{"untagged", c.Untagged, []string{"pass", "exclusive"}},
+		{"unknown_profile", c.UnknownProfile, []string{"reject", "exclusive"}},
+		{"invalid_tag", c.InvalidTag, []string{"reject", "exclusive"}},
+		{"profiling.backend", c.Profiling.Backend, []string{"nvml", "mock"}},
+	} {
+		if !contains(e.allowed, e.val) {
+			bad(e.key, "%q is not allowed; want %s", Sanitize(e.val), strings.Join(e.allowed, " or "))
+		}
+	}
+	if c.Cluster.Nodes != "" {
+		// The same expansion the plugin uses, so what validates here is what it sees.
+		if hosts, err := hostlist.Expand(c.Cluster.Nodes); err != nil {
+			bad("cluster.nodes", "%v", err)
+		} else if len(hosts) == 0 {
+			bad("cluster.nodes", "%q names no host", Sanitize(c.Cluster.Nodes))
+		}
+	}
+	if c.Cluster.GPUsPerNode < 0 || c.Cluster.GPUsPerNode > 64 {
+		bad("cluster.gpus_per_node", "%d is out of range: want 0..64 (0 = not configured)", c.Cluster.GPUsPerNode)
+	}
+	if c.Cluster.Nodes != "" && c.Cluster.GPUsPerNode == 0 {
+		bad("cluster.gpus_per_node", "must be set (1..64) when cluster.nodes is")
+	}
+	if !(c.Cluster.GPUMemoryMiB >= 0 && c.Cluster.GPUMemoryMiB <= 16<<20) {
+		bad("cluster.gpu_memory_mib", "%v is out of range: want 0..16777216 MiB", c.Cluster.GPUMemoryMiB)
+	} else if c.Cluster.Nodes != "" && c.Cluster.GPUMemoryMiB == 0 {
+		bad("cluster.gpu_memory_mib", "must be set (> 0) when cluster.nodes is: sharing needs to know that jobs fit")
+	}
+	if c.Cluster.Partition != "" && !partitionRE.MatchString(c.Cluster.Partition) {
+		bad("cluster.partition", "%q is not a partition name (letters, digits, '_', '.', '-')", Sanitize(c.Cluster.Partition))
+	}
+	if c.Profiling.Interval < 10*time.Millisecond || c.Profiling.Interval > time.Hour {
+		bad("profiling.interval", "%s is out of range: want 10ms..1h", c.Profiling.Interval)
+	}
+	if c.Profiling.StaleAfter < 0 {
+		bad("profiling.stale_after", "%s is negative: want 0 (never stale) or more", c.Profiling.StaleAfter)
+	}
+	return errors.Join(errs...)
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,92 @@
+package decisionlog
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWriteFind(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "decisions.log")
+	w := NewWriter(path, 0, 0)
+	t0 := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+	recs := []Record{
+		{ID: "a1", Time: t0, Op: "submit", Tag: "x", Outcome: "rewrite", Action: "share", Node: "n2", GPU: 1, Shards: 2, PredictedSpeed: 0.9, Reason: "fits"},
+		{ID: "a2", Time: t0, Op: "submit", Tag: "y", Outcome: "reject", Action: "pass", GPU: -1, Reason: "unknown profile"},
+		{ID: "a1", Time: t0.Add(time.Second), Op: "modify", JobID: "17", Tag: "x", Outcome: "rewrite", Action: "exclusive", Node: "n3", GPU: 0, Reason: "again"},
+	}
+	for _, r := range recs {
+		if !w.Log(r) {
+			t.Fatal("Log dropped a record")
+		}
+	}
+	w.Close()
+	if w.Log(recs[0]) {
+		t.Fatal("Log after Close succeeded")
+	}
+	if err := w.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Simulate a torn last line.
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"id":"a9","ti`)
+	f.Close()
+	got, err := Find(path, "a1", "")
+	if err != nil || got.Op != "modify" || got.Node != "n3" {
+		t.Fatalf("Find a1: %+v, %v", got, err)
+	}
+	got, err = Find(path, "", "17")
+	if err != nil || got.ID != "a1" {
+		t.Fatalf("Find job 17: %+v, %v", got, err)
+	}
+	got, err = Find(path, "a2", "")
+	if err != nil || got.Reason != "unknown profile" || got.GPU != -1 {
+		t.Fatalf("Find a2: %+v, %v", got, err)
+	}
+	if _, err := Find(path, "a9", ""); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("torn record found: %v", err)
+	}
+}
+
+func TestRotation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d.log")
+	w := NewWriter(path, 1000, 0)
+	for i := 0; i < 40; i++ {
+		w.Log(Record{ID: "id" + strings.Repeat("x", i%3), Reason: strings.Repeat("r", 50), GPU: i})
+	}
+	w.Close()
+	for _, p := range []string{path, path + ".1"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() > 1000 {
+			t.Errorf("%s is %d bytes, bound 1000", p, fi.Size())
+		}
+	}
+	got, err := Find(path, "idxx", "")
+	if err != nil || got.GPU != 38 {
+		t.Fatalf("newest idxx: %+v %v", got, err)
+	}
+}
+
+func TestLogNeverBlocks(t *testing.T) {
+	// An unwritable path: records are dropped or fail, never block the caller.
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, "file")
+	os.WriteFile(blocker, nil, 0o644)
+	w := NewWriter(filepath.Join(blocker, "d.log"), 0, 2)
+	for i := 0; i < 100; i++ {
+		w.Log(Record{ID: "x"})
+	}
+	w.Close()
+	if w.Err() == nil {
+		t.Fatal("want a write error")
+	}
+	if w.Dropped() == 0 {
+		t.Fatal("want dropped records")
+	}
+}

@@ -1,0 +1,122 @@
+package training
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+
+	"github.com/coscheml/coscheml/pkg/model"
+)
+
+// Fold is one cross-validation fold's result.
+type Fold struct {
+	Name    string        `json:"name"`
+	Train   int           `json:"train"`
+	Test    int           `json:"test"`
+	Metrics model.Metrics `json:"metrics"`
+}
+
+// CVReport is a cross-validation result: Metrics pools the out-of-fold
+// predictions of all folds (each sample is tested exactly once).
+type CVReport struct {
+	Kind    string        `json:"kind"` // "kfold" or "leave-apps-out"
+	Params  model.Params  `json:"params"`
+	Metrics model.Metrics `json:"metrics"`
+	Folds   []Fold        `json:"folds"`
+}
+
+// KFold runs k-fold cross-validation with a seeded shuffle.
+func KFold(ds model.Dataset, k int, p model.Params, seed int64) (CVReport, error) {
+	n := ds.Len()
+	if k < 2 || k > n {
+		return CVReport{}, fmt.Errorf("k-fold: k=%d with %d samples: want 2..%d", k, n, n)
+	}
+	perm := rand.New(rand.NewPCG(uint64(seed), 0x6b666f6c64)).Perm(n)
+	rep := CVReport{Kind: "kfold", Params: p}
+	var all []model.Scored
+	for f := 0; f < k; f++ {
+		var train, test []int
+		for j, i := range perm {
+			if j%k == f {
+				test = append(test, i)
+			} else {
+				train = append(train, i)
+			}
+		}
+		r, err := runFold(ds, train, test, p)
+		if err != nil {
+			return CVReport{}, fmt.Errorf("k-fold: fold %d: %w", f+1, err)
+		}
+		rep.Folds = append(rep.Folds, Fold{Name: "fold " + strconv.Itoa(f+1), Train: len(train), Test: len(test), Metrics: model.MetricsOf(r)})
+		all = append(all, r...)
+	}
+	rep.Metrics = model.MetricsOf(all)
+	return rep, nil
+}
+
+// LeaveAppsOut holds out one application at a time: the test set is every sample
+// whose job belongs to the application, and the training set is every sample in
+// which the application appears neither as the job nor as a co-runner, so the
+// model has never seen it. group maps a tag to its application (nil: model.Family).
+func LeaveAppsOut(ds model.Dataset, p model.Params, group func(tag string) string) (CVReport, error) {
+	if group == nil {
+		group = model.Family
+	}
+	var apps []string
+	seen := map[string]bool{}
+	for i := range ds.Samples {
+		if g := group(ds.Samples[i].Tag); !seen[g] {
+			seen[g] = true
+			apps = append(apps, g)
+		}
+	}
+	slices.Sort(apps)
+	if len(apps) < 2 {
+		return CVReport{}, errors.New("leave-apps-out: need at least 2 applications")
+	}
+	rep := CVReport{Kind: "leave-apps-out", Params: p}
+	var all []model.Scored
+	for _, app := range apps {
+		var train, test []int
+		for i := range ds.Samples {
+			s := &ds.Samples[i]
+			if group(s.Tag) == app {
+				test = append(test, i)
+				continue
+			}
+			involved := false
+			for _, ct := range s.CoTags {
+				if group(ct) == app {
+					involved = true
+					break
+				}
+			}
+			if !involved {
+				train = append(train, i)
+			}
+		}
+		r, err := runFold(ds, train, test, p)
+		if err != nil {
+			return CVReport{}, fmt.Errorf("leave-apps-out: holding out %s: %w", app, err)
+		}
+		rep.Folds = append(rep.Folds, Fold{Name: app, Train: len(train), Test: len(test), Metrics: model.MetricsOf(r)})
+		all = append(all, r...)
+	}
+	rep.Metrics = model.MetricsOf(all)
+	return rep, nil
+}
+
+func runFold(ds model.Dataset, train, test []int, p model.Params) ([]model.Scored, error) {
+	m, err := Train(ds.Subset(train), p)
+	if err != nil {
+		return nil, err
+	}
+	r := make([]model.Scored, len(test))
+	for j, i := range test {
+		s := &ds.Samples[i]
+		r[j] = model.Scored{Truth: s.Speed, Pred: m.PredictSpeed(s.Job, s.Co), MeanPred: m.TrainMean, UtilSum: s.UtilSum()}
+	}
+	return r, nil
+}

@@ -1,0 +1,142 @@
+package observation
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// AppendFile appends observations to the generic CSV file at path, creating it
+// (0644, with the header) if it does not exist. It is safe for concurrent
+// appenders on one node, e.g. the epilogs of jobs ending together: the file is
+// opened O_APPEND and held under an exclusive flock while the header check and
+// the write happen, so the header is written once and rows never interleave.
+// An existing file must start with the header; if its last line was cut off (a
+// writer crashed mid-line), a newline is added first so that only that line is
+// bad. All observations are validated before anything is written.
+func AppendFile(path string, obs ...Observation) (err error) {
+	if err := validateAll(obs); err != nil {
+		return fmt.Errorf("append %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("append observations: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("append %s: %w", path, cerr)
+		}
+	}()
+	if err := lockFile(f); err != nil {
+		return fmt.Errorf("append %s: lock: %w", path, err)
+	}
+	defer unlockFile(f)
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("append %s: %w", path, err)
+	}
+	var buf bytes.Buffer
+	if fi.Size() == 0 {
+		if err := writeRows(&buf, obs, true); err != nil {
+			return fmt.Errorf("append %s: %w", path, err)
+		}
+	} else {
+		nl, err := checkExisting(f, fi.Size())
+		if err != nil {
+			return fmt.Errorf("append %s: %w", path, err)
+		}
+		if nl {
+			buf.WriteByte('\n')
+		}
+		if err := writeRows(&buf, obs, false); err != nil {
+			return fmt.Errorf("append %s: %w", path, err)
+		}
+	}
+	// One write of whole lines: with O_APPEND it lands at the end even if a
+	// writer that ignores the lock appends too.
+	if _, err := f.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("append %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("append %s: %w", path, err)
+	}
+	return nil
+}
+
+// checkExisting verifies that the file starts with the header line and reports
+// whether its last byte is not a newline.
+func checkExisting(f *os.File, size int64) (needNewline bool, err error) {
+	if err := checkHeaderLine(f); err != nil {
+		return false, err
+	}
+	last := make([]byte, 1)
+	if _, err := f.ReadAt(last, size-1); err != nil {
+		return false, err
+	}
+	return last[0] != '\n', nil
+}
+
+// checkHeaderLine accepts any header that ReadCSV accepts with exactly the columns
+// of Header (rows are appended in that order, so the order must match too).
+func checkHeaderLine(f *os.File) error {
+	line, err := bufio.NewReader(io.NewSectionReader(f, 0, 1<<16)).ReadString('\n')
+	if err != nil && err != io.EOF {
+		return err
+	}
+	cols := strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "\ufeff")), ",")
+	for i := range cols {
+		cols[i] = strings.ToLower(strings.TrimSpace(cols[i]))
+	}
+	if strings.Join(cols, ",") != strings.Join(header, ",") {
+		return fmt.Errorf("not an observation file: first line is not the header %q", strings.Join(header, ","))
+	}
+	return nil
+}
+
+// ReadFile reads one generic observation CSV file; errors name the file.
+func ReadFile(path string) ([]Observation, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read observations: %w", err)
+	}
+	defer f.Close()
+	obs, err := ReadCSV(bufio.NewReader(f))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return obs, nil
+}
+
+// ReadDir reads every *.csv file in dir (not recursing; dot files ignored), in
+// name order. A file that cannot be read or parsed is reported in problems, named
+// by its path, and contributes no observations; the other files' observations are
+// still returned. A missing dir is one problem wrapping fs.ErrNotExist.
+func ReadDir(dir string) (obs []Observation, problems []error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, []error{fmt.Errorf("observation folder: %w", err)}
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasPrefix(n, ".") || !strings.HasSuffix(n, ".csv") || e.IsDir() {
+			continue
+		}
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		o, err := ReadFile(filepath.Join(dir, n))
+		if err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		obs = append(obs, o...)
+	}
+	return obs, problems
+}

@@ -1,0 +1,22 @@
+// Package observation is the training data of the interference model: measured
+// speeds of jobs that shared a GPU with given co-runners.
+package observation
+
+import (
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/profile"
+)
+
+// Observation is one job's measured speed relative to running alone while it
+// shared its GPU with CoTags.
+type Observation struct {
+	Tag    string        `json:"tag"`
+	Class  profile.Class `json:"class,omitempty"`
+	CoTags []string      `json:"co_tags"` // empty: ran alone
+	Speed  float64       `json:"speed"`   // 1.0 = as fast as alone
+	Source string        `json:"source,omitempty"`
+	JobID  string        `json:"job_id,omitempty"`
+	Node   string        `json:"node,omitempty"`
+	When   time.Time     `json:"when,omitempty"`
+}

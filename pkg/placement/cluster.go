@@ -1,0 +1,435 @@
+package placement
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/coscheml/coscheml/pkg/profile"
+)
+
+// Default GPU sharing settings (Slurm shards per GPU and jobs per GPU).
+const (
+	DefaultSlots        = 4
+	DefaultMaxCoRunners = 2
+)
+
+// index holds the caches a decision reads instead of the residents themselves:
+// one flat gpuState per GPU, the buckets of GPUs in equal states (a decision
+// evaluates states, not GPUs), a job index so Remove does not walk the cluster,
+// and the interning table behind the resident-set signatures.
+type index struct {
+	nodeOff []int32    // nodeOff[n] = global index of GPU 0 of node n; len = nodes+1
+	gpus    []gpuState // by global GPU index
+	idle    int        // GPUs without residents
+	jobs    map[string]jobLoc
+	intern  map[internKey]uint16
+
+	// GPUs in equal states share a bucket: a single-GPU decision evaluates each
+	// bucket once (on its lowest GPU) instead of every GPU. Buckets of GPUs whose
+	// residents have no exact signature hold one GPU each.
+	buckets   []bucket
+	bucketOf  map[bucketKey]int32
+	freeB     []int32 // empty buckets, for reuse
+	gpuBucket []int32 // bucket of each GPU
+}
+
+// bucket is a set of GPUs in one state, as sorted global indexes.
+type bucket struct {
+	key     bucketKey
+	members []int32
+}
+
+// bucketKey is a gpuState without its node, floats by their bits (so the key is
+// comparable even for NaN); solo is the GPU index for unsignable busy GPUs, else -1.
+type bucketKey struct {
+	sig                     uint64
+	mem, sm, memCap         uint64
+	slots, used, nres, unkn int32
+	solo                    int32
+}
+
+func keyOf(st *gpuState, gi int32) bucketKey {
+	k := bucketKey{sig: st.sig, mem: math.Float64bits(st.mem), sm: math.Float64bits(st.sm), memCap: math.Float64bits(st.memCap),
+		slots: st.slots, used: st.used, nres: st.nres, unkn: st.unknown, solo: -1}
+	if st.sig == 0 && st.nres > 0 {
+		k.solo = gi
+	}
+	return k
+}
+
+// set stores GPU gi's new state and moves it to the bucket of that state.
+func (ix *index) set(gi int32, st gpuState) {
+	ix.gpus[gi] = st
+	k := keyOf(&st, gi)
+	old := ix.gpuBucket[gi]
+	if old >= 0 {
+		b := &ix.buckets[old]
+		if b.key == k {
+			return
+		}
+		if i, ok := slices.BinarySearch(b.members, gi); ok {
+			b.members = slices.Delete(b.members, i, i+1)
+		}
+		if len(b.members) == 0 {
+			delete(ix.bucketOf, b.key)
+			ix.freeB = append(ix.freeB, old)
+		}
+	}
+	id, ok := ix.bucketOf[k]
+	if !ok {
+		if n := len(ix.freeB); n > 0 {
+			id = ix.freeB[n-1]
+			ix.freeB = ix.freeB[:n-1]
+			ix.buckets[id].key = k
+		} else {
+			id = int32(len(ix.buckets))
+			ix.buckets = append(ix.buckets, bucket{key: k})
+		}
+		ix.bucketOf[k] = id
+	}
+	b := &ix.buckets[id]
+	i, _ := slices.BinarySearch(b.members, gi)
+	b.members = slices.Insert(b.members, i, gi)
+	ix.gpuBucket[gi] = id
+}
+
+// jobLoc lists the GPUs (global indexes) a job holds; single-GPU jobs, the common
+// case, need no slice.
+type jobLoc struct {
+	first int32
+	more  []int32
+}
+
+type internKey struct {
+	p *profile.Profile
+	c profile.Class
+}
+
+// gpuState is the cached summary of one GPU.
+type gpuState struct {
+	sig     uint64  // exact signature of the resident (profile, class) multiset; 0: none or not representable
+	mem     float64 // sum of resident profiles' MemUsedMiB
+	sm      float64 // sum of resident profiles' SMUtil.Mean
+	memCap  float64 // GPU.MemMiB
+	node    int32
+	slots   int32 // GPU.Slots
+	used    int32 // slots held by residents
+	nres    int32 // residents
+	unknown int32 // residents without a profile
+}
+
+func (s *gpuState) free() int32 { return s.slots - s.used }
+
+// Signatures pack up to sigLanes interned IDs (16 bits each, sorted) into a uint64,
+// so two GPUs have equal signatures exactly when their resident sets are equal.
+const (
+	sigLanes = 4
+	maxID    = 1<<16 - 1
+)
+
+// NewCluster returns a cluster of nodes named n1..nN, each with gpusPerNode GPUs of
+// memMiB MiB and slots sharing slots (DefaultSlots when slots <= 0).
+func NewCluster(nodes, gpusPerNode int, memMiB float64, slots int) *Cluster {
+	if slots <= 0 {
+		slots = DefaultSlots
+	}
+	c := &Cluster{Nodes: make([]Node, nodes)}
+	for n := range c.Nodes {
+		c.Nodes[n].Name = fmt.Sprintf("n%d", n+1)
+		c.Nodes[n].GPUs = make([]GPU, gpusPerNode)
+		for g := range c.Nodes[n].GPUs {
+			c.Nodes[n].GPUs[g] = GPU{Index: g, MemMiB: memMiB, Slots: slots}
+		}
+	}
+	c.Reindex()
+	return c
+}
+
+// Reindex rebuilds every cache from Nodes. Call it after changing Nodes other than
+// through Apply and Remove.
+func (c *Cluster) Reindex() {
+	ix := &index{
+		nodeOff:  make([]int32, len(c.Nodes)+1),
+		jobs:     make(map[string]jobLoc),
+		intern:   make(map[internKey]uint16),
+		bucketOf: make(map[bucketKey]int32),
+	}
+	total := 0
+	for n := range c.Nodes {
+		ix.nodeOff[n] = int32(total)
+		total += len(c.Nodes[n].GPUs)
+	}
+	ix.nodeOff[len(c.Nodes)] = int32(total)
+	ix.gpus = make([]gpuState, total)
+	ix.gpuBucket = make([]int32, total)
+	for i := range ix.gpuBucket {
+		ix.gpuBucket[i] = -1
+	}
+	gi := int32(0)
+	for n := range c.Nodes {
+		for g := range c.Nodes[n].GPUs {
+			gpu := &c.Nodes[n].GPUs[g]
+			ix.set(gi, summarize(gpu, int32(n), ix))
+			if len(gpu.Residents) == 0 {
+				ix.idle++
+			}
+			for _, r := range gpu.Residents {
+				ix.addJob(r.JobID, gi)
+			}
+			gi++
+		}
+	}
+	c.ix = ix
+}
+
+// Clone returns a deep copy of the cluster's nodes and residents (profiles are shared:
+// they are immutable) with its own caches.
+func (c *Cluster) Clone() *Cluster {
+	d := &Cluster{Nodes: make([]Node, len(c.Nodes))}
+	for n, node := range c.Nodes {
+		d.Nodes[n] = Node{Name: node.Name, GPUs: make([]GPU, len(node.GPUs))}
+		for g, gpu := range node.GPUs {
+			gpu.Residents = slices.Clone(gpu.Residents)
+			d.Nodes[n].GPUs[g] = gpu
+		}
+	}
+	d.Reindex()
+	return d
+}
+
+// NumGPUs is the number of GPUs in the cluster.
+func (c *Cluster) NumGPUs() int {
+	if c.indexed() {
+		return len(c.ix.gpus)
+	}
+	t := 0
+	for n := range c.Nodes {
+		t += len(c.Nodes[n].GPUs)
+	}
+	return t
+}
+
+// IdleGPUs is the number of GPUs without residents.
+func (c *Cluster) IdleGPUs() int {
+	if c.indexed() {
+		return c.ix.idle
+	}
+	t := 0
+	for n := range c.Nodes {
+		for g := range c.Nodes[n].GPUs {
+			if len(c.Nodes[n].GPUs[g].Residents) == 0 {
+				t++
+			}
+		}
+	}
+	return t
+}
+
+// indexed reports whether the caches exist and match the node list's shape. Only the
+// node count is checked (O(1)); a change of GPUs per node needs Reindex.
+func (c *Cluster) indexed() bool {
+	return c.ix != nil && len(c.ix.nodeOff) == len(c.Nodes)+1
+}
+
+func (c *Cluster) ensureIndex() {
+	if !c.indexed() {
+		c.Reindex()
+	}
+}
+
+// Apply records decision d for request r in the cluster (the job becomes resident on
+// every GPU of d.Placement) and updates the caches of those GPUs only.
+// A decision to wait changes nothing.
+func (c *Cluster) Apply(r *Request, d Decision) {
+	if d.Action == ActionWait || len(d.Placement) == 0 {
+		return
+	}
+	c.ensureIndex()
+	ix := c.ix
+	for _, s := range d.Placement {
+		gpu := &c.Nodes[s.Node].GPUs[s.GPU]
+		gi := ix.nodeOff[s.Node] + int32(s.GPU)
+		if len(gpu.Residents) == 0 {
+			ix.idle--
+		}
+		gpu.Residents = append(gpu.Residents, Resident{JobID: r.JobID, Profile: r.Profile, Class: r.Class, Slots: s.Slots})
+		ix.set(gi, summarize(gpu, int32(s.Node), ix))
+		ix.addJob(r.JobID, gi)
+	}
+}
+
+// Remove takes job jobID off every GPU it holds. It costs O(GPUs the job holds), not
+// O(cluster), and does nothing for an unknown job.
+func (c *Cluster) Remove(jobID string) {
+	c.ensureIndex()
+	ix := c.ix
+	loc, ok := ix.jobs[jobID]
+	if !ok {
+		return
+	}
+	delete(ix.jobs, jobID)
+	ix.removeFrom(c, jobID, loc.first)
+	for _, gi := range loc.more {
+		ix.removeFrom(c, jobID, gi)
+	}
+}
+
+func (ix *index) removeFrom(c *Cluster, jobID string, gi int32) {
+	n := ix.gpus[gi].node
+	gpu := &c.Nodes[n].GPUs[gi-ix.nodeOff[n]]
+	if len(gpu.Residents) == 0 {
+		return
+	}
+	kept := gpu.Residents[:0]
+	for _, r := range gpu.Residents {
+		if r.JobID != jobID {
+			kept = append(kept, r)
+		}
+	}
+	clear(gpu.Residents[len(kept):]) // drop profile pointers for the GC
+	gpu.Residents = kept
+	if len(kept) == 0 {
+		ix.idle++
+	}
+	ix.set(gi, summarize(gpu, n, ix))
+}
+
+func (ix *index) addJob(jobID string, gi int32) {
+	loc, ok := ix.jobs[jobID]
+	switch {
+	case !ok:
+		ix.jobs[jobID] = jobLoc{first: gi}
+		return
+	case loc.first == gi || slices.Contains(loc.more, gi):
+		return
+	}
+	loc.more = append(loc.more, gi)
+	ix.jobs[jobID] = loc
+}
+
+// id interns a (profile, class) pair; 0 means "not representable" (the table is full).
+func (ix *index) id(p *profile.Profile, cl profile.Class) uint16 {
+	k := internKey{p, cl}
+	if v, ok := ix.intern[k]; ok {
+		return v
+	}
+	if len(ix.intern) >= maxID-1 {
+		return 0
+	}
+	v := uint16(len(ix.intern) + 1)
+	ix.intern[k] = v
+	return v
+}
+
+// summarize computes a GPU's cached state from its residents. It is the only place
+// the summary is computed, for the caches and for uncached clusters alike, so the two
+// can never disagree. ix may be nil (no signature: predictions are not memoized).
+func summarize(g *GPU, node int32, ix *index) gpuState {
+	s := gpuState{node: node, slots: int32(g.Slots), memCap: g.MemMiB, nres: int32(len(g.Residents))}
+	var ids [sigLanes]uint16
+	sigOK := ix != nil && len(g.Residents) <= sigLanes
+	for i := range g.Residents {
+		r := &g.Residents[i]
+		s.used += int32(r.Slots)
+		if r.Profile == nil {
+			s.unknown++
+			sigOK = false
+			continue
+		}
+		s.mem += r.Profile.MemUsedMiB
+		s.sm += r.Profile.SMUtil.Mean
+		if sigOK {
+			id := ix.id(r.Profile, classOf(r.Class, r.Profile))
+			if id == 0 {
+				sigOK = false
+				continue
+			}
+			ids[i] = id
+		}
+	}
+	if sigOK && s.nres > 0 {
+		l := ids[:s.nres]
+		slices.Sort(l)
+		for _, id := range l {
+			s.sig = s.sig<<16 | uint64(id)
+		}
+	}
+	return s
+}
+
+// Check recomputes every cache from the residents and reports the first difference.
+// It is for tests and for debugging a caller that edits Nodes by hand.
+func (c *Cluster) Check() error {
+	if !c.indexed() {
+		return fmt.Errorf("cluster caches missing or stale: %d nodes", len(c.Nodes))
+	}
+	ix := c.ix
+	idle := 0
+	jobs := map[string][]int32{}
+	gi := int32(0)
+	for n := range c.Nodes {
+		if ix.nodeOff[n] != gi {
+			return fmt.Errorf("node %d: cached offset %d, want %d", n, ix.nodeOff[n], gi)
+		}
+		for g := range c.Nodes[n].GPUs {
+			if int(gi) >= len(ix.gpus) {
+				return fmt.Errorf("cache has %d GPUs, cluster more", len(ix.gpus))
+			}
+			gpu := &c.Nodes[n].GPUs[g]
+			want := summarize(gpu, int32(n), ix)
+			if got := ix.gpus[gi]; got != want {
+				return fmt.Errorf("node %d GPU %d: cached %+v, want %+v", n, g, got, want)
+			}
+			b := ix.gpuBucket[gi]
+			if b < 0 || int(b) >= len(ix.buckets) || ix.buckets[b].key != keyOf(&want, gi) {
+				return fmt.Errorf("node %d GPU %d: in bucket %d of another state", n, g, b)
+			}
+			if _, ok := slices.BinarySearch(ix.buckets[b].members, gi); !ok {
+				return fmt.Errorf("node %d GPU %d: missing from its bucket %d", n, g, b)
+			}
+			if len(gpu.Residents) == 0 {
+				idle++
+			}
+			for _, r := range gpu.Residents {
+				jobs[r.JobID] = append(jobs[r.JobID], gi)
+			}
+			gi++
+		}
+	}
+	if int(gi) != len(ix.gpus) {
+		return fmt.Errorf("cache has %d GPUs, cluster %d", len(ix.gpus), gi)
+	}
+	members := 0
+	for i, b := range ix.buckets {
+		if !slices.IsSorted(b.members) {
+			return fmt.Errorf("bucket %d: members not sorted", i)
+		}
+		members += len(b.members)
+		if id, ok := ix.bucketOf[b.key]; len(b.members) > 0 && (!ok || id != int32(i)) {
+			return fmt.Errorf("bucket %d: not found by its key", i)
+		}
+	}
+	if members != len(ix.gpus) || len(ix.bucketOf)+len(ix.freeB) != len(ix.buckets) {
+		return fmt.Errorf("buckets hold %d GPUs of %d (%d keyed, %d free, %d buckets)", members, len(ix.gpus), len(ix.bucketOf), len(ix.freeB), len(ix.buckets))
+	}
+	if idle != ix.idle {
+		return fmt.Errorf("cached idle GPUs %d, want %d", ix.idle, idle)
+	}
+	if len(jobs) != len(ix.jobs) {
+		return fmt.Errorf("job index has %d jobs, residents %d", len(ix.jobs), len(jobs))
+	}
+	for id, want := range jobs {
+		loc, ok := ix.jobs[id]
+		if !ok {
+			return fmt.Errorf("job %q missing from the job index", profile.Sanitize(id))
+		}
+		got := append([]int32{loc.first}, loc.more...)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, slices.Compact(want)) {
+			return fmt.Errorf("job %q: index %v, residents on %v", profile.Sanitize(id), got, want)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,432 @@
+package placement
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/profile"
+)
+
+// CoScheML is the interference-aware policy. For each feasible GPU (slots free,
+// co-runner limit, memory fits by profile) it predicts the speed of the new job and
+// of every resident it would join, and ranks the GPU:
+//
+//   - share, every affected job at or above PreferShareSpeed: best tier;
+//   - idle GPU: middle tier (the job runs at full speed);
+//   - share, every affected job at or above its class floor but some below
+//     PreferShareSpeed: lowest tier, so it is only taken when no GPU is idle;
+//   - any affected job below its floor: rejected.
+//
+// Within a sharing tier the GPU with the least predicted interference wins: the sum
+// over affected jobs of the speed they lose (1 - new job's speed, plus each resident's
+// speed before minus after). That sum is the GPU-time the cluster loses to sharing, so
+// minimizing it maximizes useful throughput; the floors bound what any one job pays.
+// A job alone on an idle GPU takes ShareSlots so a compatible job may join later.
+// Requests without a profile cannot be judged: they take a whole idle GPU.
+//
+// A CoScheML value holds scratch buffers and a memo of predictions (about 1 MiB)
+// reused between decisions: it is not safe for concurrent use (use one per
+// goroutine). The memo assumes profiles are not modified in place once used (they
+// are immutable by convention: replace a profile with a new value).
+type CoScheML struct {
+	name string
+	pred model.Predictor
+	opts Options
+	e    engine
+	memo memo
+
+	// per decision
+	req      uint32 // memo ID of the request's (profile, class)
+	floorNew float64
+	fail     struct {
+		gi     int32
+		margin float64
+		ok     bool
+	}
+	lowShare   bool // a GPU could be shared within the floors, below PreferShareSpeed
+	co, others []*profile.Profile
+	ord        []int32
+}
+
+// NewCoScheML returns the Co-scheML policy using pred to predict speeds.
+func NewCoScheML(pred model.Predictor, opts Options) (*CoScheML, error) {
+	return newCoScheML("coscheml", pred, opts)
+}
+
+// NewOracle returns the same algorithm as NewCoScheML handed the true speeds (the
+// simulator's ground truth) instead of the model's predictions: only the predictor
+// differs, so the gap between the two measures the model's errors.
+func NewOracle(truth model.Predictor, opts Options) (*CoScheML, error) {
+	return newCoScheML("oracle", truth, opts)
+}
+
+func newCoScheML(name string, pred model.Predictor, opts Options) (*CoScheML, error) {
+	if pred == nil {
+		return nil, fmt.Errorf("%s policy: nil predictor", name)
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("%s policy: %w", name, err)
+	}
+	return &CoScheML{name: name, pred: pred, opts: o, memo: newMemo(memoSize),
+		co: make([]*profile.Profile, 0, 8), others: make([]*profile.Profile, 0, 8), ord: make([]int32, 0, 8)}, nil
+}
+
+// Name is "coscheml" or "oracle".
+func (p *CoScheML) Name() string { return p.name }
+
+// Options returns the options in effect (defaults filled in).
+func (p *CoScheML) Options() Options { return p.opts }
+
+// Place chooses GPUs for r without changing c.
+func (p *CoScheML) Place(c *Cluster, r *Request) Decision {
+	if d, bad := badRequest(p.name, c, r); bad {
+		return d
+	}
+	if c.indexed() {
+		p.memo.use(c.ix)
+		p.req = p.memo.reqID(r.Profile, classOf(r.Class, r.Profile))
+	} else {
+		p.req = 0 // uncached cluster: no signatures, no memo
+	}
+	p.floorNew = p.opts.Floors.For(classOf(r.Class, r.Profile))
+	p.fail.ok = false
+	p.lowShare = false
+	chosen, found := p.e.place(c, r, p, nil)
+	if chosen == nil {
+		d := Decision{Action: ActionWait, MinResidentSpeed: 1, Reason: p.e.waitReason(p.name, r, found)}
+		if p.fail.ok {
+			d.Reason += "; closest: " + p.explainGPU(c, r, p.fail.gi)
+		}
+		return d
+	}
+	d := decisionFor(c, chosen)
+	var b strings.Builder
+	b.Grow(256)
+	fmt.Fprintf(&b, "%s: %s: job %s (%s, %s)", p.name, d.Action, profile.Sanitize(r.JobID), tagOf(r), profile.Sanitize(string(classOf(r.Class, r.Profile))))
+	for i, cd := range chosen {
+		b.WriteString("; ")
+		if i == 0 && len(chosen) > 1 {
+			fmt.Fprintf(&b, "speed of its slowest GPU %.2f; ", d.PredictedSpeed)
+		}
+		b.WriteString(p.explainGPU(c, r, cd.gi))
+	}
+	b.WriteString("; ")
+	b.WriteString(p.rule(chosen, r))
+	if d.Action == ActionExclusive {
+		p.e.rejectSummary(&b, "; other GPUs: ")
+	}
+	d.Reason = b.String()
+	return d
+}
+
+// rule words why the chosen GPUs won, from their tiers.
+func (p *CoScheML) rule(chosen []cand, r *Request) string {
+	high, low := 0, 0
+	for i := range chosen {
+		switch {
+		case !chosen[i].share:
+		case chosen[i].key > keyTier:
+			high++
+		default:
+			low++
+		}
+	}
+	prefer := p.opts.PreferShareSpeed
+	switch {
+	case r.Profile == nil:
+		return "no profile: interference unknown, so a whole idle GPU"
+	case low > 0:
+		return fmt.Sprintf("every predicted speed above its floor but some below %.2f: shared for want of idle GPUs", prefer)
+	case high > 0:
+		return fmt.Sprintf("every predicted speed >= %.2f: sharing preferred to opening an idle GPU", prefer)
+	case p.lowShare:
+		return fmt.Sprintf("idle GPU: sharing would slow a job below %.2f", prefer)
+	}
+	return "idle GPU: no GPU could be shared within the floors"
+}
+
+func tagOf(r *Request) string {
+	switch {
+	case r.Profile != nil:
+		return profile.Sanitize(r.Profile.Tag)
+	case r.Tag != "":
+		return profile.Sanitize(r.Tag) + ", unprofiled"
+	}
+	return "untagged"
+}
+
+// eval is the per-GPU stage: filter (slots, co-runners, memory, profiles), then
+// score from the memoized predictions.
+func (p *CoScheML) eval(gpu *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
+	if st.nres == 0 {
+		slots := st.slots
+		if r.Profile != nil {
+			slots = min(p.opts.shareSlots(st.slots), st.slots)
+		}
+		*cd = cand{key: keyTier, speed: 1, minRes: 1, gi: gi, node: st.node, slots: slots}
+		return rejNone
+	}
+	if why := shareFeasible(&p.opts, st, r); why != rejNone {
+		return why
+	}
+	if st.unknown > 0 {
+		return rejUnknown
+	}
+	res := p.predicted(gpu, st, r)
+	if !(res.margin >= 0) { // below a floor, or a NaN prediction
+		m := res.margin
+		if math.IsNaN(m) {
+			m = math.Inf(-1)
+		}
+		// the closest refusal, for the wait reason; ties to the lower GPU so the
+		// bucket scan and the GPU scan agree
+		if !p.fail.ok || m > p.fail.margin || (m == p.fail.margin && gi < p.fail.gi) {
+			p.fail.gi, p.fail.margin, p.fail.ok = gi, m, true
+		}
+		return rejFloor
+	}
+	key := -res.cost
+	if min(res.speed, res.minRes) >= p.opts.PreferShareSpeed {
+		key += 2 * keyTier
+	} else {
+		p.lowShare = true
+	}
+	*cd = cand{key: key, speed: res.speed, minRes: res.minRes, gi: gi, node: st.node, slots: p.opts.shareSlots(st.slots), share: true}
+	return rejNone
+}
+
+// shareFeasible is the filter every sharing policy applies before joining residents,
+// so that the baselines share under Co-scheML's rules.
+func shareFeasible(o *Options, st *gpuState, r *Request) reject {
+	switch {
+	case r.Profile == nil:
+		return rejUnknown
+	case int(st.nres)+1 > o.MaxCoRunners:
+		return rejCoRunners
+	case st.free() < o.shareSlots(st.slots):
+		return rejSlots
+	case st.mem+r.Profile.MemUsedMiB+o.MemReserveMiB > st.memCap:
+		return rejMem
+	}
+	return rejNone
+}
+
+// setResult is what the predictions say about adding the request to one resident set.
+type setResult struct {
+	speed  float64 // new job
+	minRes float64 // lowest resident after joining
+	cost   float64 // summed speed lost by all affected jobs
+	margin float64 // lowest (speed - floor) over affected jobs; < 0 or NaN: refused
+}
+
+// predicted returns the set result for gpu's residents, from the memo when the
+// same request already met the same resident set on this cluster.
+func (p *CoScheML) predicted(gpu *GPU, st *gpuState, r *Request) setResult {
+	if st.sig == 0 || p.req == 0 {
+		return p.compute(gpu.Residents, r)
+	}
+	e := p.memo.find(st.sig, p.req)
+	if e.epoch == p.memo.epoch {
+		return e.res
+	}
+	e.sig, e.req, e.epoch = st.sig, p.req, p.memo.epoch
+	e.res = p.compute(gpu.Residents, r)
+	return e.res
+}
+
+// compute predicts the speeds of the request and of every resident after joining.
+//
+// Residents are taken in a canonical order (see residentLess), so GPUs holding the
+// same set in different orders get bit-identical results: float sums depend on
+// order, and GPUs in one bucket (or one memo entry) share one result.
+func (p *CoScheML) compute(res []Resident, r *Request) setResult {
+	ord := p.ord[:0]
+	for i := range res {
+		ord = append(ord, int32(i))
+		for j := len(ord) - 1; j > 0 && residentLess(&res[ord[j]], &res[ord[j-1]]); j-- {
+			ord[j], ord[j-1] = ord[j-1], ord[j]
+		}
+	}
+	p.ord = ord
+	co := p.co[:0]
+	for _, i := range ord {
+		co = append(co, res[i].Profile)
+	}
+	p.co = co
+	out := setResult{speed: p.pred.PredictSpeed(r.Profile, co), minRes: 1}
+	out.cost = 1 - out.speed
+	out.margin = out.speed - p.floorNew
+	for _, i := range ord {
+		others := p.others[:0]
+		for _, j := range ord {
+			if j != i {
+				others = append(others, res[j].Profile)
+			}
+		}
+		before := 1.0
+		if len(others) > 0 {
+			before = p.pred.PredictSpeed(res[i].Profile, others)
+		}
+		others = append(others, r.Profile)
+		p.others = others
+		after := p.pred.PredictSpeed(res[i].Profile, others)
+		out.cost += before - after
+		out.minRes = min(out.minRes, after)
+		out.margin = min(out.margin, after-p.opts.Floors.For(classOf(res[i].Class, res[i].Profile)))
+	}
+	return out
+}
+
+// residentLess orders residents by what predictions read: tag, class, then the
+// main metrics (ties left are profiles identical for the model's purposes).
+func residentLess(a, b *Resident) bool {
+	pa, pb := a.Profile, b.Profile
+	switch {
+	case pa == nil || pb == nil: // not reached: unprofiled GPUs are never predicted
+		return pa == nil && pb != nil
+	case pa.Tag != pb.Tag:
+		return pa.Tag < pb.Tag
+	case a.Class != b.Class:
+		return a.Class < b.Class
+	case pa.SMUtil.Mean != pb.SMUtil.Mean:
+		return pa.SMUtil.Mean < pb.SMUtil.Mean
+	case pa.MemBWUtil.Mean != pb.MemBWUtil.Mean:
+		return pa.MemBWUtil.Mean < pb.MemBWUtil.Mean
+	}
+	return pa.MemUsedMiB < pb.MemUsedMiB
+}
+
+// explainGPU words the predictions for placing r on GPU gi.
+func (p *CoScheML) explainGPU(c *Cluster, r *Request, gi int32) string {
+	n, g := c.locateGlobal(gi)
+	gpu := &c.Nodes[n].GPUs[g]
+	var b strings.Builder
+	b.WriteString(gpuName(c, n, g))
+	if len(gpu.Residents) == 0 {
+		b.WriteString(" idle")
+		return b.String()
+	}
+	b.WriteString(" with ")
+	describeResidents(&b, gpu)
+	res := p.compute(gpu.Residents, r)
+	fmt.Fprintf(&b, ": predicted speed new job %.2f (floor %.2f)", res.speed, p.floorNew)
+	for i := range gpu.Residents {
+		rs := &gpu.Residents[i]
+		others := make([]*profile.Profile, 0, len(gpu.Residents))
+		for j := range gpu.Residents {
+			if j != i {
+				others = append(others, gpu.Residents[j].Profile)
+			}
+		}
+		others = append(others, r.Profile)
+		fmt.Fprintf(&b, ", job %s %.2f (floor %.2f)", profile.Sanitize(rs.JobID), p.pred.PredictSpeed(rs.Profile, others), p.opts.Floors.For(classOf(rs.Class, rs.Profile)))
+	}
+	fmt.Fprintf(&b, "; interference cost %.2f", res.cost)
+	return b.String()
+}
+
+// locateGlobal turns a global GPU index into node and GPU indexes (for reasons only:
+// O(nodes) on an uncached cluster).
+func (c *Cluster) locateGlobal(gi int32) (int, int) {
+	if c.indexed() {
+		n := c.ix.gpus[gi].node
+		return int(n), int(gi - c.ix.nodeOff[n])
+	}
+	off := int32(0)
+	for n := range c.Nodes {
+		if k := int32(len(c.Nodes[n].GPUs)); gi < off+k {
+			return n, int(gi - off)
+		}
+		off += int32(len(c.Nodes[n].GPUs))
+	}
+	return -1, -1
+}
+
+// memo is a fixed-size open-addressing table from (request, resident-set
+// signature) to set result. Predictions are pure functions of the profiles and
+// classes involved, so an entry stays true for as long as the signatures keep their
+// meaning: while the policy places on the same cluster index (signatures are
+// interned per index). Placing on another cluster, or after Reindex, starts a new
+// epoch, which empties the table in O(1). Catalogs are small and states recur, so
+// most decisions after the first few predict little or nothing.
+type memo struct {
+	e     []memoEntry
+	mask  uint64
+	epoch uint32
+	owner *index // the cluster index whose signatures the entries use
+
+	// request (profile, class) -> small ID; bounded (see reqID)
+	reqs map[internKey]uint32
+}
+
+type memoEntry struct {
+	sig   uint64
+	req   uint32
+	epoch uint32 // valid when equal to memo.epoch
+	res   setResult
+}
+
+// memoSize bounds the (request, resident set) pairs remembered; beyond it old
+// entries are overwritten (same results, more predictions).
+const (
+	memoSize   = 1 << 14
+	memoProbe  = 8
+	memoMaxReq = 1 << 12
+)
+
+func newMemo(size int) memo {
+	return memo{e: make([]memoEntry, size), mask: uint64(size - 1), epoch: 1, reqs: map[internKey]uint32{}}
+}
+
+// forget invalidates every entry in O(1).
+func (m *memo) forget() {
+	m.epoch++
+	if m.epoch == 0 { // wrapped: old entries could look current
+		clear(m.e)
+		m.epoch = 1
+	}
+}
+
+// use binds the memo to cluster index ix (nil: uncached cluster, no memo).
+func (m *memo) use(ix *index) {
+	if ix != m.owner {
+		m.owner = ix
+		m.forget()
+	}
+}
+
+// reqID returns the request's ID, 0 when none can be given. The map of request
+// profiles is bounded: when full (profiles replaced over a long run) it starts over
+// with a new epoch.
+func (m *memo) reqID(p *profile.Profile, cl profile.Class) uint32 {
+	k := internKey{p, cl}
+	if id, ok := m.reqs[k]; ok {
+		return id
+	}
+	if len(m.reqs) >= memoMaxReq {
+		clear(m.reqs)
+		m.forget()
+	}
+	id := uint32(len(m.reqs) + 1)
+	m.reqs[k] = id
+	return id
+}
+
+// find returns the entry for (sig, req), a slot to fill (its epoch is stale), or,
+// when the probe window is full of other current entries, the home slot to
+// overwrite.
+func (m *memo) find(sig uint64, req uint32) *memoEntry {
+	h := (sig ^ uint64(req)*0xff51afd7ed558ccd) * 0x9e3779b97f4a7c15 >> 32
+	for i := uint64(0); i < memoProbe; i++ {
+		e := &m.e[(h+i)&m.mask]
+		if e.epoch != m.epoch || (e.sig == sig && e.req == req) {
+			return e
+		}
+	}
+	e := &m.e[h&m.mask]
+	e.epoch = 0 // evicted: the caller refills it
+	return e
+}

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package placement
+
+func cpuTimeNS() int64 { return 0 }

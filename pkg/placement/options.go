@@ -1,0 +1,131 @@
+package placement
+
+import (
+	"fmt"
+	"github.com/coscheml/coscheml/pkg/config"
+
+	"github.com/coscheml/coscheml/pkg/profile"
+)
+
+// Floors is the lowest predicted speed sharing may push a job of each class to. It has
+// the fields of config.SpeedFloors, so placement.Floors(cfg.SpeedFloor) converts.
+type Floors struct {
+	HPC   float64
+	Train float64
+	Infer float64
+}
+
+// For returns the floor of class cl; a job of no known class gets the strictest one.
+func (f Floors) For(cl profile.Class) float64 {
+	switch cl {
+	case profile.ClassHPC:
+		return f.HPC
+	case profile.ClassTrain:
+		return f.Train
+	case profile.ClassInfer:
+		return f.Infer
+	}
+	return max(f.HPC, f.Train, f.Infer)
+}
+
+// classOf is a job's effective class: its own, else its profile's (an empty class
+// then gets the strictest floor).
+func classOf(cl profile.Class, p *profile.Profile) profile.Class {
+	if cl == "" && p != nil {
+		return p.Class
+	}
+	return cl
+}
+
+// Options are the knobs shared by every policy, so baselines are measured under the
+// same rules (slots, co-runner limit, memory fit) as Co-scheML.
+type Options struct {
+	// Floors per class (defaults: hpc 0.75, train 0.75, infer 0.9).
+	Floors Floors
+	// MaxCoRunners is the most jobs on one GPU, the new one included (default 2).
+	MaxCoRunners int
+	// ShareSlots is the slots a sharing placement takes on one GPU; 0 means
+	// GPU.Slots / MaxCoRunners (at least 1).
+	ShareSlots int
+	// MemReserveMiB is kept free on a shared GPU: a job may join residents only when
+	// the sum of all their profiles' MemUsedMiB plus this reserve fits in GPU.MemMiB.
+	// A job alone on a GPU always fits (it gets the whole device).
+	MemReserveMiB float64
+	// PreferShareSpeed: while idle GPUs exist, Co-scheML co-locates only when every
+	// affected job's predicted speed is at least this (default 0.85); otherwise it
+	// opens an idle GPU. Without idle GPUs, any placement above the floors is taken.
+	PreferShareSpeed float64
+	// UtilSumThreshold is the UtilSum baseline's limit on the summed solo SM
+	// utilization (%) of the jobs on one GPU (default 100).
+	UtilSumThreshold float64
+	// Seed drives the Random baseline.
+	Seed uint64
+}
+
+// DefaultOptions are the safe defaults (they match etc/coscheml.yaml's).
+func DefaultOptions() Options {
+	return Options{
+		Floors:           Floors{HPC: 0.75, Train: 0.75, Infer: 0.9},
+		MaxCoRunners:     DefaultMaxCoRunners,
+		PreferShareSpeed: 0.85,
+		UtilSumThreshold: 100,
+	}
+}
+
+// withDefaults fills zero values with defaults and rejects nonsense.
+func (o Options) withDefaults() (Options, error) {
+	d := DefaultOptions()
+	if o.Floors == (Floors{}) {
+		o.Floors = d.Floors
+	}
+	if o.MaxCoRunners == 0 {
+		o.MaxCoRunners = d.MaxCoRunners
+	}
+	if o.PreferShareSpeed == 0 {
+		o.PreferShareSpeed = d.PreferShareSpeed
+	}
+	if o.UtilSumThreshold == 0 {
+		o.UtilSumThreshold = d.UtilSumThreshold
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"floors.hpc", o.Floors.HPC}, {"floors.train", o.Floors.Train}, {"floors.infer", o.Floors.Infer}, {"prefer_share_speed", o.PreferShareSpeed}} {
+		if f.v < 0 || f.v > 1 {
+			return o, fmt.Errorf("placement option %s = %g: want 0..1", f.name, f.v)
+		}
+	}
+	switch {
+	case o.MaxCoRunners < 1:
+		return o, fmt.Errorf("placement option max_corunners = %d: want >= 1", o.MaxCoRunners)
+	case o.ShareSlots < 0:
+		return o, fmt.Errorf("placement option share_slots = %d: want >= 0", o.ShareSlots)
+	case o.MemReserveMiB < 0:
+		return o, fmt.Errorf("placement option mem_reserve_mib = %g: want >= 0", o.MemReserveMiB)
+	case o.UtilSumThreshold < 0:
+		return o, fmt.Errorf("placement option utilsum_threshold = %g: want >= 0", o.UtilSumThreshold)
+	}
+	return o, nil
+}
+
+// shareSlots is the slots one sharing job takes on a GPU with the given slot count.
+func (o *Options) shareSlots(gpuSlots int32) int32 {
+	if o.ShareSlots > 0 {
+		return int32(o.ShareSlots)
+	}
+	return max(gpuSlots/int32(o.MaxCoRunners), 1)
+}
+
+// OptionsFromConfig maps the configuration's placement knobs onto Options, so the
+// CLI, the simulator and slurmctld's library read them the same way.
+func OptionsFromConfig(cfg config.Config) Options {
+	o := DefaultOptions()
+	o.Floors = Floors(cfg.SpeedFloor)
+	if cfg.MaxCoRunners > 0 {
+		o.MaxCoRunners = cfg.MaxCoRunners
+	}
+	o.PreferShareSpeed = cfg.PreferShareSpeed
+	o.MemReserveMiB = cfg.MemReserveMiB
+	o.UtilSumThreshold = cfg.UtilSumThreshold
+	return o
+}

@@ -1,0 +1,639 @@
+package placement
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/coscheml/coscheml/pkg/config"
+	"github.com/coscheml/coscheml/pkg/profile"
+)
+
+var (
+	lowA   = prof("low-a", profile.ClassTrain, 20, 4000)
+	lowB   = prof("low-b", profile.ClassTrain, 25, 4000)
+	mid    = prof("mid", profile.ClassTrain, 45, 4000) // with a low job: speeds 0.78..0.9
+	heavyA = prof("heavy-a", profile.ClassTrain, 90, 8000)
+	heavyB = prof("heavy-b", profile.ClassHPC, 85, 8000)
+	inferX = prof("infer-x", profile.ClassInfer, 30, 3000)
+	bigMem = prof("big-mem", profile.ClassTrain, 10, 16000)
+)
+
+// pred is the fake model used by the scenario tests: speed = 1 - 0.5*sum(co SM)/100.
+var pred = fakePred{k: 0.5}
+
+type at struct{ node, gpu, slots int }
+
+func placed(d Decision) []at {
+	var out []at
+	for _, s := range d.Placement {
+		out = append(out, at{s.Node, s.GPU, s.Slots})
+	}
+	return out
+}
+
+func mustPolicy(t testing.TB, name string, opts Options) Policy {
+	t.Helper()
+	p, err := ByName(name, pred, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestCoScheMLScenarios(t *testing.T) {
+	tests := []struct {
+		name       string
+		nodes, gpu int
+		memMiB     float64
+		setup      func(c *Cluster)
+		req        *Request
+		want       Action
+		where      []at
+		reasonHas  []string
+	}{
+		{
+			name: "two low-utilization jobs share a GPU", nodes: 1, gpu: 2, memMiB: 24000,
+			setup: func(c *Cluster) { put(c, "1", lowA, 0, 0, 2) },
+			req:   req("2", lowB, 1), want: ActionShare, where: []at{{0, 0, 2}},
+			reasonHas: []string{"n1/gpu0", "job 1 (low-a, train)", "new job 0.90", "job 1 0.88", "floor 0.75"},
+		},
+		{
+			name: "two heavy jobs are kept apart", nodes: 1, gpu: 2, memMiB: 24000,
+			setup: func(c *Cluster) { put(c, "1", heavyA, 0, 0, 2) },
+			req:   req("2", heavyB, 1), want: ActionExclusive, where: []at{{0, 1, 2}},
+			reasonHas: []string{"n1/gpu1 idle"},
+		},
+		{
+			name: "heavy jobs wait rather than share below the floor", nodes: 1, gpu: 1, memMiB: 24000,
+			setup: func(c *Cluster) { put(c, "1", heavyA, 0, 0, 2) },
+			req:   req("2", heavyB, 1), want: ActionWait,
+			reasonHas: []string{"1 below speed floor", "closest: n1/gpu0 with job 1 (heavy-a, train)", "new job 0.55 (floor 0.75)"},
+		},
+		{
+			name: "an infer job is not co-located past its floor", nodes: 1, gpu: 2, memMiB: 24000,
+			setup: func(c *Cluster) { put(c, "1", inferX, 0, 0, 2) },
+			// 0.85 for both: fine for a train job (0.75), not for the infer resident (0.9)
+			req: req("2", inferX, 1), want: ActionExclusive, where: []at{{0, 1, 2}},
+		},
+		{
+			name: "an infer resident is protected even without an idle GPU", nodes: 1, gpu: 1, memMiB: 24000,
+			setup: func(c *Cluster) { put(c, "1", inferX, 0, 0, 2) },
+			req:   req("2", mid, 1), want: ActionWait,
+			reasonHas: []string{"job 1 0.78 (floor 0.90)"},
+		},
+		{
+			name: "memory overflow is refused", nodes: 1, gpu: 1, memMiB: 24000,
+			setup: func(c *Cluster) { put(c, "1", bigMem, 0, 0, 2) },
+			req:   req("2", bigMem, 1), want: ActionWait,
+			reasonHas: []string{"1 memory would not fit"},
+		},
+		{
+			name: "waits when every GPU is full", nodes: 1, gpu: 2, memMiB: 24000,
+			setup: func(c *Cluster) {
+				put(c, "1", lowA, 0, 0, 2)
+				put(c, "2", lowA, 0, 0, 2)
+				put(c, "3", heavyA, 0, 1, 4)
+			},
+			req: req("4", lowB, 1), want: ActionWait,
+			reasonHas: []string{"0 of 2 GPUs acceptable", "at co-runner limit"},
+		},
+		{
+			name: "near the floor: idle GPU preferred while one exists", nodes: 1, gpu: 2, memMiB: 24000,
+			setup: func(c *Cluster) { put(c, "1", mid, 0, 0, 2) },
+			req:   req("2", mid, 1), want: ActionExclusive, where: []at{{0, 1, 2}},
+		},
+		{
+			name: "near the floor: shared when no GPU is idle", nodes: 1, gpu: 1, memMiB: 24000,
+			setup: func(c *Cluster) { put(c, "1", mid, 0, 0, 2) },
+			req:   req("2", mid, 1), want: ActionShare, where: []at{{0, 0, 2}},
+			reasonHas: []string{"new job 0.78 (floor 0.75)"},
+		},
+		{
+			name: "least interference wins among sharing GPUs", nodes: 1, gpu: 3, memMiB: 24000,
+			setup: func(c *Cluster) {
+				put(c, "1", prof("m20", profile.ClassTrain, 20, 1000), 0, 0, 2)
+				put(c, "2", prof("m10", profile.ClassTrain, 10, 1000), 0, 1, 2)
+				put(c, "3", prof("m15", profile.ClassTrain, 15, 1000), 0, 2, 2)
+			},
+			req: req("4", lowA, 1), want: ActionShare, where: []at{{0, 1, 2}},
+		},
+		{
+			name: "unprofiled request takes a whole idle GPU", nodes: 1, gpu: 2, memMiB: 24000,
+			setup: func(c *Cluster) { put(c, "1", lowA, 0, 0, 2) },
+			req:   &Request{JobID: "2", Tag: "nope", GPUs: 1}, want: ActionExclusive, where: []at{{0, 1, 4}},
+			reasonHas: []string{"nope, unprofiled", "no profile"},
+		},
+		{
+			name: "unprofiled resident is never joined", nodes: 1, gpu: 1, memMiB: 24000,
+			setup: func(c *Cluster) { put(c, "1", nil, 0, 0, 2) },
+			req:   req("2", lowA, 1), want: ActionWait, reasonHas: []string{"1 unprofiled job"},
+		},
+		{
+			name: "bad request: zero GPUs", nodes: 1, gpu: 1, memMiB: 24000, setup: func(*Cluster) {},
+			req: req("2", lowA, 0), want: ActionWait, reasonHas: []string{"asks for 0 GPUs"},
+		},
+		{
+			name: "bad request: more GPUs than the cluster", nodes: 1, gpu: 2, memMiB: 24000, setup: func(*Cluster) {},
+			req: req("2", lowA, 3), want: ActionWait, reasonHas: []string{"the cluster has 2"},
+		},
+		{
+			name: "hostile job ID and node name are sanitized", nodes: 1, gpu: 1, memMiB: 24000,
+			setup: func(c *Cluster) { c.Nodes[0].Name = "n\x1b[31m" },
+			req:   req("x\ny", lowA, 1), want: ActionExclusive, where: []at{{0, 0, 2}},
+			reasonHas: []string{"job x?y", "n?[31m/gpu0"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewCluster(tt.nodes, tt.gpu, tt.memMiB, 4)
+			tt.setup(c)
+			before := c.Clone()
+			p := mustPolicy(t, "coscheml", Options{})
+			d := p.Place(c, tt.req)
+			if d.Action != tt.want || !reflect.DeepEqual(placed(d), tt.where) {
+				t.Fatalf("got %v %v, want %v %v\nreason: %s", d.Action, placed(d), tt.want, tt.where, d.Reason)
+			}
+			for _, s := range tt.reasonHas {
+				if !strings.Contains(d.Reason, s) {
+					t.Errorf("reason lacks %q:\n%s", s, d.Reason)
+				}
+			}
+			if strings.ContainsAny(d.Reason, "\n\x1b") {
+				t.Errorf("reason has control characters: %q", d.Reason)
+			}
+			if !reflect.DeepEqual(c.Nodes, before.Nodes) {
+				t.Error("Place modified the cluster")
+			}
+			if err := c.Check(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// Decision speeds: the new job's predicted speed and the lowest resident's.
+func TestCoScheMLDecisionSpeeds(t *testing.T) {
+	c := NewCluster(1, 1, 24000, 4)
+	put(c, "1", lowA, 0, 0, 2)
+	d := mustPolicy(t, "coscheml", Options{}).Place(c, req("2", lowB, 1))
+	// new job: 1 - 0.5*0.20 = 0.90; resident: 1 - 0.5*0.25 = 0.875
+	if d.PredictedSpeed != 0.9 || d.MinResidentSpeed != 0.875 {
+		t.Fatalf("speeds %v %v, want 0.9 0.875", d.PredictedSpeed, d.MinResidentSpeed)
+	}
+}
+
+func TestFloorsAreConfigurable(t *testing.T) {
+	c := NewCluster(1, 1, 24000, 4)
+	put(c, "1", heavyA, 0, 0, 2)
+	r := req("2", heavyB, 1) // 0.55 and 0.575
+	for _, tt := range []struct {
+		floor float64
+		want  Action
+	}{{0.75, ActionWait}, {0.5, ActionShare}} {
+		opts := Options{Floors: Floors{HPC: tt.floor, Train: tt.floor, Infer: 0.9}}
+		if d := mustPolicy(t, "coscheml", opts).Place(c, r); d.Action != tt.want {
+			t.Errorf("floor %v: %v, want %v (%s)", tt.floor, d.Action, tt.want, d.Reason)
+		}
+	}
+}
+
+func TestMaxCoRunnersThree(t *testing.T) {
+	// Three low jobs on a 6-slot GPU: the third joins two residents, and the cost
+	// accounts for residents already slowed by each other.
+	c := NewCluster(1, 1, 80000, 6)
+	opts := Options{MaxCoRunners: 3}
+	put(c, "1", lowA, 0, 0, 2)
+	put(c, "2", lowA, 0, 0, 2)
+	d := mustPolicy(t, "coscheml", opts).Place(c, req("3", prof("tiny", profile.ClassTrain, 5, 100), 1))
+	if d.Action != ActionShare || d.Placement[0].Slots != 2 {
+		t.Fatalf("got %v %v: %s", d.Action, d.Placement, d.Reason)
+	}
+	// new job: 1 - 0.5*0.40 = 0.80 < 0.85: it is taken only because no GPU is idle
+	if d.PredictedSpeed != 0.8 || d.MinResidentSpeed != 0.875 {
+		t.Fatalf("speeds %v %v", d.PredictedSpeed, d.MinResidentSpeed)
+	}
+}
+
+func TestBaselines(t *testing.T) {
+	// One node, 4 GPUs: gpu0 holds a heavy job, gpu1 a low one, gpu2 two jobs, gpu3 idle.
+	setup := func() *Cluster {
+		c := NewCluster(1, 4, 24000, 4)
+		put(c, "h", heavyA, 0, 0, 2)
+		put(c, "l", lowA, 0, 1, 2)
+		put(c, "f1", lowA, 0, 2, 2)
+		put(c, "f2", lowA, 0, 2, 2)
+		return c
+	}
+	tests := []struct {
+		policy string
+		opts   Options
+		req    *Request
+		want   Action
+		where  []at
+		why    string
+	}{
+		{"exclusive", Options{}, req("n", lowB, 1), ActionExclusive, []at{{0, 3, 4}}, "whole idle GPU"},
+		{"blind", Options{}, req("n", heavyB, 1), ActionShare, []at{{0, 0, 2}}, "first GPU in cluster order"},
+		{"least-loaded", Options{}, req("n", heavyB, 1), ActionExclusive, []at{{0, 3, 2}}, "fewest residents"},
+		{"utilsum", Options{}, req("n", lowB, 1), ActionShare, []at{{0, 1, 2}}, "<= 100%"},
+		{"utilsum", Options{}, req("n", heavyB, 1), ActionExclusive, []at{{0, 3, 2}}, "<= 100%"},
+		{"utilsum", Options{UtilSumThreshold: 30}, req("n", lowB, 1), ActionExclusive, []at{{0, 3, 2}}, "<= 30%"},
+		{"coscheml", Options{}, req("n", heavyB, 1), ActionExclusive, []at{{0, 3, 2}}, "idle"},
+		{"coscheml", Options{}, req("n", lowB, 1), ActionShare, []at{{0, 1, 2}}, "job l"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.policy+"/"+tt.req.Tag, func(t *testing.T) {
+			c := setup()
+			p := mustPolicy(t, tt.policy, tt.opts)
+			if p.Name() != tt.policy {
+				t.Errorf("Name() = %q", p.Name())
+			}
+			d := p.Place(c, tt.req)
+			if d.Action != tt.want || !reflect.DeepEqual(placed(d), tt.where) {
+				t.Fatalf("got %v %v, want %v %v\n%s", d.Action, placed(d), tt.want, tt.where, d.Reason)
+			}
+			if !strings.HasPrefix(d.Reason, tt.policy+": ") || !strings.Contains(d.Reason, tt.why) {
+				t.Errorf("reason %q lacks %q", d.Reason, tt.why)
+			}
+		})
+	}
+}
+
+// Once every GPU is busy: exclusive waits, least-loaded picks the emptiest GPU,
+// blind still fills the first free slots.
+func TestBaselinesWhenBusy(t *testing.T) {
+	c := NewCluster(1, 3, 24000, 4)
+	put(c, "a", heavyA, 0, 0, 2)
+	put(c, "b", lowA, 0, 1, 2)
+	put(c, "c", mid, 0, 2, 2)
+	for _, tt := range []struct {
+		policy string
+		want   Action
+		where  []at
+	}{
+		{"exclusive", ActionWait, nil},
+		{"blind", ActionShare, []at{{0, 0, 2}}},
+		{"least-loaded", ActionShare, []at{{0, 1, 2}}},
+	} {
+		d := mustPolicy(t, tt.policy, Options{}).Place(c, req("n", heavyB, 1))
+		if d.Action != tt.want || !reflect.DeepEqual(placed(d), tt.where) {
+			t.Errorf("%s: got %v %v, want %v %v\n%s", tt.policy, d.Action, placed(d), tt.want, tt.where, d.Reason)
+		}
+	}
+	d := mustPolicy(t, "exclusive", Options{}).Place(c, req("n", heavyB, 1))
+	if !strings.Contains(d.Reason, "3 busy") {
+		t.Errorf("exclusive wait reason: %s", d.Reason)
+	}
+}
+
+func TestRandomIsSeededAndFeasible(t *testing.T) {
+	c := NewCluster(4, 8, 24000, 4)
+	for g := 0; g < 8; g++ { // node 0 full
+		put(c, fmt.Sprintf("f%d", g), heavyA, 0, g, 4)
+	}
+	run := func(seed uint64) []at {
+		p, err := NewRandom(seed, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []at
+		for i := 0; i < 20; i++ {
+			d := p.Place(c, req("n", lowA, 1))
+			if d.Action == ActionWait || d.Placement[0].Node == 0 {
+				t.Fatalf("seed %d: infeasible %v: %s", seed, placed(d), d.Reason)
+			}
+			out = append(out, placed(d)...)
+		}
+		return out
+	}
+	a, b, other := run(7), run(7), run(8)
+	if !reflect.DeepEqual(a, b) {
+		t.Error("same seed, different decisions")
+	}
+	if reflect.DeepEqual(a, other) {
+		t.Error("different seeds, same 20 decisions")
+	}
+	distinct := map[at]bool{}
+	for _, x := range a {
+		distinct[x] = true
+	}
+	if len(distinct) < 5 {
+		t.Errorf("20 random draws hit only %d GPUs", len(distinct))
+	}
+}
+
+// truthPred disagrees with the model: mid-utilization pairs are much worse than the
+// model thinks.
+type truthPred struct{}
+
+func (truthPred) PredictSpeed(job *profile.Profile, co []*profile.Profile) float64 {
+	s := pred.PredictSpeed(job, co)
+	if job.SMUtil.Mean > 15 && len(co) > 0 {
+		s -= 0.2
+	}
+	return s
+}
+
+func TestOracleIsCoScheMLWithTruth(t *testing.T) {
+	c := NewCluster(1, 2, 24000, 4)
+	put(c, "1", lowA, 0, 0, 2)
+	r := req("2", lowB, 1)
+	model := mustPolicy(t, "coscheml", Options{}).Place(c, r)
+	oracle, err := ByName("oracle", truthPred{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := oracle.Place(c, r)
+	if model.Action != ActionShare || truth.Action != ActionExclusive {
+		t.Fatalf("model %v, oracle %v: %s", model.Action, truth.Action, truth.Reason)
+	}
+	same, _ := NewCoScheML(truthPred{}, Options{})
+	d := same.Place(c, r)
+	if !reflect.DeepEqual(placed(d), placed(truth)) || d.PredictedSpeed != truth.PredictedSpeed ||
+		strings.TrimPrefix(d.Reason, "coscheml") != strings.TrimPrefix(truth.Reason, "oracle") {
+		t.Errorf("oracle differs from coscheml given the same predictor:\n%s\n%s", d.Reason, truth.Reason)
+	}
+}
+
+func TestMultiGPU(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(c *Cluster)
+		gpus  int
+		want  Action
+		nodes []int // node of each chosen GPU, in order
+	}{
+		{"fits on one node: the one with enough idle GPUs", func(c *Cluster) {
+			put(c, "1", heavyA, 0, 0, 4)
+			put(c, "2", heavyA, 0, 1, 4)
+		}, 4, ActionExclusive, []int{1, 1, 1, 1}},
+		{"spreads over the fewest nodes", func(c *Cluster) {
+			put(c, "1", heavyA, 0, 0, 4)
+			put(c, "2", heavyA, 1, 0, 4)
+			put(c, "3", heavyA, 1, 1, 4)
+			put(c, "4", heavyA, 2, 0, 4)
+			put(c, "5", heavyA, 2, 1, 4)
+			put(c, "6", heavyA, 2, 2, 4)
+		}, 5, ActionExclusive, []int{0, 0, 0, 1, 1}},
+		{"shares on a node of low jobs", func(c *Cluster) {
+			for n := 0; n < 3; n++ {
+				for g := 0; g < 4; g++ {
+					if n == 1 && g < 2 {
+						put(c, fmt.Sprintf("%d-%d", n, g), lowA, n, g, 2)
+						continue
+					}
+					put(c, fmt.Sprintf("%d-%d", n, g), heavyA, n, g, 4)
+				}
+			}
+		}, 2, ActionShare, []int{1, 1}},
+		{"waits when too few GPUs are acceptable", func(c *Cluster) {
+			for n := 0; n < 3; n++ {
+				for g := 0; g < 4; g++ {
+					put(c, fmt.Sprintf("%d-%d", n, g), heavyA, n, g, 4)
+				}
+			}
+		}, 2, ActionWait, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewCluster(3, 4, 24000, 4)
+			tt.setup(c)
+			d := mustPolicy(t, "coscheml", Options{}).Place(c, req("m", lowB, tt.gpus))
+			var nodes []int
+			gpus := map[[2]int]bool{}
+			for _, s := range d.Placement {
+				nodes = append(nodes, s.Node)
+				gpus[[2]int{s.Node, s.GPU}] = true
+			}
+			if d.Action != tt.want || !slices.Equal(nodes, tt.nodes) {
+				t.Fatalf("got %v on nodes %v, want %v %v\n%s", d.Action, nodes, tt.want, tt.nodes, d.Reason)
+			}
+			if len(gpus) != len(d.Placement) {
+				t.Fatalf("a GPU chosen twice: %v", d.Placement)
+			}
+			if d.Action == ActionShare && !strings.Contains(d.Reason, "slowest GPU") {
+				t.Errorf("reason: %s", d.Reason)
+			}
+			c.Apply(req("m", lowB, tt.gpus), d)
+			if err := c.Check(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Every policy handles multi-GPU requests the same way: one node when possible.
+func TestMultiGPUAllPolicies(t *testing.T) {
+	for _, name := range Names() {
+		c := NewCluster(2, 4, 24000, 4)
+		put(c, "1", heavyA, 0, 0, 4)
+		d := mustPolicy(t, name, Options{}).Place(c, req("m", lowB, 4))
+		if len(d.Placement) != 4 {
+			t.Fatalf("%s: %v: %s", name, d.Placement, d.Reason)
+		}
+		for _, s := range d.Placement {
+			if s.Node != 1 {
+				t.Errorf("%s: placed on node %d, want all on node 1: %s", name, s.Node, d.Reason)
+			}
+		}
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	cat := catalog(50, 3)
+	c := busyCluster(50, cat, 4)
+	uncached := &Cluster{Nodes: c.Clone().Nodes} // never indexed: the slow path
+	for _, name := range Names() {
+		for i, p := range cat[:10] {
+			r := req(fmt.Sprintf("r%d", i), p, 1+i%3)
+			p1 := mustPolicy(t, name, Options{Seed: 9})
+			p2 := mustPolicy(t, name, Options{Seed: 9})
+			a, b := p1.Place(c, r), p2.Place(c, r)
+			u := mustPolicy(t, name, Options{Seed: 9}).Place(uncached, r)
+			if !reflect.DeepEqual(a, b) || !reflect.DeepEqual(a, u) {
+				t.Fatalf("%s: decisions differ for one state:\n%+v\n%+v\n%+v", name, a, b, u)
+			}
+			if name != "random" { // random draws anew each call, by design
+				if again := p1.Place(c, r); !reflect.DeepEqual(a, again) {
+					t.Fatalf("%s: second decision differs:\n%+v\n%+v", name, a, again)
+				}
+			}
+		}
+	}
+	if uncached.ix != nil {
+		t.Error("Place indexed a cluster: it must not modify it")
+	}
+}
+
+func TestMemoSavesPredictions(t *testing.T) {
+	cat := catalog(5, 1)
+	c := busyCluster(40, cat, 2) // ~160 busy GPUs, few distinct resident sets
+	calls := 0
+	p, err := NewCoScheML(countingPred{fakePred{0.5}, &calls}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Place(c, req("x", cat[0], 1))
+	withMemo := calls
+	calls = 0
+	p.Place(&Cluster{Nodes: c.Nodes}, req("x", cat[0], 1)) // uncached: no memo
+	if withMemo*3 > calls {
+		t.Errorf("memo: %d predictions, %d without", withMemo, calls)
+	}
+}
+
+func TestByName(t *testing.T) {
+	for _, name := range Names() {
+		p, err := ByName(name, pred, Options{})
+		if err != nil || p.Name() != name {
+			t.Errorf("%s: %v %v", name, p, err)
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		opts Options
+		pred bool
+		want string
+	}{
+		{"fifo", Options{}, true, `unknown placement policy "fifo"`},
+		{"coscheml", Options{}, false, "nil predictor"},
+		{"blind", Options{MaxCoRunners: -1}, true, "max_corunners"},
+		{"coscheml", Options{Floors: Floors{Infer: 1.5}}, true, "floors.infer"},
+		{"utilsum", Options{UtilSumThreshold: -5}, true, "utilsum_threshold"},
+	} {
+		var pr fakePred
+		p, err := ByName(tt.name, nil, tt.opts)
+		if tt.pred {
+			p, err = ByName(tt.name, pr, tt.opts)
+		}
+		if err == nil || p != nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s %+v: %v, %v; want error with %q", tt.name, tt.opts, p, err, tt.want)
+		}
+	}
+}
+
+func TestFloorsFor(t *testing.T) {
+	f := Floors{HPC: 0.7, Train: 0.75, Infer: 0.9}
+	for cl, want := range map[profile.Class]float64{"hpc": 0.7, "train": 0.75, "infer": 0.9, "": 0.9, "x": 0.9} {
+		if got := f.For(cl); got != want {
+			t.Errorf("%q: %v, want %v", cl, got, want)
+		}
+	}
+}
+
+type nanPred struct{}
+
+func (nanPred) PredictSpeed(*profile.Profile, []*profile.Profile) float64 { return math.NaN() }
+
+// A broken prediction never licenses sharing.
+func TestNaNPredictionRefusesSharing(t *testing.T) {
+	c := NewCluster(1, 1, 24000, 4)
+	put(c, "1", lowA, 0, 0, 2)
+	p, err := NewCoScheML(nanPred{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := p.Place(c, req("2", lowB, 1)); d.Action != ActionWait || !strings.Contains(d.Reason, "below speed floor") {
+		t.Fatalf("%v: %s", d.Action, d.Reason)
+	}
+}
+
+// Without a class on the request, the profile's class sets the floor.
+func TestClassFromProfile(t *testing.T) {
+	c := NewCluster(1, 1, 24000, 4)
+	put(c, "1", inferX, 0, 0, 2)
+	c.Nodes[0].GPUs[0].Residents[0].Class = "" // resident: infer by its profile
+	c.Reindex()
+	r := &Request{JobID: "2", Profile: lowA, GPUs: 1} // train by its profile
+	d := mustPolicy(t, "coscheml", Options{}).Place(c, r)
+	// lowA: 1-0.15 = 0.85 >= 0.75; inferX: 1-0.1 = 0.9 >= 0.9
+	if d.Action != ActionShare || !strings.Contains(d.Reason, "(low-a, train)") || !strings.Contains(d.Reason, "(infer-x, infer)") {
+		t.Fatalf("%v: %s", d.Action, d.Reason)
+	}
+	put(c, "3", nil, 0, 0, 0)
+	c.Remove("3")
+	r.Profile = mid // 1-0.15=0.85 for mid, 1-0.225 = 0.775 for the infer resident
+	if d := mustPolicy(t, "coscheml", Options{}).Place(c, r); d.Action != ActionWait {
+		t.Fatalf("infer resident by profile class not protected: %s", d.Reason)
+	}
+}
+
+// config.SpeedFloors converts to Floors, and the defaults agree with the config's.
+func TestDefaultsMatchConfig(t *testing.T) {
+	cfg := config.Default()
+	d := DefaultOptions()
+	got := Options{Floors: Floors(cfg.SpeedFloor), MaxCoRunners: cfg.MaxCoRunners, PreferShareSpeed: cfg.PreferShareSpeed,
+		MemReserveMiB: cfg.MemReserveMiB, UtilSumThreshold: cfg.UtilSumThreshold}
+	if got != d || cfg.SlotsPerGPU != DefaultSlots {
+		t.Fatalf("config defaults %+v with %d slots; placement %+v with %d", got, cfg.SlotsPerGPU, d, DefaultSlots)
+	}
+}
+
+// The memo is bound to one cluster's signatures: the same policy moving between
+// clusters (whose interned IDs coincide) or across Reindex decides as a fresh one.
+func TestMemoFollowsCluster(t *testing.T) {
+	a := NewCluster(1, 2, 24000, 4)
+	put(a, "1", lowA, 0, 0, 2) // lowA gets ID 1 in a
+	b := NewCluster(1, 2, 24000, 4)
+	put(b, "1", heavyA, 0, 0, 2) // heavyA gets ID 1 in b: same signature
+	r := req("2", lowB, 1)
+	p := mustPolicy(t, "coscheml", Options{})
+	for i, tt := range []struct {
+		c    *Cluster
+		want Action
+	}{{a, ActionShare}, {b, ActionExclusive}, {a, ActionShare}, {b, ActionExclusive}} {
+		d := p.Place(tt.c, r)
+		fresh := mustPolicy(t, "coscheml", Options{}).Place(tt.c, r)
+		if d.Action != tt.want || !reflect.DeepEqual(d, fresh) {
+			t.Fatalf("step %d: %v, fresh policy %v, want %v\n%s", i, d.Action, fresh.Action, tt.want, d.Reason)
+		}
+	}
+	// Reindex after swapping residents by hand: new index, new epoch.
+	a.Nodes[0].GPUs[0].Residents[0].Profile = heavyA
+	a.Reindex()
+	if d := p.Place(a, r); d.Action != ActionExclusive {
+		t.Fatalf("after Reindex: %v: %s", d.Action, d.Reason)
+	}
+}
+
+// A memo far too small for the cluster evicts all the time and still decides as a
+// roomy one does.
+func TestTinyMemoSameDecisions(t *testing.T) {
+	cat := catalog(30, 7)
+	c := busyCluster(20, cat, 8)
+	small, _ := NewCoScheML(pred, Options{})
+	small.memo = newMemo(4)
+	big, _ := NewCoScheML(pred, Options{})
+	for round := 0; round < 3; round++ {
+		for i, p := range cat {
+			r := req(fmt.Sprint("t", i), p, 1+i%2)
+			if a, b := small.Place(c, r), big.Place(c, r); !reflect.DeepEqual(a, b) {
+				t.Fatalf("round %d request %d:\n%+v\n%+v", round, i, a, b)
+			}
+		}
+	}
+}
+
+func TestShareSlotsOption(t *testing.T) {
+	c := NewCluster(1, 1, 80000, 4)
+	opts := Options{ShareSlots: 1, MaxCoRunners: 4}
+	p := mustPolicy(t, "blind", opts)
+	for i := 0; i < 4; i++ {
+		r := req(fmt.Sprint(i), prof(fmt.Sprint("t", i), profile.ClassTrain, 5, 100), 1)
+		d := p.Place(c, r)
+		if d.Action == ActionWait || d.Placement[0].Slots != 1 {
+			t.Fatalf("job %d: %+v", i, d)
+		}
+		c.Apply(r, d)
+	}
+	if d := p.Place(c, req("x", lowA, 1)); d.Action != ActionWait || !strings.Contains(d.Reason, "1 at co-runner limit") {
+		t.Fatalf("fifth job: %s", d.Reason)
+	}
+	if got := mustPolicy(t, "coscheml", opts).(*CoScheML).Options(); got.ShareSlots != 1 || got.Floors != DefaultOptions().Floors {
+		t.Fatalf("options in effect: %+v", got)
+	}
+}

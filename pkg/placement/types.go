@@ -1,0 +1,89 @@
+// Package placement decides on which GPU a job runs and whether it shares it.
+// One code path serves slurmctld (through libcoscheml) and the simulator.
+package placement
+
+import "github.com/coscheml/coscheml/pkg/profile"
+
+// Resident is a job currently holding slots on one GPU.
+type Resident struct {
+	JobID   string
+	Profile *profile.Profile
+	Class   profile.Class
+	Slots   int // sharing slots (Slurm shards) it holds on this GPU
+}
+
+// GPU is one device of a node.
+type GPU struct {
+	Index     int
+	MemMiB    float64
+	Slots     int // sharing slots of this GPU (shards per GPU in Slurm)
+	Residents []Resident
+}
+
+// Node is one host with its GPUs.
+type Node struct {
+	Name string
+	GPUs []GPU
+}
+
+// Cluster is the state a decision is made on.
+//
+// Build it with NewCluster, or as a literal followed by Reindex; change residents only
+// through Apply and Remove (or call Reindex after editing Nodes by hand), so that the
+// per-GPU caches stay equal to the residents. A Cluster holds a pointer to its caches:
+// copy it with Clone, not by assignment.
+type Cluster struct {
+	Nodes []Node
+
+	ix *index // caches; nil until Reindex, Apply or Remove builds them
+}
+
+// Request is a job asking for GPUs.
+type Request struct {
+	JobID   string
+	Tag     string
+	Profile *profile.Profile
+	Class   profile.Class
+	GPUs    int // GPUs wanted
+}
+
+// Action is what a decision tells the scheduler to do.
+type Action int
+
+const (
+	ActionWait      Action = iota // no acceptable GPU now
+	ActionExclusive               // whole idle GPU(s)
+	ActionShare                   // co-locate on GPU(s) already in use
+)
+
+func (a Action) String() string {
+	switch a {
+	case ActionExclusive:
+		return "exclusive"
+	case ActionShare:
+		return "share"
+	}
+	return "wait"
+}
+
+// Slot is one GPU a decision uses.
+type Slot struct {
+	Node  int // index into Cluster.Nodes
+	GPU   int // index into Node.GPUs
+	Slots int // slots taken on that GPU
+}
+
+// Decision is a placement with its reason.
+type Decision struct {
+	Action           Action
+	Placement        []Slot
+	PredictedSpeed   float64 // predicted speed of the new job (1 when alone)
+	MinResidentSpeed float64 // lowest predicted speed among affected residents (1 if none)
+	Reason           string
+}
+
+// Policy chooses a placement. Implementations must not modify the cluster.
+type Policy interface {
+	Name() string
+	Place(c *Cluster, r *Request) Decision
+}

@@ -1,0 +1,271 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sort"
+	"sync"
+
+	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/placement"
+	"github.com/coscheml/coscheml/pkg/profile"
+	"github.com/coscheml/coscheml/pkg/trace"
+	"github.com/coscheml/coscheml/pkg/truth"
+)
+
+// Experiment compares policies on the same jobs over several seeds. A seed picks
+// the jobs (Jobs is called with it), their applications and classes (trace.Assign)
+// and the random baseline's choices; every policy of a seed sees the same jobs.
+type Experiment struct {
+	Config   Config
+	Jobs     func(seed int64) ([]trace.Job, error) // tags/classes may be empty
+	Truth    *truth.Table
+	Model    model.Predictor // for "coscheml"; "oracle" gets Truth
+	Options  placement.Options
+	Policies []string
+	Seeds    []int64
+	Mix      trace.ClassMix
+	Workers  int // runs in parallel (default GOMAXPROCS)
+	// OnRun, when set, is called after each finished run (from any goroutine,
+	// serialised).
+	OnRun func(done, total int, r *PolicyRun)
+}
+
+// PolicyRun is one policy on one seed.
+type PolicyRun struct {
+	Policy  string                    `json:"policy"`
+	Seed    int64                     `json:"seed"`
+	Overall Metrics                   `json:"overall"`
+	ByClass map[profile.Class]Metrics `json:"by_class"`
+	Result  *Result                   `json:"result"`
+}
+
+// Execute runs every policy on every seed.
+func (e Experiment) Execute() ([]*PolicyRun, error) {
+	if len(e.Policies) == 0 || len(e.Seeds) == 0 {
+		return nil, fmt.Errorf("experiment: need at least one policy and one seed")
+	}
+	if e.Mix == (trace.ClassMix{}) {
+		e.Mix = trace.DefaultClassMix
+	}
+	type task struct {
+		seed int64
+		pol  string
+		jobs []trace.Job
+	}
+	var tasks []task
+	for _, seed := range e.Seeds {
+		jobs, err := e.Jobs(seed)
+		if err != nil {
+			return nil, err
+		}
+		if err := trace.Assign(jobs, e.Truth.Tags(), e.Mix, seed); err != nil {
+			return nil, err
+		}
+		for _, p := range e.Policies {
+			tasks = append(tasks, task{seed, p, jobs})
+		}
+	}
+	workers := e.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	runs := make([]*PolicyRun, len(tasks))
+	errs := make([]error, len(tasks))
+	var mu sync.Mutex
+	done := 0
+	ch := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(workers, len(tasks)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ch {
+				t := tasks[i]
+				runs[i], errs[i] = e.one(t.pol, t.seed, t.jobs)
+				mu.Lock()
+				done++
+				if e.OnRun != nil && errs[i] == nil {
+					e.OnRun(done, len(tasks), runs[i])
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range tasks {
+		ch <- i
+	}
+	close(ch)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return runs, nil
+}
+
+func (e Experiment) one(name string, seed int64, jobs []trace.Job) (*PolicyRun, error) {
+	opts := e.Options
+	opts.Seed = uint64(seed)
+	var pred model.Predictor
+	switch name {
+	case "coscheml":
+		pred = e.Model
+		if pred == nil {
+			return nil, fmt.Errorf("experiment: policy coscheml needs a model")
+		}
+	case "oracle":
+		pred = e.Truth
+	}
+	pol, err := placement.ByName(name, pred, opts)
+	if err != nil {
+		return nil, fmt.Errorf("experiment: %w", err)
+	}
+	cfg := e.Config
+	if cfg.MaxCoRunners == 0 {
+		cfg.MaxCoRunners = opts.MaxCoRunners
+	}
+	res, err := Run(cfg, jobs, e.Truth, pol)
+	if err != nil {
+		return nil, fmt.Errorf("experiment: policy %s seed %d: %w", name, seed, err)
+	}
+	all, by := Summarize(res)
+	// Keep the policy's name as asked (ByName's Name() may differ in spelling).
+	res.Policy = name
+	return &PolicyRun{Policy: name, Seed: seed, Overall: all, ByClass: by, Result: res}, nil
+}
+
+// Stat is a metric over seeds.
+type Stat struct {
+	Mean float64 `json:"mean"`
+	SD   float64 `json:"sd"`
+	Min  float64 `json:"min"`
+	Max  float64 `json:"max"`
+	N    int     `json:"n"`
+}
+
+// StatOf computes mean, sample standard deviation, min and max.
+func StatOf(v []float64) Stat {
+	s := Stat{N: len(v), Min: math.Inf(1), Max: math.Inf(-1)}
+	if len(v) == 0 {
+		return Stat{}
+	}
+	for _, x := range v {
+		s.Mean += x
+		s.Min = min(s.Min, x)
+		s.Max = max(s.Max, x)
+	}
+	s.Mean /= float64(len(v))
+	if len(v) > 1 {
+		for _, x := range v {
+			s.SD += (x - s.Mean) * (x - s.Mean)
+		}
+		s.SD = math.Sqrt(s.SD / float64(len(v)-1))
+	}
+	return s
+}
+
+// MetricNames are the metrics aggregated across seeds, in report order.
+var MetricNames = []string{"avg_jct", "median_jct", "p95_jct", "avg_queue", "makespan", "gpu_util", "useful_util", "kernel_util", "below_floor", "shared"}
+
+// Value returns metric name of m.
+func (m Metrics) Value(name string) float64 {
+	switch name {
+	case "avg_jct":
+		return m.AvgJCT
+	case "median_jct":
+		return m.MedianJCT
+	case "p95_jct":
+		return m.P95JCT
+	case "avg_queue":
+		return m.AvgQueue
+	case "makespan":
+		return m.Makespan
+	case "gpu_util":
+		return m.GPUUtil
+	case "useful_util":
+		return m.UsefulUtil
+	case "kernel_util":
+		return m.KernelUtil
+	case "below_floor":
+		return float64(m.BelowFloor)
+	case "shared":
+		return float64(m.Shared)
+	}
+	return math.NaN()
+}
+
+// PolicySummary aggregates one policy's runs over seeds.
+type PolicySummary struct {
+	Policy  string                     `json:"policy"`
+	Overall map[string]Stat            `json:"overall"`
+	ByClass map[string]map[string]Stat `json:"by_class"`
+	// VsBase: per-seed relative change against the baseline policy of the same seed,
+	// (policy - base) / base, for avg_jct, makespan and the utilizations.
+	VsBase map[string]Stat `json:"vs_baseline,omitempty"`
+}
+
+// Summarize aggregates runs per policy (in the order policies first appear),
+// with changes relative to baseline (e.g. "exclusive") when it was run.
+func SummarizeRuns(runs []*PolicyRun, baseline string) []PolicySummary {
+	var order []string
+	byPol := map[string][]*PolicyRun{}
+	base := map[int64]*PolicyRun{}
+	for _, r := range runs {
+		if _, ok := byPol[r.Policy]; !ok {
+			order = append(order, r.Policy)
+		}
+		byPol[r.Policy] = append(byPol[r.Policy], r)
+		if r.Policy == baseline {
+			base[r.Seed] = r
+		}
+	}
+	var out []PolicySummary
+	for _, p := range order {
+		rs := byPol[p]
+		sort.Slice(rs, func(i, j int) bool { return rs[i].Seed < rs[j].Seed })
+		ps := PolicySummary{Policy: p, Overall: map[string]Stat{}, ByClass: map[string]map[string]Stat{}}
+		for _, name := range MetricNames {
+			var v []float64
+			for _, r := range rs {
+				v = append(v, r.Overall.Value(name))
+			}
+			ps.Overall[name] = StatOf(v)
+		}
+		for _, c := range Classes {
+			cm := map[string]Stat{}
+			for _, name := range MetricNames {
+				var v []float64
+				for _, r := range rs {
+					if m, ok := r.ByClass[c]; ok {
+						v = append(v, m.Value(name))
+					}
+				}
+				if len(v) > 0 {
+					cm[name] = StatOf(v)
+				}
+			}
+			if len(cm) > 0 {
+				ps.ByClass[string(c)] = cm
+			}
+		}
+		if len(base) > 0 {
+			ps.VsBase = map[string]Stat{}
+			for _, name := range []string{"avg_jct", "makespan", "gpu_util", "useful_util", "kernel_util"} {
+				var v []float64
+				for _, r := range rs {
+					if b, ok := base[r.Seed]; ok && b.Overall.Value(name) != 0 {
+						v = append(v, (r.Overall.Value(name)-b.Overall.Value(name))/b.Overall.Value(name))
+					}
+				}
+				if len(v) > 0 {
+					ps.VsBase[name] = StatOf(v)
+				}
+			}
+		}
+		out = append(out, ps)
+	}
+	return out
+}

@@ -1,0 +1,648 @@
+// Package sim is an event-driven simulator of a GPU cluster (nodes x GPUs with
+// sharing slots) that replays a job trace through a placement.Policy, the same code
+// slurmctld runs, with FIFO plus EASY backfill queueing like Slurm's. Jobs progress
+// at the rate their co-runners allow according to measured ground truth (package
+// truth), never the model's predictions.
+//
+// Model of execution (docs/evaluation.md has the full list of assumptions):
+//   - A job needs Duration seconds of work at speed 1 (alone). While it runs, its
+//     rate is the lowest, over its GPUs, of the product of its true pairwise speeds
+//     next to each co-runner on that GPU (a multi-GPU job runs at the pace of its
+//     slowest GPU). Rates change only when a job starts or ends on a GPU; then the
+//     affected jobs' progress is brought up to date and their finish events are
+//     rescheduled (stale events are dropped lazily by a version number).
+//   - Queue: jobs in submission order. The scheduler starts jobs from the head while
+//     the policy places them; when the head must wait, it computes the head's
+//     reservation (the earliest time enough GPUs become idle, taking each running
+//     job's end as start + trace duration: the trace duration plays the user's time
+//     limit, as in EASY backfill) and lets later jobs (up to BackfillDepth, like
+//     Slurm's bf_max_job_test) start if they end by that time by the same estimate,
+//     or fit on GPUs the reservation does not need.
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/placement"
+	"github.com/coscheml/coscheml/pkg/profile"
+	"github.com/coscheml/coscheml/pkg/trace"
+	"github.com/coscheml/coscheml/pkg/truth"
+)
+
+// Config is the simulated cluster and scheduler.
+type Config struct {
+	Nodes       int
+	GPUsPerNode int
+	GPUMemMiB   float64 // memory of each GPU (default 32768)
+	Slots       int     // sharing slots per GPU (default placement.DefaultSlots)
+	// MaxCoRunners is the most jobs on one GPU (default placement's default). The
+	// simulator does not ask the policy about a job that needs more GPUs than
+	// have a free slot and room for another job: no policy can place it then.
+	MaxCoRunners int
+	// Floors are the speed floors per class used to count jobs pushed below their
+	// floor (by true speed); the policies get theirs from their own options.
+	Floors placement.Floors
+	// BackfillDepth is how many queued jobs after the head the backfill pass
+	// considers (default 100; Slurm's bf_max_job_test). -1 turns backfill off.
+	BackfillDepth int
+	// TimelineBuckets bounds the utilization timeline (default 200).
+	TimelineBuckets int
+	// Progress, when set, is called about every ProgressEvery events, and once at
+	// the end, with the number of jobs finished since its previous call (runs of
+	// an Experiment share it: it must be safe for concurrent use).
+	Progress      func(finished int)
+	ProgressEvery int
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.GPUMemMiB == 0 {
+		c.GPUMemMiB = 32768
+	}
+	if c.Slots == 0 {
+		c.Slots = placement.DefaultSlots
+	}
+	if c.MaxCoRunners == 0 {
+		c.MaxCoRunners = placement.DefaultMaxCoRunners
+	}
+	if c.Floors == (placement.Floors{}) {
+		c.Floors = placement.DefaultOptions().Floors
+	}
+	if c.BackfillDepth == 0 {
+		c.BackfillDepth = 100
+	}
+	if c.TimelineBuckets == 0 {
+		c.TimelineBuckets = 200
+	}
+	if c.ProgressEvery == 0 {
+		c.ProgressEvery = 50000
+	}
+	switch {
+	case c.Nodes < 1 || c.GPUsPerNode < 1:
+		return c, fmt.Errorf("sim: cluster %d nodes x %d GPUs: want at least 1 x 1", c.Nodes, c.GPUsPerNode)
+	case c.Nodes*c.GPUsPerNode > 1<<22:
+		return c, fmt.Errorf("sim: cluster of %d GPUs is too large", c.Nodes*c.GPUsPerNode)
+	case c.GPUMemMiB < 0 || c.Slots < 1:
+		return c, fmt.Errorf("sim: GPU memory %v MiB, slots %d: want >= 0 and >= 1", c.GPUMemMiB, c.Slots)
+	}
+	return c, nil
+}
+
+// GPUs is the cluster's GPU count.
+func (c Config) GPUs() int { return c.Nodes * c.GPUsPerNode }
+
+// JobResult is what happened to one job.
+type JobResult struct {
+	ID         string        `json:"id"`
+	Tag        string        `json:"tag"`
+	Class      profile.Class `json:"class"`
+	GPUs       int           `json:"gpus"`
+	Submit     float64       `json:"submit"`
+	Start      float64       `json:"start"`
+	End        float64       `json:"end"`
+	Duration   float64       `json:"duration"`    // alone, from the trace
+	MinSpeed   float64       `json:"min_speed"`   // lowest true speed while running
+	Shared     bool          `json:"shared"`      // had a co-runner at some time
+	BelowFloor bool          `json:"below_floor"` // true speed under its class floor at some time
+}
+
+// JCT is the job completion time: end minus submission.
+func (j JobResult) JCT() float64 { return j.End - j.Submit }
+
+// Queue is the queueing delay: start minus submission.
+func (j JobResult) Queue() float64 { return j.Start - j.Submit }
+
+// Sample is one bucket of the utilization timeline.
+type Sample struct {
+	T      float64 `json:"t"`      // bucket start, seconds
+	Alloc  float64 `json:"alloc"`  // allocated GPUs / GPUs, averaged over the bucket
+	Useful float64 `json:"useful"` // progress rate / GPUs, averaged over the bucket
+	Kernel float64 `json:"kernel"` // kernel utilization (NVML utilization.gpu) / 100, averaged
+}
+
+// Result is one policy's run.
+type Result struct {
+	Policy    string        `json:"policy"`
+	GPUs      int           `json:"gpus"`
+	Jobs      []JobResult   `json:"-"`
+	Dropped   int           `json:"dropped"` // jobs asking for more GPUs than the cluster has
+	Makespan  float64       `json:"makespan"`
+	AllocGPUS float64       `json:"alloc_gpu_seconds"`  // GPU-seconds with at least one job
+	Useful    float64       `json:"useful_gpu_seconds"` // work done, GPU-seconds at speed 1
+	Kernel    float64       `json:"kernel_gpu_seconds"` // GPU-seconds of kernel time (truth.GPUUtil)
+	Events    int           `json:"events"`             // events processed (arrivals + finishes)
+	Decisions int           `json:"decisions"`          // policy.Place calls
+	Timeline  []Sample      `json:"timeline"`
+	Wall      time.Duration `json:"wall_ns"`
+}
+
+// event is a finish event; stale ones (ver != the job's) are skipped.
+type event struct {
+	t   float64
+	job int32
+	ver uint32
+}
+
+type eventHeap []event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if h[i].t != h[j].t {
+		return h[i].t < h[j].t
+	}
+	return h[i].job < h[j].job
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// jobState is the simulator's view of one job.
+type jobState struct {
+	req       placement.Request
+	tag       int32   // index into the truth table
+	gpus      []int32 // global GPU indexes while running
+	slots     []int32 // slots held on each of gpus
+	rate      float64
+	remaining float64 // work left, seconds at speed 1
+	last      float64 // time remaining was last brought up to date
+	estEnd    float64 // start + duration: the reservation's estimate
+	ver       uint32
+	running   bool
+}
+
+type simulator struct {
+	cfg   Config
+	tt    *truth.Table
+	pol   placement.Policy
+	cl    *placement.Cluster
+	jobs  []trace.Job
+	st    []jobState
+	res   []JobResult
+	gpuOn [][]int32 // residents (job indexes) of each global GPU
+	used  []int32   // slots held on each global GPU
+	open  int       // GPUs with a free slot and room for another job
+	ev    eventHeap
+
+	queue    []int32 // waiting jobs in FIFO order; -1 = started by backfill
+	qhead    int
+	qlive    int
+	newFrom  int  // queue position of the first job not yet tried
+	dirty    bool // resources were freed since the last pass
+	byEnd    []int32
+	memo     map[memoKey]bool
+	cnt      []int32 // scratch for the reservation walk
+	cntEpoch []uint32
+	epoch    uint32
+
+	now       float64
+	allocGPUs int       // GPUs with at least one resident
+	useRate   float64   // sum of rate*GPUs over running jobs
+	kernel    []float64 // kernel utilization (fraction) of each GPU
+	kernRate  float64   // sum of kernel
+	apps      []int32   // scratch
+	allocInt  float64
+	useInt    float64
+	kernInt   float64
+	tl        timeline
+	done      int
+	decisions int
+	events    int
+}
+
+type memoKey struct {
+	tag   int32
+	class profile.Class
+	gpus  int
+}
+
+// Run simulates jobs (sorted by Submit, each with a Tag in tt and a Class) on the
+// cluster of cfg under policy pol. The policy must be fresh (it sees only this
+// cluster).
+func Run(cfg Config, jobs []trace.Job, tt *truth.Table, pol placement.Policy) (*Result, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	s := &simulator{cfg: cfg, tt: tt, pol: pol, memo: map[memoKey]bool{}}
+	s.cl = placement.NewCluster(cfg.Nodes, cfg.GPUsPerNode, cfg.GPUMemMiB, cfg.Slots)
+	n := cfg.GPUs()
+	s.gpuOn = make([][]int32, n)
+	s.used = make([]int32, n)
+	s.open = n
+	s.kernel = make([]float64, n)
+	s.cnt = make([]int32, n)
+	s.cntEpoch = make([]uint32, n)
+	out := &Result{Policy: pol.Name(), GPUs: n}
+	for i, j := range jobs {
+		if i > 0 && j.Submit < jobs[i-1].Submit {
+			return nil, fmt.Errorf("sim: jobs not sorted by submit time at %d", i)
+		}
+		if j.GPUs > n {
+			out.Dropped++
+			continue
+		}
+		ti, ok := tt.Index(j.Tag)
+		if !ok {
+			return nil, fmt.Errorf("sim: job %s: application %q has no ground truth", profile.Sanitize(j.ID), profile.Sanitize(j.Tag))
+		}
+		if !(j.Duration > 0) || j.GPUs < 1 {
+			return nil, fmt.Errorf("sim: job %s: duration %v, GPUs %d: want > 0 and >= 1", profile.Sanitize(j.ID), j.Duration, j.GPUs)
+		}
+		s.jobs = append(s.jobs, j)
+		s.st = append(s.st, jobState{
+			req: placement.Request{JobID: j.ID, Tag: j.Tag, Profile: tt.Profile(ti), Class: j.Class, GPUs: j.GPUs},
+			tag: int32(ti), remaining: j.Duration,
+		})
+		s.res = append(s.res, JobResult{ID: j.ID, Tag: j.Tag, Class: j.Class, GPUs: j.GPUs, Submit: j.Submit, Duration: j.Duration, MinSpeed: 1})
+	}
+	s.tl = newTimeline(cfg.TimelineBuckets, s.jobs)
+	if err := s.loop(); err != nil {
+		return nil, err
+	}
+	out.Jobs = s.res
+	out.Makespan = s.now
+	out.AllocGPUS = s.allocInt
+	out.Useful = s.useInt
+	out.Kernel = s.kernInt
+	out.Events = s.events
+	out.Decisions = s.decisions
+	out.Timeline = s.tl.samples(n)
+	out.Wall = time.Since(start)
+	return out, nil
+}
+
+func (s *simulator) loop() error {
+	next := 0 // next arrival
+	total := len(s.jobs)
+	nextProgress, reported := s.cfg.ProgressEvery, 0
+	for s.done < total {
+		// The next time anything happens.
+		for len(s.ev) > 0 && s.ev[0].ver != s.st[s.ev[0].job].ver {
+			heap.Pop(&s.ev)
+		}
+		t := math.Inf(1)
+		if len(s.ev) > 0 {
+			t = s.ev[0].t
+		}
+		if next < total && s.jobs[next].Submit < t {
+			t = s.jobs[next].Submit
+		}
+		if math.IsInf(t, 1) {
+			return fmt.Errorf("sim: %s: %d jobs can never start (the policy keeps them waiting on an idle cluster)", s.pol.Name(), total-s.done)
+		}
+		s.advance(t)
+		// Everything that happens at t: finishes first (they free GPUs), then arrivals.
+		for len(s.ev) > 0 && s.ev[0].t <= t {
+			e := heap.Pop(&s.ev).(event)
+			if e.ver != s.st[e.job].ver || !s.st[e.job].running {
+				continue
+			}
+			s.events++
+			s.finish(int(e.job))
+		}
+		for next < total && s.jobs[next].Submit <= t {
+			s.queue = append(s.queue, int32(next))
+			s.qlive++
+			next++
+			s.events++
+		}
+		s.schedule()
+		if s.cfg.Progress != nil && s.events >= nextProgress {
+			s.cfg.Progress(s.done - reported)
+			reported = s.done
+			nextProgress = s.events + s.cfg.ProgressEvery
+		}
+	}
+	if s.cfg.Progress != nil && s.done > reported {
+		s.cfg.Progress(s.done - reported)
+	}
+	return nil
+}
+
+// advance integrates utilization up to t.
+func (s *simulator) advance(t float64) {
+	if dt := t - s.now; dt > 0 {
+		s.allocInt += dt * float64(s.allocGPUs)
+		s.useInt += dt * s.useRate
+		s.kernInt += dt * s.kernRate
+		s.tl.add(s.now, t, float64(s.allocGPUs), s.useRate, s.kernRate)
+		s.now = t
+	}
+}
+
+// speedOn is job j's true speed on GPU g given the other residents there.
+func (s *simulator) speedOn(j int, g int32) float64 {
+	sp := 1.0
+	ti := int(s.st[j].tag)
+	for _, o := range s.gpuOn[g] {
+		if int(o) != j {
+			sp *= s.tt.Speed(ti, int(s.st[o].tag))
+		}
+	}
+	return sp
+}
+
+// refresh brings the jobs on GPUs gs up to date and recomputes their rates and
+// the GPUs' kernel utilization.
+func (s *simulator) refresh(gs []int32) {
+	for _, g := range gs {
+		s.apps = s.apps[:0]
+		for _, o := range s.gpuOn[g] {
+			s.apps = append(s.apps, s.st[o].tag)
+		}
+		k := s.tt.GPUUtil(s.apps) / 100
+		s.kernRate += k - s.kernel[g]
+		s.kernel[g] = k
+	}
+	for _, g := range gs {
+		for _, o := range s.gpuOn[g] {
+			s.rerate(int(o))
+		}
+	}
+}
+
+func (s *simulator) rerate(j int) {
+	st := &s.st[j]
+	rate := 1.0
+	for _, g := range st.gpus {
+		rate = min(rate, s.speedOn(j, g))
+	}
+	if st.rate == rate {
+		return
+	}
+	st.remaining -= st.rate * (s.now - st.last)
+	if st.remaining < 0 {
+		st.remaining = 0
+	}
+	st.last = s.now
+	s.useRate += (rate - st.rate) * float64(len(st.gpus))
+	st.rate = rate
+	st.ver++
+	r := &s.res[j]
+	if rate < r.MinSpeed {
+		r.MinSpeed = rate
+	}
+	if rate < 1 {
+		r.Shared = true
+	}
+	if rate < s.cfg.Floors.For(r.Class)-1e-9 {
+		r.BelowFloor = true
+	}
+	heap.Push(&s.ev, event{t: s.now + st.remaining/rate, job: int32(j), ver: st.ver})
+}
+
+func (s *simulator) start(j int, d placement.Decision) {
+	st := &s.st[j]
+	s.cl.Apply(&st.req, d)
+	st.gpus = st.gpus[:0]
+	st.slots = st.slots[:0]
+	for _, p := range d.Placement {
+		g := int32(p.Node*s.cfg.GPUsPerNode + p.GPU)
+		st.gpus = append(st.gpus, g)
+		st.slots = append(st.slots, int32(p.Slots))
+		wasOpen := s.isOpen(g)
+		s.used[g] += int32(p.Slots)
+		if len(s.gpuOn[g]) == 0 {
+			s.allocGPUs++
+		}
+		if len(s.gpuOn[g]) > 0 {
+			s.res[j].Shared = true
+			for _, o := range s.gpuOn[g] {
+				s.res[o].Shared = true
+			}
+		}
+		s.gpuOn[g] = append(s.gpuOn[g], int32(j))
+		s.fixOpen(g, wasOpen)
+	}
+	st.running = true
+	st.rate = 0
+	st.last = s.now
+	st.estEnd = s.now + s.jobs[j].Duration
+	s.res[j].Start = s.now
+	s.insertByEnd(int32(j))
+	s.refresh(st.gpus)
+}
+
+func (s *simulator) finish(j int) {
+	st := &s.st[j]
+	st.running = false
+	st.remaining = 0
+	st.ver++
+	s.useRate -= st.rate * float64(len(st.gpus))
+	st.rate = 0
+	s.res[j].End = s.now
+	s.cl.Remove(st.req.JobID)
+	for k, g := range st.gpus {
+		wasOpen := s.isOpen(g)
+		s.used[g] -= st.slots[k]
+		on := s.gpuOn[g]
+		for i, o := range on {
+			if int(o) == j {
+				on = append(on[:i], on[i+1:]...)
+				break
+			}
+		}
+		s.gpuOn[g] = on
+		if len(on) == 0 {
+			s.allocGPUs--
+		}
+		s.fixOpen(g, wasOpen)
+	}
+	s.removeByEnd(int32(j))
+	s.refresh(st.gpus)
+	s.done++
+	s.dirty = true
+}
+
+func (s *simulator) isOpen(g int32) bool {
+	return s.used[g] < int32(s.cfg.Slots) && len(s.gpuOn[g]) < s.cfg.MaxCoRunners
+}
+
+// fixOpen updates the count of open GPUs after GPU g changed.
+func (s *simulator) fixOpen(g int32, wasOpen bool) {
+	if now := s.isOpen(g); now != wasOpen {
+		if now {
+			s.open++
+		} else {
+			s.open--
+		}
+	}
+}
+
+func (s *simulator) endKey(j int32) (float64, int32) { return s.st[j].estEnd, j }
+
+func (s *simulator) searchByEnd(j int32) int {
+	e, id := s.endKey(j)
+	return sort.Search(len(s.byEnd), func(i int) bool {
+		e2, id2 := s.endKey(s.byEnd[i])
+		return e2 > e || (e2 == e && id2 >= id)
+	})
+}
+
+func (s *simulator) insertByEnd(j int32) {
+	i := s.searchByEnd(j)
+	s.byEnd = append(s.byEnd, 0)
+	copy(s.byEnd[i+1:], s.byEnd[i:])
+	s.byEnd[i] = j
+}
+
+func (s *simulator) removeByEnd(j int32) {
+	i := s.searchByEnd(j)
+	if i < len(s.byEnd) && s.byEnd[i] == j {
+		s.byEnd = append(s.byEnd[:i], s.byEnd[i+1:]...)
+	}
+}
+
+func (s *simulator) place(j int) placement.Decision {
+	if s.st[j].req.GPUs > s.open {
+		return placement.Decision{Action: placement.ActionWait}
+	}
+	s.decisions++
+	return s.pol.Place(s.cl, &s.st[j].req)
+}
+
+// popHead drops started (tombstoned) entries from the front of the queue.
+func (s *simulator) popHead() {
+	for s.qhead < len(s.queue) && s.queue[s.qhead] < 0 {
+		s.qhead++
+	}
+	if s.qhead > 4096 && s.qhead*2 > len(s.queue) {
+		n := copy(s.queue, s.queue[s.qhead:])
+		s.newFrom -= s.qhead
+		s.queue = s.queue[:n]
+		s.qhead = 0
+	}
+	if s.newFrom < s.qhead {
+		s.newFrom = s.qhead
+	}
+}
+
+// schedule is one scheduling pass at s.now.
+func (s *simulator) schedule() {
+	dirty := s.dirty
+	s.dirty = false
+	// FIFO: start from the head while the policy places.
+	s.popHead()
+	if !dirty && s.newFrom > s.qhead {
+		// Nothing was freed and the head already waited in this state: only the
+		// new arrivals can start, and only by backfill.
+		s.backfill(false)
+		s.newFrom = len(s.queue)
+		return
+	}
+	for s.qhead < len(s.queue) {
+		j := int(s.queue[s.qhead])
+		d := s.place(j)
+		if d.Action == placement.ActionWait {
+			break
+		}
+		s.start(j, d)
+		s.queue[s.qhead] = -1
+		s.qlive--
+		s.popHead()
+	}
+	s.backfill(true)
+	s.newFrom = len(s.queue)
+}
+
+// backfill tries the jobs behind a waiting head (all of them up to the depth when
+// all is set, else only those not tried before).
+func (s *simulator) backfill(all bool) {
+	if s.qhead >= len(s.queue) || s.cfg.BackfillDepth < 0 {
+		return
+	}
+	clear(s.memo)
+	head := int(s.queue[s.qhead])
+	shadow, extra, haveRes := 0.0, 0, false
+	seen := 0
+	for i := s.qhead + 1; i < len(s.queue) && seen < s.cfg.BackfillDepth; i++ {
+		j := s.queue[i]
+		if j < 0 {
+			continue
+		}
+		seen++
+		if !all && i < s.newFrom {
+			continue
+		}
+		st := &s.st[j]
+		if !haveRes {
+			shadow, extra = s.reservation(s.st[head].req.GPUs)
+			haveRes = true
+		}
+		// A job that would end after the shadow time needs its GPUs from the extra
+		// ones; if there are not enough, no placement can let it start.
+		endsInTime := s.now+s.jobs[j].Duration <= shadow
+		if !endsInTime && st.req.GPUs > extra {
+			continue
+		}
+		key := memoKey{st.tag, st.req.Class, st.req.GPUs}
+		if s.memo[key] {
+			continue
+		}
+		d := s.place(int(j))
+		if d.Action == placement.ActionWait {
+			s.memo[key] = true
+			continue
+		}
+		if !endsInTime {
+			if len(d.Placement) > extra {
+				continue
+			}
+			extra -= len(d.Placement)
+		}
+		s.start(int(j), d)
+		s.queue[i] = -1
+		s.qlive--
+		clear(s.memo) // the state changed
+	}
+}
+
+// reservation returns the head's shadow time (the earliest estimated time at which
+// h GPUs are idle) and how many idle GPUs beyond h exist then. Running jobs are
+// taken to end at start + trace duration (or now, if already past that).
+func (s *simulator) reservation(h int) (shadow float64, extra int) {
+	free := s.cl.IdleGPUs()
+	s.epoch++
+	if s.epoch == 0 {
+		clear(s.cntEpoch)
+		s.epoch = 1
+	}
+	shadow = s.now
+	k := 0
+	take := func() {
+		st := &s.st[s.byEnd[k]]
+		shadow = max(s.now, st.estEnd)
+		for _, g := range st.gpus {
+			if s.cntEpoch[g] != s.epoch {
+				s.cntEpoch[g] = s.epoch
+				s.cnt[g] = int32(len(s.gpuOn[g]))
+			}
+			s.cnt[g]--
+			if s.cnt[g] == 0 {
+				free++
+			}
+		}
+		k++
+	}
+	// free >= h already: the head waits for another reason (memory, a node's
+	// shape); the first end is the earliest moment anything changes.
+	for k < len(s.byEnd) && (free < h || k == 0) {
+		take()
+	}
+	for k < len(s.byEnd) && max(s.now, s.st[s.byEnd[k]].estEnd) <= shadow {
+		take()
+	}
+	if free < h {
+		return math.Inf(1), 0
+	}
+	return shadow, free - h
+}

@@ -1,0 +1,311 @@
+package sim
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/coscheml/coscheml/models"
+	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/placement"
+	"github.com/coscheml/coscheml/pkg/profile"
+	"github.com/coscheml/coscheml/pkg/trace"
+	"github.com/coscheml/coscheml/pkg/truth"
+)
+
+func prof(tag string, sm, mem float64) *profile.Profile {
+	return &profile.Profile{Tag: tag, Class: profile.ClassTrain, SMUtil: profile.Stat{Mean: sm, P95: sm, Max: sm}, MemBWUtil: profile.Stat{Mean: sm / 2, P95: sm / 2, Max: sm / 2}, MemUsedMiB: mem}
+}
+
+// handTruth: a next to b runs at 0.5, b next to a at 0.8, a next to a at 0.6,
+// b next to b at 0.9.
+func handTruth(t *testing.T) *truth.Table {
+	t.Helper()
+	tb, err := truth.New([]*profile.Profile{prof("a", 90, 4000), prof("b", 30, 2000)},
+		[]truth.Pair{{A: "a", B: "b", SpeedA: 0.5, SpeedB: 0.8}, {A: "a", B: "a", SpeedA: 0.6, SpeedB: 0.6}, {A: "b", B: "b", SpeedA: 0.9, SpeedB: 0.9}}, truth.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+func mustPolicy(t testing.TB, name string, pred model.Predictor) placement.Policy {
+	t.Helper()
+	p, err := placement.ByName(name, pred, placement.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+var (
+	shippedOnce sync.Once
+	shippedTT   *truth.Table
+	shippedErr  error
+)
+
+func shipped(t testing.TB) *truth.Table {
+	t.Helper()
+	shippedOnce.Do(func() {
+		ps, err := profile.ReadLucidSolo(bytes.NewReader(models.DefaultSoloCSV))
+		if err != nil {
+			shippedErr = err
+			return
+		}
+		pairs, err := truth.ReadLucidPairs(bytes.NewReader(models.DefaultPairsCSV))
+		if err != nil {
+			shippedErr = err
+			return
+		}
+		shippedTT, shippedErr = truth.New(ps, pairs, truth.Options{})
+	})
+	if shippedErr != nil {
+		t.Fatal(shippedErr)
+	}
+	return shippedTT
+}
+
+// TestRatesFollowCoRunners checks rate changes against a hand computation: A
+// (100 s) alone from 0; B (40 s) joins at 10 under blind sharing: A runs at 0.5
+// and B at 0.8, so B ends at 10+40/0.8 = 60 having let A do 25 s of work in 50 s;
+// A's remaining 65 s run alone, ending at 125.
+func TestRatesFollowCoRunners(t *testing.T) {
+	tb := handTruth(t)
+	jobs := []trace.Job{
+		{ID: "A", Submit: 0, Duration: 100, GPUs: 1, Tag: "a", Class: profile.ClassTrain},
+		{ID: "B", Submit: 10, Duration: 40, GPUs: 1, Tag: "b", Class: profile.ClassTrain},
+	}
+	res, err := Run(Config{Nodes: 1, GPUsPerNode: 1}, jobs, tb, mustPolicy(t, "blind", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]float64{"A": {0, 125}, "B": {10, 60}}
+	for _, j := range res.Jobs {
+		w := want[j.ID]
+		if math.Abs(j.Start-w[0]) > 1e-9 || math.Abs(j.End-w[1]) > 1e-9 {
+			t.Errorf("job %s ran %v..%v, want %v..%v", j.ID, j.Start, j.End, w[0], w[1])
+		}
+	}
+	if !res.Jobs[0].BelowFloor || res.Jobs[1].BelowFloor {
+		t.Errorf("below floor: A %v (0.5 < 0.75) B %v (0.8 >= 0.75)", res.Jobs[0].BelowFloor, res.Jobs[1].BelowFloor)
+	}
+	if math.Abs(res.Useful-140) > 1e-9 || math.Abs(res.AllocGPUS-125) > 1e-9 || res.Makespan != 125 {
+		t.Errorf("useful %v alloc %v makespan %v, want 140, 125, 125", res.Useful, res.AllocGPUS, res.Makespan)
+	}
+	// A multi-GPU job runs at its slowest GPU: C (2 GPUs) shares one GPU with an
+	// "a" job (C is "b": 0.8) and the other with a "b" job (0.9): rate 0.8.
+	jobs = []trace.Job{
+		{ID: "X", Submit: 0, Duration: 1000, GPUs: 1, Tag: "a", Class: profile.ClassTrain},
+		{ID: "Y", Submit: 0, Duration: 1000, GPUs: 1, Tag: "b", Class: profile.ClassTrain},
+		{ID: "C", Submit: 1, Duration: 80, GPUs: 2, Tag: "b", Class: profile.ClassTrain},
+	}
+	// least-loaded spreads X and Y over the two GPUs, then C joins both.
+	res, err = Run(Config{Nodes: 1, GPUsPerNode: 2}, jobs, tb, mustPolicy(t, "least-loaded", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := res.Jobs[2]; math.Abs(c.End-(1+80/0.8)) > 1e-9 || c.MinSpeed != 0.8 {
+		t.Errorf("C ended %v at min speed %v, want %v at 0.8", c.End, c.MinSpeed, 1+80/0.8)
+	}
+}
+
+// TestBackfill: on 2 GPUs, a 2-GPU head waits for a running 100 s job; a 50 s job
+// behind it starts at once (it ends before the reservation), a 500 s one does not.
+func TestBackfill(t *testing.T) {
+	tb := handTruth(t)
+	jobs := []trace.Job{
+		{ID: "run", Submit: 0, Duration: 100, GPUs: 1, Tag: "a", Class: profile.ClassTrain},
+		{ID: "head", Submit: 1, Duration: 10, GPUs: 2, Tag: "a", Class: profile.ClassTrain},
+		{ID: "long", Submit: 2, Duration: 500, GPUs: 1, Tag: "b", Class: profile.ClassTrain},
+		{ID: "short", Submit: 3, Duration: 50, GPUs: 1, Tag: "b", Class: profile.ClassTrain},
+	}
+	for _, tc := range []struct {
+		depth int
+		start map[string]float64
+	}{
+		{depth: 0, start: map[string]float64{"run": 0, "head": 100, "long": 110, "short": 3}},
+		{depth: -1, start: map[string]float64{"run": 0, "head": 100, "long": 110, "short": 110}},
+	} {
+		res, err := Run(Config{Nodes: 1, GPUsPerNode: 2, BackfillDepth: tc.depth}, jobs, tb, mustPolicy(t, "exclusive", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range res.Jobs {
+			if j.Start != tc.start[j.ID] {
+				t.Errorf("depth %d: %s started at %v, want %v", tc.depth, j.ID, j.Start, tc.start[j.ID])
+			}
+		}
+	}
+}
+
+func phillySample(t testing.TB, n int, gpus int, load float64, seed int64, tt *truth.Table) []trace.Job {
+	t.Helper()
+	tr, err := trace.ReadPhilly(bytes.NewReader(testPhilly(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := trace.Sample(tr.Jobs, n, seed)
+	if _, err := trace.SetLoad(jobs, gpus, load); err != nil {
+		t.Fatal(err)
+	}
+	if err := trace.Assign(jobs, tt.Tags(), trace.DefaultClassMix, seed); err != nil {
+		t.Fatal(err)
+	}
+	return jobs
+}
+
+// TestConservation runs every policy on real trace jobs and checks that every job
+// finishes exactly once, after it started, never faster than alone, and that the
+// GPU-time adds up: work done = sum of duration x GPUs; allocated GPU-time is at
+// most the jobs' held GPU-time (equal without sharing).
+func TestConservation(t *testing.T) {
+	tt := shipped(t)
+	cfg := Config{Nodes: 4, GPUsPerNode: 4}
+	jobs := phillySample(t, 400, cfg.GPUs(), 2, 1, tt)
+	for _, name := range placement.Names() {
+		t.Run(name, func(t *testing.T) {
+			var pred model.Predictor
+			switch name {
+			case "coscheml":
+				pred = testModel(t)
+			case "oracle":
+				pred = tt
+			}
+			res, err := Run(cfg, jobs, tt, mustPolicy(t, name, pred))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Jobs)+res.Dropped != len(jobs) {
+				t.Fatalf("%d results + %d dropped for %d jobs", len(res.Jobs), res.Dropped, len(jobs))
+			}
+			seen := map[string]bool{}
+			work, held, last, kern := 0.0, 0.0, 0.0, 0.0
+			for _, j := range res.Jobs {
+				if seen[j.ID] {
+					t.Fatalf("job %s reported twice", j.ID)
+				}
+				seen[j.ID] = true
+				if !(j.Start >= j.Submit && j.End >= j.Start+j.Duration*(1-1e-12)-1e-6) {
+					t.Fatalf("job %+v: bad times", j)
+				}
+				work += j.Duration * float64(j.GPUs)
+				held += (j.End - j.Start) * float64(j.GPUs)
+				ti, _ := tt.Index(j.Tag)
+				kern += tt.SoloUtil(ti) / 100 * j.Duration * float64(j.GPUs)
+				last = max(last, j.End)
+			}
+			if math.Abs(res.Useful-work) > 1e-6*work {
+				t.Errorf("work done %v, want %v", res.Useful, work)
+			}
+			if res.AllocGPUS > held*(1+1e-9) {
+				t.Errorf("allocated %v > held %v", res.AllocGPUS, held)
+			}
+			if name == "exclusive" && math.Abs(res.AllocGPUS-held) > 1e-6*held {
+				t.Errorf("exclusive: allocated %v != held %v", res.AllocGPUS, held)
+			}
+			// Kernel time: alone, each job keeps its GPU busy at its solo utilization.
+			if name == "exclusive" && math.Abs(res.Kernel-kern) > 1e-6*kern {
+				t.Errorf("exclusive: kernel GPU-time %v, want %v", res.Kernel, kern)
+			}
+			if res.Kernel > res.AllocGPUS*(1+1e-9) {
+				t.Errorf("kernel GPU-time %v > allocated %v", res.Kernel, res.AllocGPUS)
+			}
+			if res.Makespan != last {
+				t.Errorf("makespan %v, last end %v", res.Makespan, last)
+			}
+			tl := 0.0
+			for _, s := range res.Timeline {
+				tl += s.Alloc
+			}
+			width := res.Timeline[1].T - res.Timeline[0].T
+			if got := tl * width * float64(res.GPUs); math.Abs(got-res.AllocGPUS) > 1e-6*res.AllocGPUS {
+				t.Errorf("timeline integrates to %v, want %v", got, res.AllocGPUS)
+			}
+		})
+	}
+}
+
+// TestExclusiveReproducesDurations: without sharing every job runs exactly its
+// trace duration, whatever the queueing.
+func TestExclusiveReproducesDurations(t *testing.T) {
+	tt := shipped(t)
+	cfg := Config{Nodes: 2, GPUsPerNode: 4}
+	jobs := phillySample(t, 500, cfg.GPUs(), 3, 2, tt)
+	res, err := Run(cfg, jobs, tt, mustPolicy(t, "exclusive", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := 0
+	for _, j := range res.Jobs {
+		if d := (j.JCT() - j.Queue()) - j.Duration; math.Abs(d) > 1e-9*max(1, j.End) {
+			t.Errorf("job %s: JCT-queue-duration = %v", j.ID, d)
+		}
+		if j.Shared || j.MinSpeed != 1 {
+			t.Errorf("job %s shared under exclusive", j.ID)
+		}
+		if j.Queue() > 0 {
+			queued++
+		}
+	}
+	if queued == 0 {
+		t.Error("no job queued: the test does not exercise the queue")
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	tb := handTruth(t)
+	ex := mustPolicy(t, "exclusive", nil)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		jobs []trace.Job
+	}{
+		{"no cluster", Config{}, nil},
+		{"unsorted", Config{Nodes: 1, GPUsPerNode: 1}, []trace.Job{{ID: "1", Submit: 5, Duration: 1, GPUs: 1, Tag: "a"}, {ID: "2", Submit: 1, Duration: 1, GPUs: 1, Tag: "a"}}},
+		{"unknown tag", Config{Nodes: 1, GPUsPerNode: 1}, []trace.Job{{ID: "1", Duration: 1, GPUs: 1, Tag: "zz"}}},
+		{"zero duration", Config{Nodes: 1, GPUsPerNode: 1}, []trace.Job{{ID: "1", Duration: 0, GPUs: 1, Tag: "a"}}},
+	} {
+		if _, err := Run(tc.cfg, tc.jobs, tb, ex); err == nil {
+			t.Errorf("%s: no error", tc.name)
+		}
+	}
+	res, err := Run(Config{Nodes: 1, GPUsPerNode: 1}, []trace.Job{{ID: "big", Duration: 1, GPUs: 2, Tag: "a"}}, tb, ex)
+	if err != nil || res.Dropped != 1 {
+		t.Errorf("oversized job: err %v dropped %d", err, res.Dropped)
+	}
+}
+
+func TestQuantileAndStat(t *testing.T) {
+	v := []float64{1, 2, 3, 4}
+	if q := Quantile(v, 0.5); q != 2.5 {
+		t.Errorf("median %v", q)
+	}
+	if q := Quantile(v, 1); q != 4 {
+		t.Errorf("max %v", q)
+	}
+	s := StatOf([]float64{1, 3})
+	if s.Mean != 2 || math.Abs(s.SD-math.Sqrt2) > 1e-12 || s.Min != 1 || s.Max != 3 {
+		t.Errorf("stat %+v", s)
+	}
+}
+
+func testPhilly(t testing.TB) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "models", "data", "philly", "philly.csv"))
+	if err != nil {
+		t.Skip("shipped Philly trace not present:", err)
+	}
+	return b
+}
+
+func testModel(t testing.TB) model.Predictor {
+	t.Helper()
+	m, err := model.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}

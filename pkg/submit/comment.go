@@ -1,0 +1,166 @@
+package submit
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/coscheml/coscheml/pkg/profile"
+)
+
+// The comment grammar (see docs/slurm-integration.md):
+//
+//	comment   = { word } ; words are separated by white space
+//	directive = "coscheml:" pair { "," pair }      ; at most one per comment
+//	pair      = "app=" tag | "class=" ( "hpc" | "train" | "infer" )
+//	token     = "coscheml-id=" id ":" shards         ; appended by the plugin itself
+//
+// The directive may sit anywhere in a longer free-text comment, so sites that already
+// use comments keep them. Any other word that mentions "coscheml" (any case) is a
+// malformed directive, not free text: a typo such as "coscheml app=x" must be
+// answered, not silently run unshared.
+
+// MaxCommentLen bounds a comment that carries a directive; longer ones are refused
+// before any parsing (Slurm itself accepts very long comments).
+const MaxCommentLen = 1024
+
+const (
+	directivePrefix = "coscheml:"
+	tokenPrefix     = "coscheml-id="
+	grammarHint     = "use --comment=coscheml:app=<tag>[,class=hpc|train|infer]"
+)
+
+// Directive is what a job's comment says to coscheml.
+type Directive struct {
+	Present bool          // the comment mentions coscheml at all
+	Tag     string        // valid tag (when Err == nil)
+	Class   profile.Class // "" when the comment names none
+	Err     error         // malformed directive: message safe to show to the user
+
+	DecisionID string // from the plugin's own token ("" if none)
+	Shards     int    // shards per GPU the decision asked for (0 = whole GPUs / unknown)
+}
+
+// ParseComment reads a job comment. Untagged comments give Present == false.
+func ParseComment(comment string) Directive {
+	var d Directive
+	if !containsFold(comment, "coscheml") {
+		return d
+	}
+	d.Present = true
+	if len(comment) > MaxCommentLen {
+		d.Err = fmt.Errorf("comment of %d characters is longer than %d; %s", len(comment), MaxCommentLen, grammarHint)
+		return d
+	}
+	found := false
+	for _, w := range strings.Fields(comment) {
+		switch {
+		case strings.HasPrefix(w, tokenPrefix):
+			if d.DecisionID != "" {
+				continue // a stale token left by an earlier decision; the first wins
+			}
+			id, shards, err := parseToken(w[len(tokenPrefix):])
+			if err != nil {
+				d.Err = err
+				return d
+			}
+			d.DecisionID, d.Shards = id, shards
+		case strings.HasPrefix(w, directivePrefix):
+			if found {
+				d.Err = fmt.Errorf("more than one coscheml: directive; %s", grammarHint)
+				return d
+			}
+			found = true
+			if err := d.parseBody(w[len(directivePrefix):]); err != nil {
+				d.Err = err
+				return d
+			}
+		case containsFold(w, "coscheml"):
+			d.Err = fmt.Errorf("malformed coscheml directive %q; %s", profile.Sanitize(w), grammarHint)
+			return d
+		}
+	}
+	if !found {
+		// Only our own token: the user removed the directive (job_modify), the job
+		// is untagged now.
+		d.Present = false
+	}
+	return d
+}
+
+func (d *Directive) parseBody(body string) error {
+	seen := map[string]bool{}
+	for _, pair := range strings.Split(body, ",") {
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok {
+			return fmt.Errorf("coscheml directive: %q is not key=value; %s", profile.Sanitize(pair), grammarHint)
+		}
+		if seen[k] {
+			return fmt.Errorf("coscheml directive: key %q given twice", profile.Sanitize(k))
+		}
+		seen[k] = true
+		switch k {
+		case "app":
+			if err := profile.ValidateTag(v); err != nil {
+				return err
+			}
+			d.Tag = v
+		case "class":
+			c, err := profile.ParseClass(v)
+			if err != nil {
+				return err
+			}
+			d.Class = c
+		default:
+			return fmt.Errorf("coscheml directive: unknown key %q (known: app, class); %s", profile.Sanitize(k), grammarHint)
+		}
+	}
+	if d.Tag == "" {
+		return fmt.Errorf("coscheml directive: app=<tag> missing; %s", grammarHint)
+	}
+	return nil
+}
+
+// parseToken reads "<id>:<shards>".
+func parseToken(s string) (string, int, error) {
+	id, n, ok := strings.Cut(s, ":")
+	bad := errors.New("malformed coscheml-id token (it is written by the plugin; remove it)")
+	if !ok || id == "" || len(id) > 32 || strings.IndexFunc(id, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-')
+	}) >= 0 {
+		return "", 0, bad
+	}
+	shards, err := strconv.Atoi(n)
+	if err != nil || shards < 0 || shards > 1<<16 {
+		return "", 0, bad
+	}
+	return id, shards, nil
+}
+
+// FormatToken is the word the plugin appends to a comment it rewrote.
+func FormatToken(id string, shards int) string {
+	return tokenPrefix + id + ":" + strconv.Itoa(shards)
+}
+
+// WithToken returns comment with every old token removed and tok appended.
+func WithToken(comment, tok string) string {
+	words := strings.Fields(comment)
+	kept := words[:0]
+	for _, w := range words {
+		if !strings.HasPrefix(w, tokenPrefix) {
+			kept = append(kept, w)
+		}
+	}
+	return strings.Join(append(kept, tok), " ")
+}
+
+func containsFold(s, sub string) bool {
+	n := len(sub)
+	for i := 0; i+n <= len(s); i++ {
+		if strings.EqualFold(s[i:i+n], sub) {
+			return true
+		}
+	}
+	return false
+}

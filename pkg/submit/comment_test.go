@@ -1,0 +1,173 @@
+package submit
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseComment(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		present bool
+		tag     string
+		class   string
+		errHas  string
+		id      string
+		shards  int
+	}{
+		{"empty", "", false, "", "", "", "", 0},
+		{"free text", "my run 3", false, "", "", "", "", 0},
+		{"tag", "coscheml:app=resnet18-bs32", true, "resnet18-bs32", "", "", "", 0},
+		{"tag class", "coscheml:app=lammps,class=hpc", true, "lammps", "hpc", "", "", 0},
+		{"class first", "coscheml:class=infer,app=bert", true, "bert", "infer", "", "", 0},
+		{"embedded", "nightly run coscheml:app=bert ticket-42", true, "bert", "", "", "", 0},
+		{"with token", "coscheml:app=bert coscheml-id=abc-1:2", true, "bert", "", "", "abc-1", 2},
+		{"token only", "coscheml-id=abc-1:4", false, "", "", "", "abc-1", 4},
+		{"bad class", "coscheml:app=bert,class=gpu", true, "", "", "invalid class", "", 0},
+		{"unknown key", "coscheml:app=bert,gpus=2", true, "", "", `unknown key "gpus"`, "", 0},
+		{"dup key", "coscheml:app=a,app=b", true, "", "", "given twice", "", 0},
+		{"no app", "coscheml:class=hpc", true, "", "", "app=<tag> missing", "", 0},
+		{"no value", "coscheml:app", true, "", "", "not key=value", "", 0},
+		{"dotdot", "coscheml:app=../etc/passwd", true, "", "", "invalid tag", "", 0},
+		{"shell", "coscheml:app=x;rm", true, "", "", "invalid tag", "", 0},
+		{"backtick", "coscheml:app=`id`", true, "", "", "invalid tag", "", 0},
+		{"dollar", "coscheml:app=$(id)", true, "", "", "invalid tag", "", 0},
+		{"upper", "coscheml:app=BERT", true, "", "", "invalid tag", "", 0},
+		{"two", "coscheml:app=a coscheml:app=b", true, "", "", "more than one", "", 0},
+		{"typo space", "coscheml app=a", true, "", "", "malformed coscheml directive", "", 0},
+		{"typo case", "CoScheML:app=a", true, "", "", "malformed", "", 0},
+		{"long", "coscheml:app=" + strings.Repeat("a", 10000), true, "", "", "longer than 1024", "", 0},
+		{"long tag", "coscheml:app=" + strings.Repeat("a", 65), true, "", "", "longer than 64", "", 0},
+		{"bad token", "coscheml:app=a coscheml-id=../x:1", true, "", "", "malformed coscheml-id", "", 0},
+		{"empty tag", "coscheml:app=", true, "", "", "empty", "", 0},
+	}
+	for _, tc := range tests {
+		d := ParseComment(tc.in)
+		if d.Present != tc.present {
+			t.Errorf("%s: present = %v, want %v", tc.name, d.Present, tc.present)
+		}
+		if tc.errHas != "" {
+			if d.Err == nil || !strings.Contains(d.Err.Error(), tc.errHas) {
+				t.Errorf("%s: err = %v, want %q", tc.name, d.Err, tc.errHas)
+			}
+			continue
+		}
+		if d.Err != nil {
+			t.Errorf("%s: unexpected error %v", tc.name, d.Err)
+			continue
+		}
+		if d.Tag != tc.tag || string(d.Class) != tc.class || d.DecisionID != tc.id || d.Shards != tc.shards {
+			t.Errorf("%s: got %+v", tc.name, d)
+		}
+	}
+}
+
+func TestErrorsAreSafeToPrint(t *testing.T) {
+	for _, in := range []string{"coscheml:app=\x1b[31mred", "coscheml:app=a\x07b", "coscheml:ap\"p=x", "coscheml:app=" + strings.Repeat("é", 300)} {
+		d := ParseComment(in)
+		if d.Err == nil {
+			t.Fatalf("%q: no error", in)
+		}
+		for _, c := range []byte(d.Err.Error()) {
+			if c < 0x20 || c > 0x7e {
+				t.Fatalf("%q: error %q has unprintable byte %#x", in, d.Err, c)
+			}
+		}
+	}
+}
+
+func TestWithToken(t *testing.T) {
+	got := WithToken("run coscheml:app=a coscheml-id=old-1:2", FormatToken("new-2", 4))
+	if want := "run coscheml:app=a coscheml-id=new-2:4"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	d := ParseComment(got)
+	if d.Err != nil || d.DecisionID != "new-2" || d.Shards != 4 || d.Tag != "a" {
+		t.Fatalf("re-parse: %+v", d)
+	}
+}
+
+func FuzzParseComment(f *testing.F) {
+	for _, s := range []string{"coscheml:app=a,class=hpc", "x coscheml:app=b coscheml-id=a-1:2", "coscheml:app=../x", "CoScheML", "coscheml-id=:"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d := ParseComment(s)
+		if d.Err != nil {
+			for _, c := range []byte(d.Err.Error()) {
+				if c < 0x20 || c > 0x7e {
+					t.Fatalf("unprintable error for %q: %q", s, d.Err)
+				}
+			}
+			return
+		}
+		if d.Present && d.Tag == "" {
+			t.Fatalf("%q: present without tag", s)
+		}
+		if d.Tag != "" && (strings.Contains(d.Tag, "..") || strings.ContainsAny(d.Tag, "/;$` \t")) {
+			t.Fatalf("%q: unsafe tag %q accepted", s, d.Tag)
+		}
+	})
+}
+
+func TestParseTres(t *testing.T) {
+	tests := []struct {
+		in           string
+		gpus, shards int
+		shardsOut    string
+		errHas       string
+	}{
+		{"", 0, 0, "", ""},
+		{"gres:gpu:1", 1, 0, "gres:shard:3", ""},
+		{"gres:gpu", 1, 0, "gres:shard:3", ""},
+		{"gres:gpu:h200:2", 2, 0, "gres:shard:3", ""},
+		{"gres:gpu:h200", 1, 0, "gres:shard:3", ""},
+		{"gres/gpu:1", 1, 0, "gres/shard:3", ""},
+		{"gres:shard:2", 0, 2, "gres:shard:3", ""},
+		{"cpu:2,gres:gpu:1,gres:nic:1", 1, 0, "cpu:2,gres:shard:3,gres:nic:1", ""},
+		{"gres:nic:1", 0, 0, "", ""},
+		{"gres:gpu:1,gres:shard:2", 0, 0, "", "more than one"},
+		{"gres:gpu:a:b", 0, 0, "", "bad count"},
+		{"gres:gpu:1:2:3", 0, 0, "", "too many"},
+		{"gres:gpu:-1", 0, 0, "", "out of range"},
+	}
+	for _, tc := range tests {
+		g, err := ParseTres(tc.in)
+		if tc.errHas != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.errHas) {
+				t.Errorf("%q: err = %v, want %q", tc.in, err, tc.errHas)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.in, err)
+			continue
+		}
+		if g.GPUs != tc.gpus || g.Shards != tc.shards {
+			t.Errorf("%q: gpus=%d shards=%d", tc.in, g.GPUs, g.Shards)
+		}
+		if tc.shardsOut != "" {
+			if got := g.WithShards(3); got != tc.shardsOut {
+				t.Errorf("%q: WithShards = %q, want %q", tc.in, got, tc.shardsOut)
+			}
+		}
+	}
+}
+
+func FuzzParseTres(f *testing.F) {
+	for _, s := range []string{"gres:gpu:1", "gres/gpu:h200:2", "cpu:1,gres:shard:4", "gres:gpu:1:2:3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		g, err := ParseTres(s)
+		if err != nil || !g.HasGPU() {
+			return
+		}
+		out := g.WithShards(2)
+		g2, err := ParseTres(out)
+		if err != nil || g2.Shards != 2 || g2.GPUs != 0 {
+			t.Fatalf("%q -> %q -> %+v %v", s, out, g2, err)
+		}
+	})
+}

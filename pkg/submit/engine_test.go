@@ -1,0 +1,570 @@
+package submit
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/config"
+	"github.com/coscheml/coscheml/pkg/decisionlog"
+	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/placement"
+	"github.com/coscheml/coscheml/pkg/profile"
+	"github.com/coscheml/coscheml/pkg/residency"
+)
+
+// smPredictor is a transparent stand-in for the trained model: the more SM time the
+// co-runners use, the slower the job, in proportion to its own SM use.
+type smPredictor struct{}
+
+func (smPredictor) PredictSpeed(job *profile.Profile, co []*profile.Profile) float64 {
+	sum := 0.0
+	for _, c := range co {
+		sum += c.SMUtil.Mean
+	}
+	return 1 - job.SMUtil.Mean*sum/20000
+}
+
+func prof(tag string, class profile.Class, sm float64) *profile.Profile {
+	return &profile.Profile{Tag: tag, Class: class, SMUtil: profile.Stat{Mean: sm, P95: sm, Max: sm}, MemUsedMiB: 10000}
+}
+
+type fixture struct {
+	mu       sync.Mutex
+	cfg      config.Config
+	cfgErr   error
+	cat      profile.Catalog
+	modelErr error
+	policy   func(config.Config, model.Predictor) (placement.Policy, error)
+	now      time.Time
+	e        *Engine
+}
+
+func newFixture(t testing.TB, edit func(*config.Config)) *fixture {
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.ProfileDir = filepath.Join(dir, "profiles")
+	cfg.ResidencyDir = filepath.Join(dir, "residency")
+	cfg.DecisionLog = filepath.Join(dir, "decisions.log")
+	cfg.Cluster = config.ClusterSpec{Nodes: "n[1-3]", GPUsPerNode: 4, GPUMemoryMiB: 80000}
+	os.MkdirAll(cfg.ResidencyDir, 0o755)
+	if edit != nil {
+		edit(&cfg)
+	}
+	f := &fixture{cfg: cfg, now: time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)}
+	f.cat = profile.Catalog{}
+	for _, p := range []*profile.Profile{
+		prof("light-a", profile.ClassTrain, 20), prof("light-b", profile.ClassTrain, 20),
+		prof("heavy-a", profile.ClassHPC, 90), prof("heavy-b", profile.ClassHPC, 90),
+		prof("mid", profile.ClassHPC, 35), prof("serve", profile.ClassInfer, 60),
+	} {
+		f.cat[p.Tag] = p
+	}
+	f.e = New(f.sources(), Options{Now: f.clock})
+	t.Cleanup(f.e.Close)
+	return f
+}
+
+func (f *fixture) clock() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fixture) advance(d time.Duration) {
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	f.mu.Unlock()
+}
+
+func (f *fixture) sources() Sources {
+	def := DefaultSources("")
+	return Sources{
+		LoadConfig: func(string) (config.Config, error) { return f.cfg, f.cfgErr },
+		LoadModel: func(string) (model.Predictor, error) {
+			if f.modelErr != nil {
+				return nil, f.modelErr
+			}
+			return smPredictor{}, nil
+		},
+		LoadCatalog: func(string) (profile.Catalog, []error, error) { return f.cat, nil, nil },
+		NewPolicy: func(cfg config.Config, pred model.Predictor) (placement.Policy, error) {
+			if f.policy != nil {
+				return f.policy(cfg, pred)
+			}
+			return def.NewPolicy(cfg, pred)
+		},
+	}
+}
+
+func job(comment string) JobFields {
+	return JobFields{Comment: comment, TresPerNode: "gres:gpu:1", UserID: 1000, MinNodes: 1, MaxNodes: 1, TimeLimit: 60, JobID: NoVal}
+}
+
+// lastRecord reads the decision log back from disk.
+func (f *fixture) record(t *testing.T, res Result) decisionlog.Record {
+	t.Helper()
+	f.e.bgMu.Lock()
+	f.e.dlog.Close() // flush; a new writer is opened on the next refresh
+	f.e.dlog = nil
+	f.e.bgMu.Unlock()
+	d := ParseComment(res.Comment)
+	rec, err := decisionlog.Find(f.cfg.DecisionLog, d.DecisionID, "")
+	if err != nil {
+		t.Fatalf("decision %q: %v", d.DecisionID, err)
+	}
+	f.e.Reload()
+	return rec
+}
+
+func TestGoodPairSharesOneGPU(t *testing.T) {
+	f := newFixture(t, nil)
+	a := f.e.Decide(job("coscheml:app=light-a"))
+	b := f.e.Decide(job("nightly coscheml:app=light-b"))
+	for _, r := range []Result{a, b} {
+		if r.Code != Rewrite || r.ReqNodes != "n1" || r.TresPerNode != "gres:shard:2" {
+			t.Fatalf("result %+v", r)
+		}
+	}
+	if !strings.HasPrefix(b.Comment, "nightly coscheml:app=light-b coscheml-id=") {
+		t.Fatalf("comment %q", b.Comment)
+	}
+	rb := f.record(t, b)
+	if rb.Action != "share" || rb.GPU != 0 || rb.Node != "n1" || len(rb.CoRunners) != 1 || rb.CoRunners[0] != "light-a" {
+		t.Fatalf("record %+v", rb)
+	}
+	if rb.PredictedSpeed < 0.97 || rb.PredictedSpeed > 0.99 {
+		t.Fatalf("predicted speed %v, want 1-20*20/20000=0.98", rb.PredictedSpeed)
+	}
+	if !strings.Contains(b.Log, "tag=light-b") || !strings.Contains(b.Log, "action=share") || !strings.Contains(b.Log, "node=n1 gpu=0") {
+		t.Fatalf("log line %q", b.Log)
+	}
+}
+
+func TestHeavyPairGetsSeparateGPUs(t *testing.T) {
+	f := newFixture(t, nil)
+	a := f.e.Decide(job("coscheml:app=heavy-a"))
+	b := f.e.Decide(job("coscheml:app=heavy-b"))
+	if a.ReqNodes != "n1" || a.TresPerNode != "gres:shard:2" {
+		t.Fatalf("first %+v", a)
+	}
+	// GPU 0 of n1 has 2 free shards: 3 make Slurm's first fit skip it for GPU 1.
+	if b.Code != Rewrite || b.ReqNodes != "n1" || b.TresPerNode != "gres:shard:3" {
+		t.Fatalf("second %+v", b)
+	}
+	rb := f.record(t, b)
+	if rb.GPU != 1 || rb.Action != "exclusive" || rb.Shards != 3 {
+		t.Fatalf("record %+v", rb)
+	}
+}
+
+func TestInferNotSharedPastFloor(t *testing.T) {
+	f := newFixture(t, nil)
+	f.e.Decide(job("coscheml:app=mid"))
+	s := f.e.Decide(job("coscheml:app=serve")) // 1-60*35/20000 = 0.895 < infer floor 0.9
+	r := f.record(t, s)
+	if r.Action != "exclusive" || r.GPU == 0 && r.Node == "n1" {
+		t.Fatalf("infer job shared past its floor: %+v", r)
+	}
+	// As hpc (floor 0.75) the same pair shares.
+	h := f.e.Decide(job("coscheml:app=serve,class=hpc"))
+	rh := f.record(t, h)
+	if rh.Action != "share" || rh.Class != "hpc" {
+		t.Fatalf("hpc-class job: %+v", rh)
+	}
+}
+
+func TestUntagged(t *testing.T) {
+	f := newFixture(t, nil)
+	if r := f.e.Decide(job("just a comment")); r.Code != Unchanged || r.Log != "" || r.TresPerNode != "" {
+		t.Fatalf("untagged pass: %+v", r)
+	}
+	if r := f.e.Decide(job("")); r.Code != Unchanged {
+		t.Fatalf("no comment: %+v", r)
+	}
+	f.cfg.Untagged = "exclusive"
+	f.e.Reload()
+	r := f.e.Decide(job("x"))
+	if r.Code != Rewrite || r.TresPerNode != "gres:shard:4" || r.ReqNodes != "" || !strings.HasPrefix(r.Comment, "x coscheml-id=") {
+		t.Fatalf("untagged exclusive: %+v", r)
+	}
+	cpu := job("")
+	cpu.TresPerNode = ""
+	if r := f.e.Decide(cpu); r.Code != Unchanged {
+		t.Fatalf("untagged CPU job: %+v", r)
+	}
+}
+
+func TestBadInputRejected(t *testing.T) {
+	f := newFixture(t, nil)
+	tests := []struct{ comment, msg string }{
+		{"coscheml:app=" + strings.Repeat("x", 10000), "longer than 1024"},
+		{"coscheml:app=../../etc/passwd", "invalid tag"},
+		{"coscheml:app=a;rm${IFS}-rf", "invalid tag"},
+		{"coscheml:app=a,gpus=3", "unknown key"},
+		{"coscheml:app=nosuch", "unknown application profile 'nosuch'; see `coscheml profile list`"},
+	}
+	for _, tc := range tests {
+		r := f.e.Decide(job(tc.comment))
+		if r.Code != Reject || !strings.HasPrefix(r.UserMsg, "coscheml: ") || !strings.Contains(r.UserMsg, tc.msg) {
+			t.Errorf("%.40q: %+v", tc.comment, r)
+		}
+		if len(r.UserMsg) > 300 || !strings.Contains(r.Log, "outcome=reject") {
+			t.Errorf("%.40q: message %d chars, log %q", tc.comment, len(r.UserMsg), r.Log)
+		}
+	}
+}
+
+func TestBadInputExclusiveByConfig(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.UnknownProfile, c.InvalidTag = "exclusive", "exclusive" })
+	for _, c := range []string{"coscheml:app=nosuch", "coscheml:app=A!"} {
+		r := f.e.Decide(job(c))
+		if r.Code != Rewrite || r.TresPerNode != "gres:shard:4" || !strings.Contains(r.UserMsg, "warning") {
+			t.Errorf("%q: %+v", c, r)
+		}
+	}
+}
+
+func TestFailOpenModel(t *testing.T) {
+	f := newFixture(t, nil)
+	f.modelErr = errors.New("load model /m: bad checksum")
+	f.e.Close()
+	f.e = New(f.sources(), Options{Now: f.clock}) // broken from the start
+	defer f.e.Close()
+	r1 := f.e.Decide(job("coscheml:app=light-a"))
+	r2 := f.e.Decide(job("coscheml:app=light-b"))
+	if r1.Code != Unchanged || r2.Code != Unchanged {
+		t.Fatalf("degraded decisions: %+v %+v", r1, r2)
+	}
+	if r := f.e.Decide(job("coscheml:app=nosuch")); r.Code != Reject {
+		t.Fatalf("unknown profile while the model is broken: %+v", r)
+	}
+	if !strings.Contains(r1.Log, "bad checksum") || strings.Contains(r2.Log, "bad checksum") {
+		t.Fatalf("failure must be logged once: %q / %q", r1.Log, r2.Log)
+	}
+	// Untagged jobs carry the pending note only; nothing else is logged for them.
+	f.modelErr = nil
+	f.e.Reload()
+	if r := f.e.Decide(job("coscheml:app=light-a")); r.Code != Rewrite || !strings.Contains(r.Log, "model ok again") {
+		t.Fatalf("recovered: %+v", r)
+	}
+	// A broken model file on reload keeps the last good model, reported once.
+	f.modelErr = errors.New("truncated")
+	f.e.Reload()
+	if r := f.e.Decide(job("coscheml:app=light-b")); r.Code != Rewrite || !strings.Contains(r.Log, "keeping the previous model") {
+		t.Fatalf("bad reload: %+v", r)
+	}
+}
+
+func TestFailOpenConfigAndResidency(t *testing.T) {
+	f := newFixture(t, nil)
+	f.cfgErr = errors.New("config x: unknown key")
+	f.e.Reload()
+	if r := f.e.Decide(job("coscheml:app=../x")); r.Code != Unchanged {
+		t.Fatalf("config broken: %+v", r)
+	}
+	f.cfgErr = nil
+	f.cfg.ResidencyDir = filepath.Join(t.TempDir(), "absent")
+	f.e.Reload()
+	r1 := f.e.Decide(job("coscheml:app=light-a"))
+	r2 := f.e.Decide(job("coscheml:app=light-a"))
+	if r1.Code != Unchanged || r2.Code != Unchanged || !strings.Contains(r1.Log, "no such file") || strings.Contains(r2.Log, "no such file") {
+		t.Fatalf("residency unreadable: %+v / %+v", r1, r2)
+	}
+	// Bad tags are still answered while degraded: parsing needs no model.
+	if r := f.e.Decide(job("coscheml:app=../x")); r.Code != Reject {
+		t.Fatalf("bad tag while degraded: %+v", r)
+	}
+}
+
+type panicPolicy struct{}
+
+func (panicPolicy) Name() string { return "panic" }
+func (panicPolicy) Place(*placement.Cluster, *placement.Request) placement.Decision {
+	panic("boom")
+}
+
+func TestPanicRecovered(t *testing.T) {
+	f := newFixture(t, nil)
+	f.policy = func(config.Config, model.Predictor) (placement.Policy, error) { return panicPolicy{}, nil }
+	f.e.Reload()
+	r1 := f.e.Decide(job("coscheml:app=light-a"))
+	r2 := f.e.Decide(job("coscheml:app=light-a"))
+	if r1.Code != Unchanged || !strings.Contains(r1.Log, "boom") || r2.Code != Unchanged || strings.Contains(r2.Log, "boom") {
+		t.Fatalf("panic: %+v / %+v", r1, r2)
+	}
+}
+
+func TestReservationLifecycle(t *testing.T) {
+	f := newFixture(t, nil)
+	a := f.e.Decide(job("coscheml:app=heavy-a"))
+	d := ParseComment(a.Comment)
+	// The prolog records the job with the decision id from the comment.
+	store, _ := residency.Open(f.cfg.ResidencyDir)
+	en := residency.Entry{JobID: "100", Node: "n1", GPUs: []int{0}, Shards: d.Shards, Tag: "heavy-a", DecisionID: d.DecisionID, Start: f.now, Expires: f.now.Add(time.Hour)}
+	if err := store.Start(en); err != nil {
+		t.Fatal(err)
+	}
+	f.e.Reload()
+	f.e.mu.Lock()
+	nres, reserved := len(f.e.ds.cluster.Nodes[0].GPUs[0].Residents), len(f.e.ds.reserved)
+	f.e.mu.Unlock()
+	if nres != 1 || reserved != 0 {
+		t.Fatalf("after prolog: %d residents on n1/gpu0, %d reservations", nres, reserved)
+	}
+	// A second heavy job is kept off GPU 0 by the residency entry.
+	b := f.e.Decide(job("coscheml:app=heavy-b"))
+	if b.TresPerNode != "gres:shard:3" {
+		t.Fatalf("second heavy: %+v", b)
+	}
+	// Its reservation expires after the TTL if the job never starts.
+	f.advance(16 * time.Minute)
+	f.e.Reload()
+	f.e.mu.Lock()
+	reserved = len(f.e.ds.reserved)
+	f.e.mu.Unlock()
+	if reserved != 0 {
+		t.Fatalf("reservation survived its TTL")
+	}
+	// Epilog: GPU 0 idle again, the next job takes it.
+	if _, err := store.End("100", "n1", f.now); err != nil {
+		t.Fatal(err)
+	}
+	f.e.Reload()
+	c := f.e.Decide(job("coscheml:app=heavy-b"))
+	if c.TresPerNode != "gres:shard:2" || c.ReqNodes != "n1" {
+		t.Fatalf("after epilog: %+v", c)
+	}
+}
+
+func TestModify(t *testing.T) {
+	f := newFixture(t, nil)
+	a := f.e.Decide(job("coscheml:app=heavy-a"))
+	m := job(a.Comment)
+	m.Modify, m.JobID = true, 55
+	r := f.e.Decide(m)
+	// The old reservation is dropped before deciding again, so the job keeps GPU 0.
+	if r.Code != Rewrite || r.TresPerNode != "gres:shard:2" || strings.Count(r.Comment, "coscheml-id=") != 1 || !strings.Contains(r.Log, "modify job=55") {
+		t.Fatalf("modify: %+v", r)
+	}
+	f.e.mu.Lock()
+	n := len(f.e.ds.reserved)
+	f.e.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d reservations after modify, want 1", n)
+	}
+	// Updates without a comment are not ours.
+	if r := f.e.Decide(JobFields{Modify: true, JobID: 55, TresPerNode: "gres:gpu:2"}); r.Code != Unchanged || r.Log != "" {
+		t.Fatalf("modify without comment: %+v", r)
+	}
+	// A running job keeps its placement.
+	store, _ := residency.Open(f.cfg.ResidencyDir)
+	store.Start(residency.Entry{JobID: "55", Node: "n1", GPUs: []int{0}, Shards: 2, Tag: "heavy-a", Start: f.now, Expires: f.now.Add(time.Hour)})
+	f.e.Reload()
+	if r := f.e.Decide(m); r.Code != Unchanged || !strings.Contains(r.Log, "running") {
+		t.Fatalf("modify running: %+v", r)
+	}
+}
+
+func TestMultiGPU(t *testing.T) {
+	f := newFixture(t, nil)
+	f.e.Decide(job("coscheml:app=light-a")) // n1 now has a job
+	j := job("coscheml:app=heavy-a")
+	j.TresPerNode = "gres:gpu:2"
+	r := f.e.Decide(j)
+	if r.Code != Rewrite || r.ReqNodes != "n2" || r.TresPerNode != "gres:gpu:2" {
+		t.Fatalf("multi-GPU: %+v", r)
+	}
+	r = f.e.Decide(j)
+	if r.ReqNodes != "n3" {
+		t.Fatalf("second multi-GPU: %+v", r)
+	}
+	if r = f.e.Decide(j); r.Code != Unchanged || !strings.Contains(r.Log, "no node is free") {
+		t.Fatalf("third multi-GPU: %+v", r)
+	}
+}
+
+func TestPartitionAndNoGPU(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Cluster.Partition = "gpu" })
+	j := job("coscheml:app=light-a")
+	j.Partition = "cpu"
+	if r := f.e.Decide(j); r.Code != Unchanged || !strings.Contains(r.Log, "not managed") {
+		t.Fatalf("other partition: %+v", r)
+	}
+	j.Partition, j.TresPerNode = "gpu", ""
+	if r := f.e.Decide(j); r.Code != Unchanged || !strings.Contains(r.Log, "no GPU requested") {
+		t.Fatalf("no GPU: %+v", r)
+	}
+}
+
+func TestSteer(t *testing.T) {
+	mk := func(free ...int) *placement.Node {
+		n := &placement.Node{}
+		for i, f := range free {
+			g := placement.GPU{Index: i, Slots: 4}
+			if f < 4 {
+				g.Residents = []placement.Resident{{JobID: "x", Slots: 4 - f}}
+			}
+			n.GPUs = append(n.GPUs, g)
+		}
+		return n
+	}
+	tests := []struct {
+		free    []int
+		g, want int
+		k       int
+		ok      bool
+	}{
+		{[]int{4, 4}, 0, 2, 2, true},
+		{[]int{2, 4}, 1, 2, 3, true},  // skip GPU 0's 2 free shards
+		{[]int{2, 4}, 0, 2, 2, true},  // join GPU 0 with exactly its free shards
+		{[]int{4, 2}, 1, 2, 0, false}, // an idle lower GPU always wins
+		{[]int{0, 0, 4}, 2, 2, 2, true},
+		{[]int{1, 3, 4}, 2, 2, 4, true},
+		{[]int{3, 2}, 1, 2, 0, false},
+	}
+	for _, tc := range tests {
+		k, ok := steer(mk(tc.free...), tc.g, tc.want)
+		if k != tc.k || ok != tc.ok {
+			t.Errorf("free %v gpu %d want %d: got %d,%v want %d,%v", tc.free, tc.g, tc.want, k, ok, tc.k, tc.ok)
+		}
+	}
+}
+
+func TestSteeringBlocksUnreachableGPU(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Cluster.Nodes = "n1" })
+	store, _ := residency.Open(f.cfg.ResidencyDir)
+	// light-a holds 2 shards of GPU 1; GPU 0 is idle. Joining GPU 1 needs a count
+	// above GPU 0's 4 free shards: impossible, so the job must get GPU 0.
+	store.Start(residency.Entry{JobID: "1", Node: "n1", GPUs: []int{1}, Shards: 2, Tag: "light-a", Start: f.now, Expires: f.now.Add(time.Hour)})
+	f.e.Reload()
+	f.e.mu.Lock()
+	hidden := false
+	for _, res := range f.e.ds.cluster.Nodes[0].GPUs[1].Residents {
+		hidden = hidden || isSteer(res.JobID)
+	}
+	f.e.mu.Unlock()
+	if !hidden {
+		t.Fatal("GPU 1 (unreachable: idle GPU 0 has more free shards) is not hidden from the policy")
+	}
+	r := f.e.Decide(job("coscheml:app=light-b"))
+	rec := f.record(t, r)
+	if r.Code != Rewrite || rec.GPU != 0 || r.TresPerNode != "gres:shard:2" {
+		t.Fatalf("%+v / %+v", r, rec)
+	}
+	// Now GPUs 0 and 1 each have 2 free shards: GPU 1 stays unreachable. A third
+	// job may join GPU 0 (exactly 2 shards) or take idle GPU 2 (3 or more shards,
+	// past the 2 free on GPUs 0 and 1); never GPU 1.
+	r3 := f.e.Decide(job("coscheml:app=light-a,class=hpc"))
+	rec3 := f.record(t, r3)
+	if rec3.Node != "n1" {
+		t.Fatalf("third job: %+v", rec3)
+	}
+	switch rec3.GPU {
+	case 0:
+		if r3.TresPerNode != "gres:shard:2" {
+			t.Fatalf("joining GPU 0 needs exactly its 2 free shards: %+v", r3)
+		}
+	case 2:
+		if r3.TresPerNode != "gres:shard:3" {
+			t.Fatalf("reaching GPU 2 past 2 free shards on GPUs 0 and 1 needs 3: %+v", r3)
+		}
+	default:
+		t.Fatalf("third job on unreachable GPU %d: %+v", rec3.GPU, rec3)
+	}
+}
+
+func TestBackgroundReload(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "coscheml.yaml")
+	res := filepath.Join(dir, "res")
+	os.MkdirAll(res, 0o755)
+	os.MkdirAll(filepath.Join(dir, "profiles"), 0o755)
+	write := func(untagged string) {
+		y := "profile_dir: " + filepath.Join(dir, "profiles") + "\nresidency_dir: " + res + "\ndecision_log: " + filepath.Join(dir, "d.log") +
+			"\nuntagged: " + untagged + "\ncluster:\n  nodes: n[1-2]\n  gpus_per_node: 2\n  gpu_memory_mib: 80000\n"
+		if err := os.WriteFile(cfgPath, []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("pass")
+	src := DefaultSources(cfgPath)
+	src.LoadModel = func(string) (model.Predictor, error) { return smPredictor{}, nil }
+	e := New(src, Options{ReloadEvery: 10 * time.Millisecond, ResidencyEvery: 10 * time.Millisecond})
+	defer e.Close()
+	if p := e.Problems(); len(p) != 0 {
+		t.Fatalf("problems: %v", p)
+	}
+	if r := e.Decide(job("x")); r.Code != Unchanged {
+		t.Fatalf("before: %+v", r)
+	}
+	e.Start()
+	write("exclusive")
+	future := time.Now().Add(time.Hour)
+	os.Chtimes(cfgPath, future, future) // a distinct mtime even on coarse clocks
+	deadline := time.Now().Add(10 * time.Second)
+	for e.Decide(job("x")).Code != Rewrite {
+		if time.Now().After(deadline) {
+			t.Fatal("configuration change not picked up")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A job that starts and ends between two reads of the residency store never shows
+// in active/; its done marker must still release the reservation at once.
+func TestShortJobReleasesReservation(t *testing.T) {
+	f := newFixture(t, nil)
+	a := f.e.Decide(job("coscheml:app=heavy-a"))
+	d := ParseComment(a.Comment)
+	f.e.mu.Lock()
+	reserved := len(f.e.ds.reserved)
+	f.e.mu.Unlock()
+	if reserved != 1 {
+		t.Fatalf("%d reservations after one decision, want 1", reserved)
+	}
+	store, _ := residency.Open(f.cfg.ResidencyDir)
+	en := residency.Entry{JobID: "200", Node: a.ReqNodes, GPUs: []int{0}, Shards: d.Shards, Tag: "heavy-a", DecisionID: d.DecisionID, Start: f.now, Expires: f.now.Add(time.Hour)}
+	if err := store.Start(en); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.End("200", a.ReqNodes, f.now.Add(100*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	f.e.Reload() // the first read after both prolog and epilog
+	f.e.mu.Lock()
+	reserved = len(f.e.ds.reserved)
+	residents := 0
+	for _, g := range f.e.ds.cluster.Nodes[0].GPUs {
+		for _, r := range g.Residents {
+			if !isSteer(r.JobID) { // steering blocks are not jobs
+				residents++
+			}
+		}
+	}
+	f.e.mu.Unlock()
+	if reserved != 0 || residents != 0 {
+		t.Fatalf("after a job that already ended: %d reservations, %d residents on n1", reserved, residents)
+	}
+	// The next heavy job gets GPU 0 whole again rather than being steered around a
+	// job that no longer exists.
+	b := f.e.Decide(job("coscheml:app=heavy-b"))
+	if b.TresPerNode != "gres:shard:2" || b.ReqNodes != a.ReqNodes {
+		t.Fatalf("next job: %+v (first was %+v)", b, a)
+	}
+}
+
+// sbatch leaves min_nodes unset (NoVal) without -N: one node, not a multi-node job.
+func TestMinNodesUnsetIsOneNode(t *testing.T) {
+	f := newFixture(t, nil)
+	j := job("coscheml:app=light-a")
+	j.MinNodes, j.MaxNodes = NoVal, NoVal
+	r := f.e.Decide(j)
+	if r.ReqNodes == "" || !strings.HasPrefix(r.TresPerNode, "gres:shard:") {
+		t.Fatalf("unset min_nodes was not placed on one node: %+v", r)
+	}
+}

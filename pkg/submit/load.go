@@ -1,0 +1,213 @@
+package submit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/config"
+	"github.com/coscheml/coscheml/pkg/hostlist"
+	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/placement"
+	"github.com/coscheml/coscheml/pkg/profile"
+)
+
+// Sources are the loaders the engine uses; tests replace them.
+type Sources struct {
+	ConfigPath  string // "" = config.Default()
+	LoadConfig  func(path string) (config.Config, error)
+	LoadModel   func(path string) (model.Predictor, error)                     // "" = the embedded default
+	LoadCatalog func(dir string) (cat profile.Catalog, bad []error, err error) // err: the store is unusable
+	NewPolicy   func(cfg config.Config, pred model.Predictor) (placement.Policy, error)
+}
+
+// DefaultSources loads from the real files with the project's packages.
+func DefaultSources(configPath string) Sources {
+	return Sources{
+		ConfigPath: configPath,
+		LoadConfig: func(p string) (config.Config, error) {
+			if p == "" {
+				return config.Default(), nil
+			}
+			return config.Load(p)
+		},
+		LoadModel: func(p string) (model.Predictor, error) {
+			var (
+				m   *model.Model
+				err error
+			)
+			if p == "" {
+				m, err = model.Default()
+			} else {
+				m, err = model.Load(p)
+			}
+			if err != nil {
+				return nil, err // no typed nil in the interface
+			}
+			return m, nil
+		},
+		LoadCatalog: func(dir string) (profile.Catalog, []error, error) {
+			if fi, err := os.Stat(dir); err != nil {
+				return nil, nil, fmt.Errorf("profile store: %w", err)
+			} else if !fi.IsDir() {
+				return nil, nil, fmt.Errorf("profile store %s: not a folder", dir)
+			}
+			s, err := profile.Open(dir)
+			if err != nil {
+				return nil, nil, err
+			}
+			cat, bad := s.Catalog()
+			return cat, bad, nil
+		},
+		NewPolicy: func(cfg config.Config, pred model.Predictor) (placement.Policy, error) {
+			return placement.ByName(cfg.Policy, pred, placement.OptionsFromConfig(cfg))
+		},
+	}
+}
+
+// loaded is one consistent set of configuration, model, profiles and policy. It is
+// immutable once published (the policy excepted, which only Decide uses, under the
+// engine's lock).
+type loaded struct {
+	cfg    config.Config
+	cfgErr error // the configuration is unusable: pass every job through
+
+	pred     model.Predictor
+	modelErr error
+	catalog  profile.Catalog
+	catErr   error
+	badProfs []error
+	policy   placement.Policy
+	polErr   error
+
+	nodes      []string
+	nodeIdx    map[string]int
+	clusterErr error
+
+	stamps stamps
+	at     time.Time
+}
+
+// degraded names what makes tagged jobs pass through unchanged ("" if nothing).
+// The full error was logged once when it appeared; per-job lines only name it.
+func (l *loaded) degraded() string {
+	var parts []string
+	for _, p := range []struct {
+		name string
+		err  error
+	}{{"model", l.modelErr}, {"profiles", l.catErr}, {"policy", l.polErr}, {"cluster inventory", l.clusterErr}} {
+		if p.err != nil {
+			parts = append(parts, p.name)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// stamp identifies a file's version cheaply; a change of any makes a reload.
+type stamp struct {
+	mod  time.Time
+	size int64
+	ok   bool
+}
+
+type stamps struct{ config, model, profiles stamp }
+
+func statStamp(path string) stamp {
+	if path == "" {
+		return stamp{}
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return stamp{}
+	}
+	return stamp{mod: fi.ModTime(), size: fi.Size(), ok: true}
+}
+
+func (e *Engine) currentStamps(cfg config.Config) stamps {
+	return stamps{
+		config:   statStamp(e.src.ConfigPath),
+		model:    statStamp(cfg.ModelPath),
+		profiles: statStamp(cfg.ProfileDir),
+	}
+}
+
+// load reads everything. prev (may be nil) supplies the last good model when a
+// reload finds the model file broken: a bad swap on disk must not undo placement
+// that was working, but it is reported.
+func (e *Engine) load(prev *loaded) *loaded {
+	l := &loaded{at: e.opts.Now()}
+	cfg, err := e.src.LoadConfig(e.src.ConfigPath)
+	if err != nil {
+		l.cfgErr = fmt.Errorf("configuration unusable, every job passes through unchanged: %w", err)
+		l.stamps = e.currentStamps(config.Config{})
+		return l
+	}
+	l.cfg = cfg
+	l.stamps = e.currentStamps(cfg)
+
+	l.pred, err = e.src.LoadModel(cfg.ModelPath)
+	if err != nil {
+		if prev != nil && prev.pred != nil && prev.cfg.ModelPath == cfg.ModelPath {
+			l.pred = prev.pred
+			e.note("model", fmt.Sprintf("model reload failed, keeping the previous model: %v", err))
+		} else {
+			l.modelErr = fmt.Errorf("model unusable, tagged jobs pass through unchanged: %w", err)
+		}
+	} else {
+		e.note("model", "")
+	}
+	l.catalog, l.badProfs, err = e.src.LoadCatalog(cfg.ProfileDir)
+	if err != nil {
+		l.catErr = fmt.Errorf("profiles unusable, tagged jobs pass through unchanged: %w", err)
+	}
+	if l.pred != nil {
+		if l.policy, err = e.src.NewPolicy(cfg, l.pred); err != nil {
+			l.polErr = fmt.Errorf("placement policy: %w", err)
+		}
+	}
+	l.nodes, err = hostlist.Expand(cfg.Cluster.Nodes)
+	switch {
+	case err != nil:
+		l.clusterErr = fmt.Errorf("cluster.nodes: %w", err)
+	case len(l.nodes) == 0:
+		l.clusterErr = errors.New("cluster.nodes is empty: no node to place on")
+	case cfg.Cluster.GPUsPerNode < 1 || cfg.Cluster.GPUsPerNode > 64:
+		l.clusterErr = fmt.Errorf("cluster.gpus_per_node = %d: want 1..64", cfg.Cluster.GPUsPerNode)
+	case cfg.SlotsPerGPU < 1:
+		l.clusterErr = fmt.Errorf("slots_per_gpu = %d: want >= 1", cfg.SlotsPerGPU)
+	}
+	l.nodeIdx = make(map[string]int, len(l.nodes))
+	for i, n := range l.nodes {
+		l.nodeIdx[n] = i
+	}
+	return l
+}
+
+// report turns a freshly loaded state's problems into notes (each logged once).
+func (e *Engine) report(l *loaded) {
+	if l.cfgErr != nil {
+		e.note("config", l.cfgErr.Error())
+		return
+	}
+	e.note("config", "")
+	if l.modelErr != nil {
+		e.note("model", l.modelErr.Error())
+	}
+	e.note("profiles", errString(l.catErr))
+	if len(l.badProfs) > 0 {
+		e.note("badprofiles", fmt.Sprintf("%d unreadable profiles skipped: %v", len(l.badProfs), errors.Join(l.badProfs...)))
+	} else {
+		e.note("badprofiles", "")
+	}
+	e.note("policy", errString(l.polErr))
+	e.note("cluster", errString(l.clusterErr))
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,104 @@
+package submit
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/coscheml/coscheml/pkg/profile"
+)
+
+// GresRequest is the GPU part of a job's tres_per_node.
+//
+// Slurm 22.05 writes GRES in tres_per_node as "gres:gpu:2" (typed: "gres:gpu:h200:2");
+// 23.11 and later as "gres/gpu:2". Both are read, and a rewrite keeps the form the
+// job came with, so the Go side needs no knowledge of the Slurm version.
+type GresRequest struct {
+	GPUs    int // whole GPUs asked for (gpu entries)
+	Shards  int // shards asked for (shard entries)
+	entries []string
+	gresAt  int    // index of the gpu/shard entry in entries (-1: none)
+	prefix  string // "gres:" or "gres/"
+}
+
+// ParseTres reads tres_per_node. Entries other than gpu and shard are kept as they
+// are. More than one gpu/shard entry, or both kinds, is an error (not ours to
+// untangle: the job is left unchanged).
+func ParseTres(tres string) (GresRequest, error) {
+	g := GresRequest{gresAt: -1}
+	if tres == "" {
+		return g, nil
+	}
+	if len(tres) > 1024 {
+		return g, fmt.Errorf("tres_per_node of %d characters", len(tres))
+	}
+	g.entries = strings.Split(tres, ",")
+	for i, e := range g.entries {
+		var prefix, rest string
+		switch {
+		case strings.HasPrefix(e, "gres:"):
+			prefix, rest = "gres:", e[5:]
+		case strings.HasPrefix(e, "gres/"):
+			prefix, rest = "gres/", e[5:]
+		default:
+			continue
+		}
+		parts := strings.Split(rest, ":")
+		name := parts[0]
+		if name != "gpu" && name != "shard" {
+			continue
+		}
+		count := 1
+		switch len(parts) {
+		case 1:
+		case 2, 3:
+			last := parts[len(parts)-1]
+			n, err := strconv.Atoi(last)
+			switch {
+			case err == nil:
+				count = n
+			case len(parts) == 3:
+				return g, fmt.Errorf("tres_per_node entry %q: bad count", profile.Sanitize(e))
+			}
+		default:
+			return g, fmt.Errorf("tres_per_node entry %q: too many fields", profile.Sanitize(e))
+		}
+		if count < 0 || count > 1<<16 {
+			return g, fmt.Errorf("tres_per_node entry %q: count out of range", profile.Sanitize(e))
+		}
+		if g.gresAt >= 0 {
+			return g, fmt.Errorf("tres_per_node %q: more than one gpu/shard entry", profile.Sanitize(tres))
+		}
+		g.gresAt, g.prefix = i, prefix
+		if name == "gpu" {
+			g.GPUs = count
+		} else {
+			g.Shards = count
+		}
+	}
+	return g, nil
+}
+
+// HasGPU reports whether the job asks for any GPU or shard.
+func (g GresRequest) HasGPU() bool { return g.GPUs > 0 || g.Shards > 0 }
+
+// WithShards returns tres_per_node with the gpu/shard entry replaced by a request
+// for n shards (an untyped request: shards have no type in gres.conf).
+func (g GresRequest) WithShards(n int) string {
+	return g.with(g.prefix + "shard:" + strconv.Itoa(n))
+}
+
+// WithGPUs returns tres_per_node with the gpu/shard entry replaced by n whole GPUs.
+func (g GresRequest) WithGPUs(n int) string {
+	return g.with(g.prefix + "gpu:" + strconv.Itoa(n))
+}
+
+func (g GresRequest) with(entry string) string {
+	if g.gresAt < 0 {
+		return entry
+	}
+	out := make([]string, len(g.entries))
+	copy(out, g.entries)
+	out[g.gresAt] = entry
+	return strings.Join(out, ",")
+}

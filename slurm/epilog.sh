@@ -1,0 +1,21 @@
+#!/bin/sh
+# coscheml node Epilog. slurm.conf:  Epilog=/usr/local/libexec/coscheml/epilog.sh
+#
+# Removes the job from the GPU residency store, stops its sampler, writes its
+# profile and records its run next to its co-runners (an observation for
+# retraining). It must never fail a job: a non-zero Epilog exit drains the node, so the
+# binary is run (not exec'ed) and this script always exits 0, even if the binary
+# is missing or killed. Problems go to syslog (facility daemon, tag coscheml-node).
+#
+# COSCHEML_BIN    folder of coscheml-node      (default /usr/local/bin)
+# COSCHEML_CONFIG site configuration           (default /etc/coscheml/coscheml.yaml)
+bin="${COSCHEML_BIN:-/usr/local/bin}/coscheml-node"
+conf="${COSCHEML_CONFIG:-/etc/coscheml/coscheml.yaml}"
+if [ -x "$bin" ]; then
+	if [ -r "$conf" ]; then
+		"$bin" epilog --config "$conf" </dev/null
+	else
+		"$bin" epilog </dev/null
+	fi
+fi
+exit 0

@@ -1,0 +1,964 @@
+//go:build integration
+
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/config"
+	"gopkg.in/yaml.v3"
+)
+
+// lucidSolo is the solo-profile CSV the cluster's profile store is imported from.
+const lucidSolo = "models/data/lucid-train/solo_profiles.csv"
+
+// Where Debian's slurm-wlm puts its daemons and plugins.
+const (
+	debianSbin      = "/usr/sbin"
+	debianPluginDir = "/usr/lib/x86_64-linux-gnu/slurm-wlm"
+)
+
+// The emulated cluster: nodes n1..n4, each with 4 fake H200s split into 4 shards.
+const (
+	numNodes     = 4
+	gpusPerNode  = 4
+	shardsPerGPU = 4
+)
+
+// needRoot skips loudly when the suite cannot run: it installs packages, creates
+// device nodes and runs Slurm's daemons as SlurmUser=root.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPING the Slurm integration suite: it must run as root " +
+			"(installs slurm-wlm/munge/libslurm-dev when missing, mknod, runs slurmctld/slurmd)")
+	}
+}
+
+// ensurePackages installs Debian's Slurm and munge when any needed file is missing.
+// Never slurm-wlm-emulator: it swaps the daemons for a front-end build.
+func ensurePackages(t *testing.T) {
+	t.Helper()
+	need := []string{
+		debianSbin + "/slurmctld-wlm", debianSbin + "/slurmd-wlm", debianSbin + "/slurmstepd-wlm",
+		"/usr/bin/sbatch", "/usr/bin/scontrol", "/usr/bin/squeue", "/usr/bin/sdiag",
+		"/usr/sbin/munged", "/usr/bin/munge", "/usr/include/slurm/slurm.h",
+	}
+	var missing []string
+	for _, f := range need {
+		if _, err := os.Stat(f); err != nil {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	t.Logf("missing %v: installing slurm-wlm munge libslurm-dev", missing)
+	install := func() ([]byte, error) {
+		cmd := exec.Command("apt-get", "install", "-y", "slurm-wlm", "munge", "libslurm-dev")
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		return cmd.CombinedOutput()
+	}
+	if out, err := install(); err != nil {
+		t.Logf("apt-get install failed (%v), running apt-get update first:\n%s", err, tail(out, 2000))
+		if out, err := exec.Command("apt-get", "update").CombinedOutput(); err != nil {
+			t.Fatalf("apt-get update: %v\n%s", err, tail(out, 2000))
+		}
+		if out, err := install(); err != nil {
+			t.Fatalf("apt-get install -y slurm-wlm munge libslurm-dev: %v\n%s", err, tail(out, 2000))
+		}
+	}
+}
+
+// repoRoot finds the module root (the folder holding go.mod) above the test's folder.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test folder")
+		}
+		dir = parent
+	}
+}
+
+// artifacts are the built programs and libraries the cluster uses.
+type artifacts struct {
+	repo   string
+	binDir string // coscheml, coscheml-node
+	libDir string // libcoscheml.so, job_submit_coscheml.so
+}
+
+// build compiles what the cluster needs into the repository's bin/ and lib/ (the
+// same places `make build` uses), or checks they exist when
+// COSCHEML_INTEGRATION_NOBUILD=1.
+func build(t *testing.T) artifacts {
+	t.Helper()
+	repo := repoRoot(t)
+	a := artifacts{repo: repo, binDir: filepath.Join(repo, "bin"), libDir: filepath.Join(repo, "lib")}
+	if os.Getenv("COSCHEML_INTEGRATION_NOBUILD") == "" {
+		steps := [][]string{
+			{"go", "build", "-o", a.binDir + "/", "./cmd/coscheml", "./cmd/coscheml-node"},
+			{"go", "build", "-buildmode=c-shared", "-o", filepath.Join(a.libDir, "libcoscheml.so"), "./cmd/libcoscheml"},
+			{"make", "-C", "plugin-c"},
+		}
+		for _, s := range steps {
+			start := time.Now()
+			cmd := exec.Command("nice", s...)
+			cmd.Dir = repo
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("build step %q: %v\n%s", strings.Join(s, " "), err, tail(out, 4000))
+			}
+			t.Logf("built: %s (%.1fs)", strings.Join(s, " "), time.Since(start).Seconds())
+		}
+	}
+	for _, f := range []string{
+		filepath.Join(a.binDir, "coscheml"), filepath.Join(a.binDir, "coscheml-node"),
+		filepath.Join(a.libDir, "libcoscheml.so"), filepath.Join(a.libDir, "job_submit_coscheml.so"),
+	} {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatalf("needed artifact missing: %v (run `make build`)", err)
+		}
+	}
+	return a
+}
+
+// ensureMunge starts munged when credentials cannot be made, and stops it (by PID)
+// when the test ends if this test started it.
+func ensureMunge(t *testing.T) {
+	t.Helper()
+	if mungeWorks() {
+		return
+	}
+	out, err := exec.Command("service", "munge", "start").CombinedOutput()
+	if err != nil {
+		t.Fatalf("service munge start: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !mungeWorks() {
+		if time.Now().After(deadline) {
+			t.Fatal("munge -n | unmunge still fails after starting munged")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	pid := readPidFile("/run/munge/munged.pid")
+	t.Logf("started munged (pid %d)", pid)
+	t.Cleanup(func() {
+		if pid > 0 {
+			stopPID(t, pid, "munged", 5*time.Second)
+		}
+	})
+}
+
+func mungeWorks() bool {
+	enc, err := exec.Command("munge", "-n").Output()
+	if err != nil {
+		return false
+	}
+	dec := exec.Command("unmunge")
+	dec.Stdin = bytes.NewReader(enc)
+	out, err := dec.Output()
+	return err == nil && bytes.Contains(out, []byte("Success"))
+}
+
+func readPidFile(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// freePorts returns n distinct TCP ports that were free on all addresses.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for len(ports) < n {
+		l, err := net.Listen("tcp", ":0")
+		if err != nil {
+			t.Fatalf("finding a free port: %v", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
+// portFree reports whether port can be bound again.
+func portFree(port int) bool {
+	l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// cluster is one private Slurm cluster in a temporary folder.
+type cluster struct {
+	t    *testing.T
+	a    artifacts
+	dir  string
+	host string
+
+	ctldPort  int
+	nodePorts []int
+	nodes     []string
+
+	cfgPath string        // coscheml.yaml
+	cfg     config.Config // what cfgPath holds now
+	plugin  bool          // JobSubmitPlugins=coscheml in slurm.conf
+
+	ctld    *proc
+	ctldLog string // slurmctld's own log file
+	slurmd  map[string]*proc
+	env     []string // environment of every Slurm client command
+}
+
+// newCluster writes the cluster folder and starts slurmctld and the slurmd; all of
+// it is stopped by t.Cleanup.
+func newCluster(t *testing.T, a artifacts, plugin bool, edit func(*config.Config)) *cluster {
+	t.Helper()
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "coscheml-slurm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{t: t, a: a, dir: dir, host: host, plugin: plugin, slurmd: map[string]*proc{}}
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("COSCHEML_INTEGRATION_KEEP") != "" {
+			t.Logf("cluster folder kept for inspection: %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	ports := freePorts(t, 1+numNodes)
+	c.ctldPort, c.nodePorts = ports[0], ports[1:]
+	for i := 1; i <= numNodes; i++ {
+		c.nodes = append(c.nodes, fmt.Sprintf("n%d", i))
+	}
+	c.ctldLog = filepath.Join(dir, "log", "slurmctld.log")
+	c.env = append(os.Environ(), "SLURM_CONF="+c.path("slurm.conf"))
+	c.writeFiles(edit)
+	t.Cleanup(c.stopAll)
+	c.startCtld()
+	for _, n := range c.nodes {
+		c.startSlurmd(n)
+	}
+	c.waitIdle(60 * time.Second)
+	// The daemon-name trap shows as Gres=(null): the GPUs must be there.
+	want := fmt.Sprintf("Gres=gpu:h200:%d,shard:", gpusPerNode)
+	if out, err := c.run("scontrol", "show", "node", c.nodes[0]); err != nil || !strings.Contains(out, want) {
+		t.Fatalf("node %s lacks %s (started under the -wlm names?): %v\n%s", c.nodes[0], want, err, out)
+	}
+	return c
+}
+
+func (c *cluster) path(parts ...string) string {
+	return filepath.Join(append([]string{c.dir}, parts...)...)
+}
+
+func (c *cluster) mkdirs(dirs ...string) {
+	for _, d := range dirs {
+		if err := os.MkdirAll(c.path(d), 0o755); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+}
+
+func (c *cluster) writeFile(name, content string, mode os.FileMode) {
+	if err := os.WriteFile(c.path(name), []byte(content), mode); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// writeFiles lays out the cluster folder: daemon links, fake GPUs, slurm.conf,
+// gres.conf, node hooks, coscheml.yaml, profile store, model.
+func (c *cluster) writeFiles(edit func(*config.Config)) {
+	t := c.t
+	c.mkdirs("sbin", "dev", "spool", "run", "state", "log", "jobs", "hooks", "var/profiles",
+		"var/residency", "var/observations", "models")
+
+	// The daemon-name trap: Slurm picks its role from argv[0]'s basename, and the
+	// -wlm names silently drop a node's Gres=.
+	for _, d := range []string{"slurmctld", "slurmd", "slurmstepd"} {
+		if err := os.Symlink(filepath.Join(debianSbin, d+"-wlm"), c.path("sbin", d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < gpusPerNode; i++ {
+		dev := c.path("dev", fmt.Sprintf("nvidia%d", i))
+		if err := syscall.Mknod(dev, syscall.S_IFCHR|0o666, int(195<<8|i)); err != nil {
+			t.Fatalf("mknod %s: %v", dev, err)
+		}
+	}
+
+	// Node hooks: slurmd runs Prolog/Epilog with an environment of its own making,
+	// so a wrapper names this cluster's configuration and binaries before handing
+	// over to the project's slurm/prolog.sh and epilog.sh.
+	for _, hook := range []string{"prolog", "epilog"} {
+		c.writeFile(filepath.Join("hooks", hook+".sh"), fmt.Sprintf(`#!/bin/sh
+export COSCHEML_CONFIG=%q
+export COSCHEML_BIN=%q
+export PATH=%q:"$PATH"
+exec %q "$@"
+`, c.path("coscheml.yaml"), c.a.binDir, c.a.binDir, filepath.Join(c.a.repo, "slurm", hook+".sh")), 0o755)
+	}
+
+	c.writeSlurmConf()
+	c.writeFile("gres.conf", fmt.Sprintf(
+		"NodeName=n[1-%d] Name=gpu Type=h200 File=%s/nvidia[0-%d]\nNodeName=n[1-%d] Name=shard Count=%d\n",
+		numNodes, c.path("dev"), gpusPerNode-1, numNodes, gpusPerNode*shardsPerGPU), 0o644)
+
+	// Profiles: the Lucid solo measurements, imported the way an admin would.
+	c.coscheml("profile", "import", "--format", "lucid", "--store", c.path("var/profiles"), filepath.Join(c.a.repo, lucidSolo))
+
+	// A private copy of the shipped model, so tests can remove, corrupt and swap it.
+	c.installModel(filepath.Join(c.a.repo, "models", "default.model"))
+
+	cfg := config.Default()
+	cfg.ProfileDir = c.path("var/profiles")
+	cfg.ModelPath = c.path("models", "current.model")
+	cfg.ResidencyDir = c.path("var/residency")
+	cfg.ObservationDir = c.path("var/observations")
+	cfg.DecisionLog = c.path("var/decisions.log")
+	cfg.SlotsPerGPU = shardsPerGPU
+	cfg.Cluster = config.ClusterSpec{
+		Nodes: fmt.Sprintf("n[1-%d]", numNodes), GPUsPerNode: gpusPerNode, GPUMemoryMiB: 143771,
+	}
+	cfg.Profiling.Backend = "mock"
+	cfg.Profiling.Interval = 100 * time.Millisecond
+	if edit != nil {
+		edit(&cfg)
+	}
+	c.writeConfig(cfg)
+}
+
+// installModel puts src in place as the cluster's model the way an admin should:
+// a copy beside it, then rename over the old one (never cp over a file in use).
+func (c *cluster) installModel(src string) {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		c.t.Fatalf("reading model %s: %v", src, err)
+	}
+	c.replaceFile(c.path("models", "current.model"), b)
+}
+
+// replaceFile writes b to a temporary file next to dst and renames it over dst.
+func (c *cluster) replaceFile(dst string, b []byte) {
+	tmp := dst + ".new"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// writeConfig replaces coscheml.yaml (by rename, as an admin's editor or config
+// management would) with cfg.
+func (c *cluster) writeConfig(cfg config.Config) {
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := config.Parse(b); err != nil {
+		c.t.Fatalf("the test's own coscheml.yaml does not validate: %v\n%s", err, b)
+	}
+	c.cfg = cfg
+	c.cfgPath = c.path("coscheml.yaml")
+	c.replaceFile(c.cfgPath, b)
+}
+
+func (c *cluster) writeSlurmConf() {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	p("# Private test cluster written by slurm/integration (coscheml).")
+	p("ClusterName=coscheml%d", c.ctldPort)
+	p("SlurmctldHost=%s", c.host)
+	p("SlurmctldPort=%d", c.ctldPort)
+	p("SlurmUser=root")
+	p("SlurmdUser=root")
+	p("AuthType=auth/munge")
+	p("StateSaveLocation=%s", c.path("state"))
+	p("SlurmdSpoolDir=%s/%%n", c.path("spool"))
+	p("SlurmdPidFile=%s/slurmd-%%n.pid", c.path("run"))
+	p("SlurmctldPidFile=%s", c.path("run", "slurmctld.pid"))
+	p("SlurmctldLogFile=%s", c.ctldLog)
+	p("SlurmdLogFile=%s/slurmd-%%n.log", c.path("log"))
+	p("SlurmctldDebug=info")
+	p("SlurmdDebug=info")
+	p("ProctrackType=proctrack/linuxproc")
+	p("TaskPlugin=task/none")
+	p("SelectType=select/cons_tres")
+	p("SelectTypeParameters=CR_Core")
+	p("SlurmdParameters=config_overrides")
+	p("AccountingStorageType=accounting_storage/none")
+	p("JobAcctGatherType=jobacct_gather/none")
+	p("MailProg=/bin/true")
+	p("MpiDefault=none")
+	p("ReturnToService=2")
+	p("MaxJobCount=20000")
+	p("MinJobAge=600")
+	p("GresTypes=gpu,shard")
+	p("PluginDir=%s:%s", debianPluginDir, c.a.libDir)
+	if c.plugin {
+		p("JobSubmitPlugins=coscheml")
+	}
+	p("PrologFlags=Alloc")
+	p("Prolog=%s", c.path("hooks", "prolog.sh"))
+	p("Epilog=%s", c.path("hooks", "epilog.sh"))
+	for i, n := range c.nodes {
+		p("NodeName=%s NodeHostname=%s NodeAddr=127.0.0.1 Port=%d CPUs=8 RealMemory=2000 Gres=gpu:h200:%d,shard:%d",
+			n, c.host, c.nodePorts[i], gpusPerNode, gpusPerNode*shardsPerGPU)
+	}
+	p("PartitionName=p Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+	c.writeFile("slurm.conf", b.String(), 0o644)
+}
+
+// proc is a daemon this test started; done closes when it has exited and been reaped.
+type proc struct {
+	name string
+	pid  int
+	done chan struct{}
+}
+
+// alive reports whether the process is still running.
+func (p *proc) alive() bool {
+	if p == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends SIGTERM, waits up to d for the exit, then SIGKILL.
+func (p *proc) stop(t *testing.T, d time.Duration) {
+	if !p.alive() {
+		return
+	}
+	syscall.Kill(p.pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return
+	case <-time.After(d):
+	}
+	t.Logf("%s (pid %d) ignored SIGTERM for %v: SIGKILL", p.name, p.pid, d)
+	syscall.Kill(p.pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// daemon starts one Slurm daemon in the foreground (-D) as a child of the test.
+func (c *cluster) daemon(name string, logName string, args ...string) *proc {
+	out, err := os.OpenFile(c.path("log", logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer out.Close()
+	cmd := exec.Command(c.path("sbin", name), args...)
+	cmd.Dir = c.path("run")
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = append(c.env,
+		"COSCHEML_LIB="+filepath.Join(c.a.libDir, "libcoscheml.so"),
+		"COSCHEML_CONFIG="+c.path("coscheml.yaml"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("starting %s: %v", name, err)
+	}
+	p := &proc{name: name + " " + strings.Join(args, " "), pid: cmd.Process.Pid, done: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		close(p.done)
+	}()
+	return p
+}
+
+func (c *cluster) startCtld() {
+	c.ctld = c.daemon("slurmctld", "slurmctld.out", "-D", "-i", "-f", c.path("slurm.conf"))
+	c.waitPing(30 * time.Second)
+}
+
+func (c *cluster) startSlurmd(node string) {
+	c.slurmd[node] = c.daemon("slurmd", "slurmd-"+node+".out",
+		"-D", "-N", node, "-f", c.path("slurm.conf"), "-d", c.path("sbin", "slurmstepd"))
+}
+
+// ctldAlive checks that slurmctld's process runs and answers.
+func (c *cluster) ctldAlive() error {
+	if !c.ctld.alive() {
+		return fmt.Errorf("slurmctld (pid %d) is not running; log tail:\n%s", c.ctld.pid, c.logTail(3000))
+	}
+	if out, err := c.run("scontrol", "ping"); err != nil || !strings.Contains(out, "UP") {
+		return fmt.Errorf("scontrol ping: %v: %s", err, out)
+	}
+	return nil
+}
+
+func (c *cluster) mustCtldAlive() {
+	c.t.Helper()
+	if err := c.ctldAlive(); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *cluster) waitPing(d time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		out, err := c.run("scontrol", "ping")
+		if err == nil && strings.Contains(out, "UP") {
+			return
+		}
+		if !c.ctld.alive() {
+			c.t.Fatalf("slurmctld exited during start-up; log tail:\n%s", c.logTail(4000))
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("slurmctld does not answer after %v: %s\n%s", d, out, c.logTail(3000))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitIdle waits until every node is idle (or mixed/allocated: it is up).
+func (c *cluster) waitIdle(d time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		out, err := c.run("sinfo", "-h", "-N", "-o", "%N %t")
+		up := 0
+		if err == nil {
+			for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+				f := strings.Fields(l)
+				if len(f) == 2 && (f[1] == "idle" || f[1] == "mix" || f[1] == "alloc") {
+					up++
+				}
+			}
+		}
+		if up == numNodes {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("nodes not up after %v: %s", d, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// stopCtld stops slurmctld with SIGTERM (it saves its state) and waits.
+func (c *cluster) stopCtld() {
+	c.ctld.stop(c.t, 20*time.Second)
+}
+
+// restartCtld stops slurmctld and starts it again on the same state.
+func (c *cluster) restartCtld() {
+	c.t.Helper()
+	c.stopCtld()
+	c.startCtld()
+	c.waitIdle(60 * time.Second)
+}
+
+// stopPID sends SIGTERM to pid, waits up to d for it to go, then SIGKILL.
+func stopPID(t *testing.T, pid int, name string, d time.Duration) {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return
+	}
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		return // already gone
+	}
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if !pidRunning(pid) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%s (pid %d) ignored SIGTERM for %v: SIGKILL", name, pid, d)
+	p.Signal(syscall.SIGKILL)
+	for i := 0; i < 100 && pidRunning(pid); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// pidRunning is true while pid exists and is not a zombie.
+func pidRunning(pid int) bool {
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// stopAll cancels the cluster's jobs, stops every daemon this test started (by
+// PID), then any job step daemon left behind in this cluster's folders, and
+// checks that the ports are free again.
+func (c *cluster) stopAll() {
+	t := c.t
+	if c.ctld.alive() {
+		c.run("scancel", "--user=root")
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			out, err := c.run("squeue", "-h", "-t", "PD,R,CG,CF,S", "-o", "%i")
+			if err == nil && strings.TrimSpace(out) == "" {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	for _, n := range c.nodes {
+		c.slurmd[n].stop(t, 10*time.Second)
+	}
+	c.stopCtld()
+	// slurmstepd outlives slurmd by design; ours run with their working folder
+	// inside this cluster's folder.
+	for _, pid := range c.leftoverSteps() {
+		t.Logf("stopping leftover slurmstepd pid %d", pid)
+		stopPID(t, pid, "slurmstepd", 5*time.Second)
+	}
+	for _, port := range append([]int{c.ctldPort}, c.nodePorts...) {
+		free := false
+		for i := 0; i < 50 && !free; i++ {
+			if free = portFree(port); !free {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		if !free {
+			t.Errorf("port %d still in use after the cluster stopped", port)
+		}
+	}
+}
+
+// leftoverSteps lists slurmstepd processes whose working folder is in this cluster.
+func (c *cluster) leftoverSteps() []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		if filepath.Base(exe) != "slurmstepd-wlm" {
+			continue
+		}
+		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		if strings.HasPrefix(cwd, c.dir+"/") && pidRunning(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// run runs a Slurm client command against this cluster; it returns stdout and,
+// on failure, an error carrying stderr.
+func (c *cluster) run(name string, args ...string) (string, error) {
+	stdout, stderr, err := c.run3(name, args...)
+	if err != nil {
+		return stdout, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr))
+	}
+	return stdout, nil
+}
+
+func (c *cluster) run3(name string, args ...string) (stdout, stderr string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = c.env
+	cmd.Dir = c.path("jobs")
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}
+
+// coscheml runs the project's CLI with this cluster's configuration.
+func (c *cluster) coscheml(args ...string) string {
+	c.t.Helper()
+	cmd := exec.Command(filepath.Join(c.a.binDir, "coscheml"), args...)
+	cmd.Env = append(c.env, "COSCHEML_CONFIG="+c.path("coscheml.yaml"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("coscheml %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+var jobIDRE = regexp.MustCompile(`^Submitted batch job (\d+)`)
+
+// sbatch submits a job; it returns the job ID or the error with sbatch's stderr.
+func (c *cluster) sbatch(args ...string) (int, string, error) {
+	stdout, stderr, err := c.run3("sbatch", args...)
+	if err != nil {
+		return 0, stderr, fmt.Errorf("sbatch %s: %w", strings.Join(shorten(args), " "), err)
+	}
+	m := jobIDRE.FindStringSubmatch(strings.TrimSpace(stdout))
+	if m == nil {
+		return 0, stderr, fmt.Errorf("sbatch printed no job ID: %q", stdout)
+	}
+	id, _ := strconv.Atoi(m[1])
+	return id, stderr, nil
+}
+
+func (c *cluster) mustSbatch(args ...string) int {
+	c.t.Helper()
+	id, stderr, err := c.sbatch(args...)
+	if err != nil {
+		c.t.Fatalf("%v\nstderr: %s", err, stderr)
+	}
+	return id
+}
+
+// job is what `scontrol show job -d` says about one job.
+type job struct {
+	ID          int
+	State       string
+	Reason      string
+	NodeList    string
+	ReqNodeList string
+	TresPerNode string
+	Comment     string
+	GPUIdx      string // IDX of the first allocated node's GRES, e.g. "0" or "0-1"
+	Raw         string
+}
+
+var (
+	fieldRE = regexp.MustCompile(`(\w+)=(\S*)`)
+	idxRE   = regexp.MustCompile(`GRES=\S*\(IDX:([0-9,-]+)\)`)
+)
+
+func (c *cluster) showJob(id int) job {
+	c.t.Helper()
+	out, err := c.run("scontrol", "show", "job", "-d", strconv.Itoa(id))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	j := job{ID: id, Raw: out}
+	for _, line := range strings.Split(out, "\n") {
+		trim := strings.TrimSpace(line)
+		if strings.HasPrefix(trim, "Comment=") {
+			// The comment may hold spaces: it runs to the end of its line.
+			j.Comment = strings.TrimSpace(strings.TrimPrefix(trim, "Comment="))
+			continue
+		}
+		for _, m := range fieldRE.FindAllStringSubmatch(line, -1) {
+			switch m[1] {
+			case "JobState":
+				j.State = m[2]
+			case "Reason":
+				j.Reason = m[2]
+			case "NodeList":
+				j.NodeList = m[2]
+			case "ReqNodeList":
+				j.ReqNodeList = m[2]
+			case "TresPerNode":
+				j.TresPerNode = m[2]
+			}
+		}
+	}
+	if m := idxRE.FindStringSubmatch(out); m != nil {
+		j.GPUIdx = m[1]
+	}
+	return j
+}
+
+// startJob submits a job that touches a marker file and then sleeps: the marker
+// exists only after the node Prolog finished (slurmd runs the Prolog before the
+// batch script), so the job's GPU residency is on record once it appears.
+func (c *cluster) startJob(comment, gres string) job {
+	c.t.Helper()
+	args := []string{"--gres=" + gres, "--time=10", "-o", "/dev/null"}
+	if comment != "" {
+		args = append(args, "--comment="+comment)
+	}
+	marker := c.path("jobs", fmt.Sprintf("started.%d", time.Now().UnixNano()))
+	args = append(args, "--wrap=touch "+marker+"; exec sleep 300")
+	id := c.mustSbatch(args...)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("job %d did not start within 30s:\n%s", id, c.showJob(id).Raw)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return c.showJob(id)
+}
+
+// countLog counts slurmctld log lines containing every one of subs.
+func (c *cluster) countLog(subs ...string) int {
+	f, err := os.Open(c.ctldLog)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+next:
+	for sc.Scan() {
+		for _, s := range subs {
+			if !strings.Contains(sc.Text(), s) {
+				continue next
+			}
+		}
+		n++
+	}
+	return n
+}
+
+// countLogs counts lines containing sub in slurmctld's log file and in its own
+// stdout/stderr (where a library that cannot reach Slurm's logger writes).
+func (c *cluster) countLogs(sub string) int {
+	n := c.countLog(sub)
+	b, _ := os.ReadFile(c.path("log", "slurmctld.out"))
+	for _, l := range strings.Split(string(b), "\n") {
+		// slurmctld -D also copies its log lines to stderr: count each once.
+		if strings.Contains(l, sub) && !strings.HasPrefix(l, "slurmctld: ") {
+			n++
+		}
+	}
+	return n
+}
+
+// lastLogLine returns the last slurmctld log line containing sub.
+func (c *cluster) lastLogLine(sub string) string {
+	l := c.logLines(sub)
+	if len(l) == 0 {
+		return ""
+	}
+	return l[len(l)-1]
+}
+
+// logLines returns slurmctld log lines containing sub.
+func (c *cluster) logLines(sub string) []string {
+	b, _ := os.ReadFile(c.ctldLog)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (c *cluster) logTail(n int) string {
+	b, _ := os.ReadFile(c.ctldLog)
+	return string(tail(b, n))
+}
+
+// queued lists the IDs squeue shows in any state.
+func (c *cluster) queued() map[int]string {
+	c.t.Helper()
+	out, err := c.run("squeue", "-h", "-a", "-t", "all", "-o", "%i %T")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ids := map[int]string{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 {
+			continue
+		}
+		id, err := strconv.Atoi(f[0])
+		if err == nil {
+			ids[id] = f[1]
+		}
+	}
+	return ids
+}
+
+// waitGone waits until the jobs have left the nodes (their Epilog finished).
+func (c *cluster) waitGone(js ...job) {
+	c.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		q := c.queued()
+		busy := 0
+		for _, j := range js {
+			if st := q[j.ID]; st == "RUNNING" || st == "COMPLETING" || st == "PENDING" || st == "CONFIGURING" {
+				busy++
+			}
+		}
+		if busy == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%d jobs still on the nodes after 60s", busy)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (c *cluster) cancel(ids ...int) {
+	if len(ids) == 0 {
+		return
+	}
+	args := make([]string, len(ids))
+	for i, id := range ids {
+		args[i] = strconv.Itoa(id)
+	}
+	// scancel takes many IDs at once; chunk to keep the command line short.
+	for len(args) > 0 {
+		n := min(len(args), 500)
+		if _, err := c.run("scancel", args[:n]...); err != nil {
+			c.t.Logf("scancel: %v", err)
+		}
+		args = args[n:]
+	}
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// shorten keeps long arguments (a 10,000-character comment) out of messages.
+func shorten(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if len(a) > 100 {
+			a = a[:60] + fmt.Sprintf("...(%d chars)", len(a))
+		}
+		out[i] = a
+	}
+	return out
+}
