@@ -1,15 +1,11 @@
 package truth
 
 import (
-	"encoding/csv"
-	"errors"
 	"fmt"
 	"io"
-	"math"
-	"strconv"
-	"strings"
 
 	"github.com/coscheml/coscheml/pkg/profile"
+	"github.com/coscheml/coscheml/pkg/profile/csvtab"
 )
 
 // Pair is one measurement of two applications sharing one GPU: A ran at SpeedA
@@ -26,54 +22,49 @@ type Pair struct {
 // noise, anything far above is a broken file.
 const maxSpeed = 10
 
-func parseSpeed(s string) (float64, error) {
-	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil || math.IsNaN(v) || v <= 0 || v > maxSpeed {
-		return 0, fmt.Errorf("speed %q: want a number in (0, %d]", profile.Sanitize(s), maxSpeed)
+// speed reads a measured speed in (0, maxSpeed].
+func speed(t *csvtab.Table, col string) (float64, error) {
+	v, err := t.Float(col, 0, maxSpeed)
+	if err == nil && v == 0 {
+		err = t.Errf(col, "speed 0: want a number in (0, %d]", maxSpeed)
 	}
-	return v, nil
+	return v, err
 }
 
-// parseUtil reads an optional utilization percentage ("" = not given = 0).
-func parseUtil(s string) (float64, error) {
-	if s == "" {
+// util reads the optional shared-GPU utilization percentage (absent or empty = 0).
+func util(t *csvtab.Table, col string) (float64, error) {
+	if t.Str(col) == "" {
 		return 0, nil
 	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(v) || v < 0 || v > 100 {
-		return 0, fmt.Errorf("%q: want a percentage in 0..100", profile.Sanitize(s))
-	}
-	return v, nil
+	return t.Float(col, 0, 100)
 }
 
-func readHeader(cr *csv.Reader, format string, want ...string) (map[string]int, error) {
-	row, err := cr.Read()
+// readPairs drives a pair CSV: row turns the current row into a pair, or ok=false
+// to leave the row out.
+func readPairs(r io.Reader, format string, required []string, row func(t *csvtab.Table) (p Pair, ok bool, err error)) ([]Pair, error) {
+	t, err := csvtab.New(r, csvtab.Options{Required: required})
 	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s pairs: empty file, want a header row", format)
+		return nil, fmt.Errorf("%s pairs: %w", format, err)
+	}
+	var out []Pair
+	for {
+		if err := t.Next(); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("%s pairs: %w", format, err)
 		}
-		return nil, fmt.Errorf("%s pairs: header: %w", format, err)
-	}
-	idx := map[string]int{}
-	for i, h := range row {
-		h = strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))
-		if _, dup := idx[h]; !dup {
-			idx[h] = i
+		p, ok, err := row(t)
+		if err != nil {
+			return nil, fmt.Errorf("%s pairs: %w", format, err)
+		}
+		if ok {
+			out = append(out, p)
 		}
 	}
-	for _, w := range want {
-		if _, ok := idx[w]; !ok {
-			return nil, fmt.Errorf("%s pairs: header lacks column %s", format, w)
-		}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s pairs: no usable data rows", format)
 	}
-	return idx, nil
-}
-
-func get(row []string, idx map[string]int, name string) string {
-	if i, ok := idx[name]; ok && i < len(row) {
-		return strings.TrimSpace(row[i])
-	}
-	return ""
+	return out, nil
 }
 
 // ReadLucidPairs reads the Lucid co-location CSV
@@ -83,66 +74,26 @@ func get(row []string, idx map[string]int, name string) string {
 // Rows where either job spans more than one GPU (gpu_numN > 1) are left out: the
 // table is about jobs sharing one GPU.
 func ReadLucidPairs(r io.Reader) ([]Pair, error) {
-	cr := csv.NewReader(r)
-	cr.FieldsPerRecord = -1
-	idx, err := readHeader(cr, "lucid", "model1", "batchsize1", "amp1", "speed1", "model2", "batchsize2", "amp2", "speed2")
-	if err != nil {
-		return nil, err
-	}
-	_, hasNum := idx["gpu_num1"]
-	var out []Pair
-	for {
-		row, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
+	req := []string{"model1", "batchsize1", "amp1", "speed1", "model2", "batchsize2", "amp2", "speed2"}
+	return readPairs(r, "lucid", req, func(t *csvtab.Table) (p Pair, ok bool, err error) {
+		if t.Has("gpu_num1") && (t.Str("gpu_num1") != "1" || t.Str("gpu_num2") != "1") {
+			return p, false, nil
 		}
-		if err != nil {
-			return nil, fmt.Errorf("lucid pairs: %w", err)
+		if p.A, err = profile.LucidRowTag(t, "model1", "batchsize1", "amp1"); err != nil {
+			return p, false, err
 		}
-		line, _ := cr.FieldPos(0)
-		if hasNum && (get(row, idx, "gpu_num1") != "1" || get(row, idx, "gpu_num2") != "1") {
-			continue
+		if p.B, err = profile.LucidRowTag(t, "model2", "batchsize2", "amp2"); err != nil {
+			return p, false, err
 		}
-		var p Pair
-		for n, dst := range []*string{&p.A, &p.B} {
-			s := strconv.Itoa(n + 1)
-			tag, err := lucidTag(get(row, idx, "model"+s), get(row, idx, "batchsize"+s), get(row, idx, "amp"+s))
-			if err != nil {
-				return nil, fmt.Errorf("lucid pairs line %d: job %s: %w", line, s, err)
-			}
-			*dst = tag
+		if p.SpeedA, err = speed(t, "speed1"); err != nil {
+			return p, false, err
 		}
-		if p.SpeedA, err = parseSpeed(get(row, idx, "speed1")); err != nil {
-			return nil, fmt.Errorf("lucid pairs line %d: speed1: %w", line, err)
+		if p.SpeedB, err = speed(t, "speed2"); err != nil {
+			return p, false, err
 		}
-		if p.SpeedB, err = parseSpeed(get(row, idx, "speed2")); err != nil {
-			return nil, fmt.Errorf("lucid pairs line %d: speed2: %w", line, err)
-		}
-		if p.Util, err = parseUtil(get(row, idx, "gpu_util")); err != nil {
-			return nil, fmt.Errorf("lucid pairs line %d: gpu_util: %w", line, err)
-		}
-		out = append(out, p)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("lucid pairs: no single-GPU pair rows")
-	}
-	return out, nil
-}
-
-func lucidTag(model, batch, amp string) (string, error) {
-	b, err := strconv.Atoi(batch)
-	if err != nil || b <= 0 || b > 1<<20 {
-		return "", fmt.Errorf("batchsize %q: want a positive whole number", profile.Sanitize(batch))
-	}
-	var on bool
-	switch amp {
-	case "0":
-	case "1":
-		on = true
-	default:
-		return "", fmt.Errorf("amp %q: want 0 or 1", profile.Sanitize(amp))
-	}
-	return profile.LucidTag(model, b, on)
+		p.Util, err = util(t, "gpu_util")
+		return p, err == nil, err
+	})
 }
 
 // ReadGenericPairs reads the generic pair CSV, header (column order free):
@@ -155,41 +106,20 @@ func lucidTag(model, batch, amp string) (string, error) {
 // when the table is built). The optional gpu_util is the shared GPU's kernel
 // utilization in percent (NVML utilization.gpu) during the measurement.
 func ReadGenericPairs(r io.Reader) ([]Pair, error) {
-	cr := csv.NewReader(r)
-	cr.FieldsPerRecord = -1
-	idx, err := readHeader(cr, "generic", "tag_a", "tag_b", "speed_a", "speed_b")
-	if err != nil {
-		return nil, err
-	}
-	var out []Pair
-	for {
-		row, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("generic pairs: %w", err)
-		}
-		line, _ := cr.FieldPos(0)
-		p := Pair{A: get(row, idx, "tag_a"), B: get(row, idx, "tag_b")}
-		for _, t := range []string{p.A, p.B} {
-			if err := profile.ValidateTag(t); err != nil {
-				return nil, fmt.Errorf("generic pairs line %d: %w", line, err)
+	return readPairs(r, "generic", []string{"tag_a", "tag_b", "speed_a", "speed_b"}, func(t *csvtab.Table) (p Pair, ok bool, err error) {
+		p.A, p.B = t.Str("tag_a"), t.Str("tag_b")
+		for _, col := range []string{"tag_a", "tag_b"} {
+			if err := profile.ValidateTag(t.Str(col)); err != nil {
+				return p, false, t.Errf(col, "%v", err)
 			}
 		}
-		if p.SpeedA, err = parseSpeed(get(row, idx, "speed_a")); err != nil {
-			return nil, fmt.Errorf("generic pairs line %d: speed_a: %w", line, err)
+		if p.SpeedA, err = speed(t, "speed_a"); err != nil {
+			return p, false, err
 		}
-		if p.SpeedB, err = parseSpeed(get(row, idx, "speed_b")); err != nil {
-			return nil, fmt.Errorf("generic pairs line %d: speed_b: %w", line, err)
+		if p.SpeedB, err = speed(t, "speed_b"); err != nil {
+			return p, false, err
 		}
-		if p.Util, err = parseUtil(get(row, idx, "gpu_util")); err != nil {
-			return nil, fmt.Errorf("generic pairs line %d: gpu_util: %w", line, err)
-		}
-		out = append(out, p)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("generic pairs: no data rows")
-	}
-	return out, nil
+		p.Util, err = util(t, "gpu_util")
+		return p, err == nil, err
+	})
 }

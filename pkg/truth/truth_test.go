@@ -29,7 +29,7 @@ func TestReadPairs(t *testing.T) {
 		{name: "lucid bad amp", lucid: true, in: "model1,batchsize1,amp1,speed1,model2,batchsize2,amp2,speed2\nA,32,2,1,B,32,0,1\n", wantErr: "amp"},
 		{name: "lucid bad speed", lucid: true, in: "model1,batchsize1,amp1,speed1,model2,batchsize2,amp2,speed2\nA,32,1,-1,B,32,0,1\n", wantErr: "speed1"},
 		{name: "lucid missing col", lucid: true, in: "model1,batchsize1\n", wantErr: "amp1"},
-		{name: "lucid no rows", lucid: true, in: "model1,batchsize1,amp1,speed1,model2,batchsize2,amp2,speed2\n", wantErr: "no single-GPU"},
+		{name: "lucid no rows", lucid: true, in: "model1,batchsize1,amp1,speed1,model2,batchsize2,amp2,speed2\n", wantErr: "no usable data rows"},
 		{name: "generic", in: "tag_b,tag_a,speed_a,speed_b\nb,a,0.9,0.8\n", want: []Pair{{A: "a", B: "b", SpeedA: 0.9, SpeedB: 0.8}}},
 		{name: "generic bad tag", in: "tag_a,tag_b,speed_a,speed_b\n../x,a,0.9,0.8\n", wantErr: "invalid tag"},
 		{name: "generic util", in: "tag_a,tag_b,speed_a,speed_b,gpu_util\na,b,0.9,0.8,77.5\n", want: []Pair{{A: "a", B: "b", SpeedA: 0.9, SpeedB: 0.8, Util: 77.5}}},
