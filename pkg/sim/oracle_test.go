@@ -9,15 +9,15 @@ import (
 )
 
 // TestOracleNotWorseThanCoScheML: the oracle is Co-scheML's policy handed the true
-// speeds instead of predictions, so on the same jobs it should not finish them
-// later on average, on a queueing setup where sharing matters.
+// speeds instead of predictions, so on the same jobs it must not finish them later
+// on average, seed by seed, on a queueing setup where sharing matters.
 //
-// Finding (docs/evaluation.md): the check holds for the mean over seeds, not for
-// every seed. The oracle is greedy, like Co-scheML: each decision is best for the
-// true speeds now, not for the whole schedule, so on a single seed a misprediction
-// can happen to leave a better packing for later jobs; per seed the two differ by a
-// few percent either way (the oracle ahead on average). The test therefore asserts
-// the mean and logs every seed.
+// Both are greedy (each decision is best for the speeds it believes now, not for
+// the whole schedule), so this is a property of the setup, not a theorem: with
+// other settings (lower floors, near-zero prefer_share_speed) single seeds were
+// seen where a misprediction happened to leave a better packing for later jobs
+// (docs/evaluation.md). On this setup and the shipped model the oracle is ahead
+// on every seed, and a model or policy change that breaks that should be looked at.
 func TestOracleNotWorseThanCoScheML(t *testing.T) {
 	oracleVsCoScheML(t, testModel(t))
 }
@@ -43,14 +43,14 @@ func oracleVsCoScheML(t *testing.T, m model.Predictor) {
 	for _, r := range runs {
 		jct[r.Policy][r.Seed] = r.Overall.AvgJCT
 	}
-	var om, cm float64
 	for _, s := range exp.Seeds {
 		o, c := jct["oracle"][s], jct["coscheml"][s]
 		t.Logf("seed %d: avg JCT oracle %.0f s, coscheml %.0f s (%+.1f%%)", s, o, c, 100*(c-o)/o)
-		om += o / float64(len(exp.Seeds))
-		cm += c / float64(len(exp.Seeds))
-	}
-	if om > cm {
-		t.Errorf("mean over seeds: oracle avg JCT %.0f s > coscheml %.0f s", om, cm)
+		if o == 0 || c == 0 {
+			t.Fatalf("seed %d: missing runs (oracle %v, coscheml %v)", s, o, c)
+		}
+		if o > c {
+			t.Errorf("seed %d: oracle avg JCT %.0f s is worse than coscheml's %.0f s", s, o, c)
+		}
 	}
 }
