@@ -28,6 +28,9 @@ type Config struct {
 	MemReserveMiB float64 `yaml:"mem_reserve_mib"`
 	// UtilSumThreshold is the utilsum baseline's limit on summed solo GPU util (%).
 	UtilSumThreshold float64 `yaml:"utilsum_threshold"`
+	// FloorConfidence: co-locate only when a prediction clears the floor by this
+	// many standard deviations of the model's trees (0 = the prediction itself).
+	FloorConfidence float64 `yaml:"floor_confidence"`
 
 	Untagged       string `yaml:"untagged"`        // pass | exclusive
 	UnknownProfile string `yaml:"unknown_profile"` // reject | exclusive

@@ -107,24 +107,34 @@ var _ Predictor = (*Model)(nil)
 // is trained on shared runs only). It does not allocate and is safe for
 // concurrent use.
 func (m *Model) PredictSpeed(job *profile.Profile, co []*profile.Profile) float64 {
+	speed, _ := m.PredictSpeedSpread(job, co)
+	return speed
+}
+
+// PredictSpeedSpread implements SpreadPredictor: the mean of the trees' leaf values
+// and their standard deviation. Like PredictSpeed it does not allocate.
+func (m *Model) PredictSpeedSpread(job *profile.Profile, co []*profile.Profile) (speed, sd float64) {
 	var x featureVec
 	computeFeatures(job, co, &x)
 	if x[fCoCount] == 0 || len(m.Trees) == 0 {
-		return 1
+		return 1, 0
 	}
 	return m.predictVec(&x)
 }
 
-func (m *Model) predictVec(x *featureVec) float64 {
+// predictVec walks every tree for x and returns the mean leaf value and the
+// standard deviation of the leaf values.
+func (m *Model) predictVec(x *featureVec) (mean, sd float64) {
+	var s, ss float64
+	n := 0
+	leaf := func(v float64) { s, ss, n = s+v, ss+v*v, n+1 }
 	if len(m.roots) != len(m.Trees) || len(m.Trees) == 0 { // built by hand, not by Compile or Decode
-		s := 0.0
 		for i := range m.Trees {
-			s += m.Trees[i].predict(x)
+			leaf(m.Trees[i].predict(x))
 		}
-		return s / float64(len(m.Trees))
+		return meanSD(s, ss, n)
 	}
 	nodes, roots, depths := m.nodes, m.roots, m.depths
-	s := 0.0
 	k := 0
 	// Four independent walks per loop: the loads of one do not wait on another's.
 	for ; k+4 <= len(roots); k += 4 {
@@ -136,16 +146,30 @@ func (m *Model) predictVec(x *featureVec) float64 {
 			i2 = step(nodes, x, i2)
 			i3 = step(nodes, x, i3)
 		}
-		s += m.vals[i0] + m.vals[i1] + m.vals[i2] + m.vals[i3]
+		leaf(m.vals[i0])
+		leaf(m.vals[i1])
+		leaf(m.vals[i2])
+		leaf(m.vals[i3])
 	}
 	for ; k < len(roots); k++ {
 		i := roots[k]
 		for range depths[k] {
 			i = step(nodes, x, i)
 		}
-		s += m.vals[i]
+		leaf(m.vals[i])
 	}
-	return s / float64(len(roots))
+	return meanSD(s, ss, n)
+}
+
+func meanSD(s, ss float64, n int) (mean, sd float64) {
+	if n == 0 {
+		return 1, 0
+	}
+	mean = s / float64(n)
+	if v := ss/float64(n) - mean*mean; v > 0 {
+		sd = math.Sqrt(v)
+	}
+	return mean, sd
 }
 
 // TrainingMean is the mean speed of the training set: the mean predictor baseline
@@ -182,7 +206,8 @@ func (m *Model) Explain(job *profile.Profile, co []*profile.Profile) []string {
 		}
 	}
 	if len(m.Trees) > 1 {
-		out = append(out, fmt.Sprintf("forest of %d trees: speed %.3f (average)", len(m.Trees), m.predictVec(&x)))
+		mean, sd := m.predictVec(&x)
+		out = append(out, fmt.Sprintf("forest of %d trees: speed %.3f (average), trees spread %.3f (standard deviation)", len(m.Trees), mean, sd))
 	}
 	return out
 }

@@ -269,3 +269,52 @@ func TestPackedMatchesFlat(t *testing.T) {
 		}
 	}
 }
+
+// The spread is the standard deviation of the trees' own predictions, computed
+// without allocating; its mean is PredictSpeed.
+func TestPredictSpeedSpread(t *testing.T) {
+	m, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var _ SpreadPredictor = m
+	cases := []struct {
+		name string
+		job  *profile.Profile
+		co   []*profile.Profile
+	}{
+		{"light pair", prof("j", 12, 5, 2000), []*profile.Profile{prof("a", 7, 3, 1500)}},
+		{"heavy pair", prof("j", 95, 60, 8000), []*profile.Profile{prof("a", 90, 55, 9000)}},
+		{"three jobs", prof("j", 70, 40, 4000), []*profile.Profile{prof("a", 60, 30, 3000), prof("b", 20, 10, 2000)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			speed, sd := m.PredictSpeedSpread(tc.job, tc.co)
+			if speed != m.PredictSpeed(tc.job, tc.co) {
+				t.Fatalf("spread mean %v != PredictSpeed %v", speed, m.PredictSpeed(tc.job, tc.co))
+			}
+			var x featureVec
+			computeFeatures(tc.job, tc.co, &x)
+			var s, ss float64
+			for i := range m.Trees {
+				v := m.Trees[i].predict(&x)
+				s += v
+				ss += v * v
+			}
+			n := float64(len(m.Trees))
+			wantSD := math.Sqrt(ss/n - (s/n)*(s/n))
+			if math.Abs(sd-wantSD) > 1e-9 || math.Abs(speed-s/n) > 1e-9 {
+				t.Fatalf("spread (%v, %v), want (%v, %v) from the trees one by one", speed, sd, s/n, wantSD)
+			}
+			if sd <= 0 {
+				t.Errorf("30 bagged trees agree exactly (sd %v): suspicious", sd)
+			}
+			if a := testing.AllocsPerRun(100, func() { _, _ = m.PredictSpeedSpread(tc.job, tc.co) }); a != 0 {
+				t.Errorf("PredictSpeedSpread allocates %v times per call", a)
+			}
+		})
+	}
+	if speed, sd := m.PredictSpeedSpread(prof("j", 50, 20, 1000), nil); speed != 1 || sd != 0 {
+		t.Errorf("alone: (%v, %v), want (1, 0)", speed, sd)
+	}
+}

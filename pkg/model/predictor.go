@@ -9,3 +9,12 @@ import "github.com/coscheml/coscheml/pkg/profile"
 type Predictor interface {
 	PredictSpeed(job *profile.Profile, coRunners []*profile.Profile) float64
 }
+
+// SpreadPredictor is a Predictor that can also say how far its ensemble's members
+// disagree, so a caller can ask a prediction to clear a floor with some confidence.
+type SpreadPredictor interface {
+	Predictor
+	// PredictSpeedSpread returns the prediction PredictSpeed gives and the standard
+	// deviation of the members' predictions around it (0 for a single tree).
+	PredictSpeedSpread(job *profile.Profile, coRunners []*profile.Profile) (speed, sd float64)
+}

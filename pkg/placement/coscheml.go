@@ -31,11 +31,12 @@ import (
 // goroutine). The memo assumes profiles are not modified in place once used (they
 // are immutable by convention: replace a profile with a new value).
 type CoScheML struct {
-	name string
-	pred model.Predictor
-	opts Options
-	e    engine
-	memo memo
+	name   string
+	pred   model.Predictor
+	spread model.SpreadPredictor // pred's spread, when FloorConfidence > 0 and pred has one
+	opts   Options
+	e      engine
+	memo   memo
 
 	// per decision
 	req      uint32 // memo ID of the request's (profile, class)
@@ -70,8 +71,24 @@ func newCoScheML(name string, pred model.Predictor, opts Options) (*CoScheML, er
 	if err != nil {
 		return nil, fmt.Errorf("%s policy: %w", name, err)
 	}
-	return &CoScheML{name: name, pred: pred, opts: o, memo: newMemo(memoSize),
-		co: make([]*profile.Profile, 0, 8), others: make([]*profile.Profile, 0, 8), ord: make([]int32, 0, 8)}, nil
+	p := &CoScheML{name: name, pred: pred, opts: o, memo: newMemo(memoSize),
+		co: make([]*profile.Profile, 0, 8), others: make([]*profile.Profile, 0, 8), ord: make([]int32, 0, 8)}
+	if sp, ok := pred.(model.SpreadPredictor); ok && o.FloorConfidence > 0 {
+		p.spread = sp
+	}
+	return p, nil
+}
+
+// predict returns the predicted speed of job next to co and the speed that must
+// clear the floor: the prediction less FloorConfidence standard deviations of the
+// model's trees (the prediction itself when no confidence is asked).
+func (p *CoScheML) predict(job *profile.Profile, co []*profile.Profile) (speed, sure float64) {
+	if p.spread == nil {
+		speed = p.pred.PredictSpeed(job, co)
+		return speed, speed
+	}
+	speed, sd := p.spread.PredictSpeedSpread(job, co)
+	return speed, speed - p.opts.FloorConfidence*sd
 }
 
 // Name is "coscheml" or "oracle".
@@ -256,9 +273,10 @@ func (p *CoScheML) compute(res []Resident, r *Request) setResult {
 		co = append(co, res[i].Profile)
 	}
 	p.co = co
-	out := setResult{speed: p.pred.PredictSpeed(r.Profile, co), minRes: 1}
+	speed, sure := p.predict(r.Profile, co)
+	out := setResult{speed: speed, minRes: 1}
 	out.cost = 1 - out.speed
-	out.margin = out.speed - p.floorNew
+	out.margin = sure - p.floorNew
 	for _, i := range ord {
 		others := p.others[:0]
 		for _, j := range ord {
@@ -272,10 +290,10 @@ func (p *CoScheML) compute(res []Resident, r *Request) setResult {
 		}
 		others = append(others, r.Profile)
 		p.others = others
-		after := p.pred.PredictSpeed(res[i].Profile, others)
+		after, sure := p.predict(res[i].Profile, others)
 		out.cost += before - after
 		out.minRes = min(out.minRes, after)
-		out.margin = min(out.margin, after-p.opts.Floors.For(classOf(res[i].Class, res[i].Profile)))
+		out.margin = min(out.margin, sure-p.opts.Floors.For(classOf(res[i].Class, res[i].Profile)))
 	}
 	return out
 }

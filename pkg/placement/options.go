@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"github.com/coscheml/coscheml/pkg/config"
+	"math"
 
 	"github.com/coscheml/coscheml/pkg/profile"
 )
@@ -58,6 +59,12 @@ type Options struct {
 	// UtilSumThreshold is the UtilSum baseline's limit on the summed solo SM
 	// utilization (%) of the jobs on one GPU (default 100).
 	UtilSumThreshold float64
+	// FloorConfidence asks Co-scheML's predictions to clear the floors by this many
+	// standard deviations of the model's trees (model.SpreadPredictor): a job is
+	// co-located only if speed - FloorConfidence*spread >= its floor. 0 (default)
+	// compares the prediction itself; predictors without a spread (the oracle's
+	// truth) are unaffected.
+	FloorConfidence float64
 	// Seed drives the Random baseline.
 	Seed uint64
 }
@@ -102,6 +109,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("placement option share_slots = %d: want >= 0", o.ShareSlots)
 	case o.MemReserveMiB < 0:
 		return o, fmt.Errorf("placement option mem_reserve_mib = %g: want >= 0", o.MemReserveMiB)
+	case o.FloorConfidence < 0 || o.FloorConfidence > 5 || math.IsNaN(o.FloorConfidence):
+		return o, fmt.Errorf("placement option floor_confidence = %g: want 0..5", o.FloorConfidence)
 	case o.UtilSumThreshold < 0:
 		return o, fmt.Errorf("placement option utilsum_threshold = %g: want >= 0", o.UtilSumThreshold)
 	}
@@ -127,5 +136,6 @@ func OptionsFromConfig(cfg config.Config) Options {
 	o.PreferShareSpeed = cfg.PreferShareSpeed
 	o.MemReserveMiB = cfg.MemReserveMiB
 	o.UtilSumThreshold = cfg.UtilSumThreshold
+	o.FloorConfidence = cfg.FloorConfidence
 	return o
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/coscheml/coscheml/pkg/config"
+	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/profile"
 )
 
@@ -566,8 +567,7 @@ func TestClassFromProfile(t *testing.T) {
 func TestDefaultsMatchConfig(t *testing.T) {
 	cfg := config.Default()
 	d := DefaultOptions()
-	got := Options{Floors: Floors(cfg.SpeedFloor), MaxCoRunners: cfg.MaxCoRunners, PreferShareSpeed: cfg.PreferShareSpeed,
-		MemReserveMiB: cfg.MemReserveMiB, UtilSumThreshold: cfg.UtilSumThreshold}
+	got := OptionsFromConfig(cfg)
 	if got != d || cfg.SlotsPerGPU != DefaultSlots {
 		t.Fatalf("config defaults %+v with %d slots; placement %+v with %d", got, cfg.SlotsPerGPU, d, DefaultSlots)
 	}
@@ -635,5 +635,50 @@ func TestShareSlotsOption(t *testing.T) {
 	}
 	if got := mustPolicy(t, "coscheml", opts).(*CoScheML).Options(); got.ShareSlots != 1 || got.Floors != DefaultOptions().Floors {
 		t.Fatalf("options in effect: %+v", got)
+	}
+}
+
+// spreadPred is fakePred with a fixed disagreement among ensemble members.
+type spreadPred struct {
+	fakePred
+	sd float64
+}
+
+func (s spreadPred) PredictSpeedSpread(job *profile.Profile, co []*profile.Profile) (float64, float64) {
+	if len(co) == 0 {
+		return 1, 0
+	}
+	return s.PredictSpeed(job, co), s.sd
+}
+
+// FloorConfidence makes a prediction clear the floor by k spreads: the same pair
+// shares at k = 0 and waits at k = 2; the oracle's truth (no spread) is unaffected.
+func TestFloorConfidence(t *testing.T) {
+	c := NewCluster(1, 1, 24000, 4)
+	put(c, "1", heavyA, 0, 0, 2)
+	r := req("2", heavyB, 1) // predicted 0.55 and 0.575
+	pred := spreadPred{fakePred{0.5}, 0.05}
+	for _, tt := range []struct {
+		k     float64
+		pred  model.Predictor
+		want  Action
+		floor float64
+	}{
+		{0, pred, ActionShare, 0.5},
+		{0.9, pred, ActionShare, 0.5},        // 0.55 - 0.045 = 0.505 clears 0.5
+		{2, pred, ActionWait, 0.5},           // 0.55 - 0.10 = 0.45 does not
+		{2, pred.fakePred, ActionShare, 0.5}, // no spread to subtract
+	} {
+		opts := Options{Floors: Floors{HPC: tt.floor, Train: tt.floor, Infer: 0.9}, FloorConfidence: tt.k}
+		p, err := NewCoScheML(tt.pred, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := p.Place(c, r); d.Action != tt.want {
+			t.Errorf("k %v (%T): %v, want %v (%s)", tt.k, tt.pred, d.Action, tt.want, d.Reason)
+		}
+	}
+	if _, err := NewCoScheML(pred, Options{FloorConfidence: -1}); err == nil {
+		t.Error("negative floor_confidence accepted")
 	}
 }
