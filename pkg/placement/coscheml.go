@@ -343,6 +343,10 @@ func (p *CoScheML) explainGPU(c *Cluster, r *Request, gi int32) string {
 		fmt.Fprintf(&b, ", job %s %.2f (floor %.2f)", profile.Sanitize(rs.JobID), p.pred.PredictSpeed(rs.Profile, others), p.opts.Floors.For(classOf(rs.Class, rs.Profile)))
 	}
 	fmt.Fprintf(&b, "; interference cost %.2f", res.cost)
+	if p.spread != nil {
+		// Otherwise a wait with every prediction above its floor would read as a bug.
+		fmt.Fprintf(&b, "; floors tested at speed - %.2g x spread of the model's trees (floor_confidence)", p.opts.FloorConfidence)
+	}
 	return b.String()
 }
 

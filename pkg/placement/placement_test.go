@@ -674,8 +674,13 @@ func TestFloorConfidence(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := p.Place(c, r); d.Action != tt.want {
+		d := p.Place(c, r)
+		if d.Action != tt.want {
 			t.Errorf("k %v (%T): %v, want %v (%s)", tt.k, tt.pred, d.Action, tt.want, d.Reason)
+		}
+		_, hasSpread := tt.pred.(model.SpreadPredictor)
+		if named := strings.Contains(d.Reason, "floor_confidence"); named != (tt.k > 0 && hasSpread) {
+			t.Errorf("k %v (%T): reason names floor_confidence = %v: %s", tt.k, tt.pred, named, d.Reason)
 		}
 	}
 	if _, err := NewCoScheML(pred, Options{FloorConfidence: -1}); err == nil {

@@ -31,12 +31,19 @@ func speed(t *csvtab.Table, col string) (float64, error) {
 	return v, err
 }
 
-// util reads the optional shared-GPU utilization percentage (absent or empty = 0).
-func util(t *csvtab.Table, col string) (float64, error) {
-	if t.Str(col) == "" {
-		return 0, nil
+// measurements reads a row's two speeds and the optional shared-GPU utilization
+// percentage (column gpu_util; absent or empty = 0) into p.
+func measurements(t *csvtab.Table, p *Pair, colA, colB string) (err error) {
+	if p.SpeedA, err = speed(t, colA); err != nil {
+		return err
 	}
-	return t.Float(col, 0, 100)
+	if p.SpeedB, err = speed(t, colB); err != nil {
+		return err
+	}
+	if t.Str("gpu_util") != "" {
+		p.Util, err = t.Float("gpu_util", 0, 100)
+	}
+	return err
 }
 
 // readPairs drives a pair CSV: row turns the current row into a pair, or ok=false
@@ -85,13 +92,7 @@ func ReadLucidPairs(r io.Reader) ([]Pair, error) {
 		if p.B, err = profile.LucidRowTag(t, "model2", "batchsize2", "amp2"); err != nil {
 			return p, false, err
 		}
-		if p.SpeedA, err = speed(t, "speed1"); err != nil {
-			return p, false, err
-		}
-		if p.SpeedB, err = speed(t, "speed2"); err != nil {
-			return p, false, err
-		}
-		p.Util, err = util(t, "gpu_util")
+		err = measurements(t, &p, "speed1", "speed2")
 		return p, err == nil, err
 	})
 }
@@ -113,13 +114,7 @@ func ReadGenericPairs(r io.Reader) ([]Pair, error) {
 				return p, false, t.Errf(col, "%v", err)
 			}
 		}
-		if p.SpeedA, err = speed(t, "speed_a"); err != nil {
-			return p, false, err
-		}
-		if p.SpeedB, err = speed(t, "speed_b"); err != nil {
-			return p, false, err
-		}
-		p.Util, err = util(t, "gpu_util")
+		err = measurements(t, &p, "speed_a", "speed_b")
 		return p, err == nil, err
 	})
 }
