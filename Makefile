@@ -1,7 +1,8 @@
 # coscheml: interference-aware GPU co-location for Slurm.
 #
 #   make build        programs into bin/, libcoscheml.so and the Slurm plugin into lib/
-#   make test         go vet, unit tests, and the Slurm integration suite (root)
+#   make test         go vet, the shim checks, unit tests, and the Slurm integration suite (root)
+#   make shim-check   the plugin against every Slurm header set + C harness (+ ASan)
 #   make demo         the simulator on the shipped data: comparison table + report
 #   make bench        benchmarks, short
 #   make fuzz         every fuzz target for FUZZTIME each
@@ -37,7 +38,7 @@ export CGO_CFLAGS
 PROGRAMS := coscheml coscheml-train coscheml-node
 BINS     := $(addprefix bin/,$(PROGRAMS))
 
-.PHONY: all build programs libcoscheml plugin test vet unit integration bench fuzz \
+.PHONY: all build programs libcoscheml plugin test vet unit integration bench fuzz shim-check \
         demo install uninstall clean help
 
 all: build
@@ -65,14 +66,30 @@ plugin:
 		echo "make: install the headers (Debian/Ubuntu: apt-get install libslurm-dev) and run make build again."; \
 	fi
 
-# make test: static checks, unit tests, then the Slurm integration suite.
-test: vet unit integration
+# make test: static checks, the shim across Slurm releases, unit tests, then the
+# Slurm integration suite.
+test: vet shim-check unit integration
 
 vet:
 	$(GO) vet ./...
 
-unit:
-	$(GO) test ./...
+# The C tests of cmd/libcoscheml (abi.c, harness.c) load the freshly built library.
+unit: libcoscheml
+	LIBCOSCHEML_SO=$(CURDIR)/lib/libcoscheml.so $(GO) test ./...
+
+# The shim compiled with -Wall -Wextra -Werror against every Slurm release's public
+# headers (../shared/slurm/headers/<version>/, developers and CI only), the C
+# harness run through each build into lib/libcoscheml.so, then once under
+# AddressSanitizer. Without that folder, make unit still checks the system's headers.
+SLURM_HEADER_SETS ?= $(CURDIR)/../shared/slurm/headers
+shim-check: libcoscheml
+	@if [ ! -d "$(SLURM_HEADER_SETS)" ]; then \
+		echo "make: SKIPPING shim-check: $(SLURM_HEADER_SETS) not found (the Slurm header sets of every release are in the developers' ../shared/slurm; make unit checks the system's headers)"; \
+	else \
+		echo "== shim against $$(ls $(SLURM_HEADER_SETS) | tr '\n' ' ')"; \
+		LIBCOSCHEML_SO=$(CURDIR)/lib/libcoscheml.so COSCHEML_SLURM_HEADERS=$(SLURM_HEADER_SETS) \
+			$(GO) test -count=1 -v -run '^TestC(ABI|Shim)$$' ./cmd/libcoscheml; \
+	fi
 
 # Real slurmctld/slurmd/munge on loopback; needs root, installs the Debian packages
 # slurm-wlm, munge and libslurm-dev when missing, builds what it needs itself, and

@@ -8,17 +8,19 @@ import (
 
 // initGo replaces the engine with one loaded from path; it returns 0 when
 // everything loaded, 1 when the engine runs degraded (pass-through for what is
-// broken; the reasons go to the first job's log).
-func initGo(path string) int {
+// broken; the reasons go to the first job's log), and lines for slurmctld's log.
+// slurmVer is the shim's SLURM_VERSION_NUMBER, slurmConf slurmctld's slurm.conf
+// ("" when the shim could not tell).
+func initGo(path string, slurmVer uint32, slurmConf string) (int, string) {
 	e := submit.New(submit.DefaultSources(path), submit.Options{})
 	e.Start()
 	if old := engine.Swap(e); old != nil {
 		old.Close()
 	}
 	if len(e.Problems()) > 0 {
-		return 1
+		return 1, ""
 	}
-	return 0
+	return 0, ""
 }
 
 // decideGo asks the engine; without one (init failed or not called) every job is
