@@ -119,6 +119,7 @@ install: build
 	install -d "$(DESTDIR)$(COSCHEML_LIBDIR)"
 	install -m 0755 lib/libcoscheml.so "$(DESTDIR)$(COSCHEML_LIBDIR)/"
 	@if [ -f lib/job_submit_coscheml.so ]; then \
+		$(MAKE) --no-print-directory check-slurm-release || exit 1; \
 		echo "install -m 0755 lib/job_submit_coscheml.so $(DESTDIR)$(SLURM_PLUGINDIR)/"; \
 		install -d "$(DESTDIR)$(SLURM_PLUGINDIR)" && \
 		install -m 0755 lib/job_submit_coscheml.so "$(DESTDIR)$(SLURM_PLUGINDIR)/"; \
@@ -153,6 +154,28 @@ install: build
 	done
 	install -m 0644 etc/examples/*.yaml "$(DESTDIR)$(DOCDIR)/examples/"
 
+# slurmctld loads a job_submit plugin only if it was built for exactly its release
+# (major.minor.micro), and a refused plugin stops slurmctld at start. So install
+# refuses a plugin built for another release than the installed slurmctld's.
+# SLURMCTLD names the daemon (default: on PATH, /usr/sbin, /usr/local/sbin);
+# SLURM_RELEASE_CHECK=no skips the check (packaging for another machine).
+SLURMCTLD ?= $(firstword $(shell command -v slurmctld 2>/dev/null) $(wildcard /usr/sbin/slurmctld /usr/local/sbin/slurmctld))
+SLURM_RELEASE_CHECK ?= yes
+.PHONY: check-slurm-release
+check-slurm-release: programs
+	@if [ "$(SLURM_RELEASE_CHECK)" = no ]; then \
+		echo "make: SLURM_RELEASE_CHECK=no: not checking the plugin against the installed slurmctld"; \
+	elif [ -z "$(SLURMCTLD)" ]; then \
+		echo "make: no slurmctld found (PATH, /usr/sbin, /usr/local/sbin): cannot check the plugin's Slurm release." >&2; \
+		echo "make: name it with SLURMCTLD=/path/to/slurmctld, or SLURM_RELEASE_CHECK=no when installing for another machine." >&2; \
+		exit 1; \
+	elif ! bin/coscheml preflight --plugin-only --plugin lib/job_submit_coscheml.so --slurmctld "$(SLURMCTLD)"; then \
+		echo "make: NOT installing: lib/job_submit_coscheml.so was built with the headers in $(SLURM_INCLUDE) for another Slurm release than $(SLURMCTLD)." >&2; \
+		echo "make: slurmctld would refuse the plugin and not start. Rebuild against the headers of the installed release:" >&2; \
+		echo "make:     make clean && make SLURM_INCLUDE=<that release's prefix>/include build && make install" >&2; \
+		exit 1; \
+	fi
+
 # Removes what install put in place except the configuration (and the data under
 # /var/lib/coscheml, which install never creates).
 uninstall:
@@ -164,5 +187,5 @@ uninstall:
 	@echo "make: kept $(DESTDIR)$(SYSCONFDIR)/coscheml/ (remove it by hand if you want)"
 
 clean:
-	rm -rf bin demo-report lib/libcoscheml.so lib/libcoscheml.h
+	rm -rf bin demo-report lib/libcoscheml.so lib/libcoscheml.h lib/slurm-*
 	-$(MAKE) -C plugin-c clean

@@ -50,6 +50,8 @@ extern void slurm_error(const char *fmt, ...)
 const char plugin_name[] = "coscheml interference-aware GPU co-location";
 const char plugin_type[] = "job_submit/coscheml";
 const uint32_t plugin_version = SLURM_VERSION_NUMBER;
+/* The interface to libcoscheml.so, readable by `coscheml preflight` from the file. */
+const uint32_t coscheml_plugin_abi = COSCHEML_ABI_VERSION;
 
 /*
  * The job ID field: 25.11 removed job_desc_msg_t.job_id; the ID lives in

@@ -65,6 +65,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			modelCommand(),
 			explainCommand(),
 			simulateCommand(),
+			preflightCommand(),
 		},
 		// A bare "coscheml" or an unknown command is a usage error, not a silent
 		// success.

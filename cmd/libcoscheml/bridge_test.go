@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/submit"
 )
 
@@ -257,4 +259,84 @@ func TestCShim(t *testing.T) {
 		got := runC(t, []string{"ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:exitcode=23"}, harness, shim, so, cfg)
 		wantLines(t, "asan harness", got, wants)
 	})
+}
+
+// TestSafeMode: a slurm.conf whose SelectTypeParameters make first-fit steering
+// impossible puts the library in safe mode, said once at init; tagged jobs then
+// get all shards of one GPU on any node (no node or GPU pinned), and bad tags are
+// still refused. A plain slurm.conf, or none, keeps normal placement.
+func TestSafeMode(t *testing.T) {
+	t.Cleanup(func() {
+		if e := engine.Swap(nil); e != nil {
+			e.Close()
+		}
+	})
+	cfgPath := writeConfig(t, "")
+	dir := filepath.Dir(cfgPath)
+	f, err := os.Open(filepath.Join("..", "..", "models", "data", "lucid-train", "solo_profiles.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := profile.ReadLucidSolo(f)
+	f.Close()
+	if err != nil || len(ps) == 0 {
+		t.Fatalf("lucid profiles: %v", err)
+	}
+	store, err := profile.Open(filepath.Join(dir, "profiles"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Put(ps[0]); err != nil {
+		t.Fatal(err)
+	}
+	conf := func(params string) string {
+		p := filepath.Join(t.TempDir(), "slurm.conf")
+		text := "SelectType=select/cons_tres\nSelectTypeParameters=" + params +
+			"\nGresTypes=gpu,shard\nNodeName=n[1-3] CPUs=8 Gres=gpu:h200:4,shard:16\n"
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	job := submit.JobFields{Comment: "coscheml:app=" + ps[0].Tag, TresPerNode: "gres/gpu:1", MinNodes: 1, JobID: submit.NoVal}
+	for _, tc := range []struct {
+		name, slurmConf string
+		safe            bool
+	}{
+		{"LL_SHARED_GRES", conf("CR_Core,LL_SHARED_GRES"), true},
+		{"plain", conf("CR_Core"), false},
+		{"unknown slurm.conf", "", false},
+		{"unreadable slurm.conf", filepath.Join(t.TempDir(), "missing.conf"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc, log := initGo(cfgPath, 0x190b07, tc.slurmConf)
+			if rc != 0 {
+				t.Fatalf("init rc %d: %v", rc, engine.Load().Problems())
+			}
+			if got := strings.Count(log, "SAFE MODE"); got != map[bool]int{true: 1, false: 0}[tc.safe] {
+				t.Fatalf("init log says SAFE MODE %d times:\n%s", got, log)
+			}
+			// The engine reads the residency store in the background: wait for it.
+			var r submit.Result
+			for i := 0; i < 100; i++ {
+				if r = decideGo(job); !strings.Contains(r.Log, "not loaded yet") {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if r.Code != submit.Rewrite {
+				t.Fatalf("tagged job: %+v", r)
+			}
+			if tc.safe {
+				if r.TresPerNode != "gres/shard:4" || r.ReqNodes != "" {
+					t.Errorf("safe mode: want all 4 shards of one GPU on any node, got tres=%q nodes=%q (%s)", r.TresPerNode, r.ReqNodes, r.Log)
+				}
+			} else if r.ReqNodes == "" {
+				t.Errorf("normal mode: the job should be pinned to a node: %+v", r)
+			}
+			if bad := decideGo(submit.JobFields{Comment: "coscheml:app=../x", TresPerNode: "gres/gpu:1", JobID: submit.NoVal}); bad.Code != submit.Reject {
+				t.Errorf("a bad tag must still be refused: %+v", bad)
+			}
+		})
+	}
 }
