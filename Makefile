@@ -3,6 +3,7 @@
 #   make build        programs into bin/, libcoscheml.so and the Slurm plugin into lib/
 #   make test         go vet, the shim checks, unit tests, and the Slurm integration suite (root)
 #   make shim-check   the plugin against every Slurm header set + C harness (+ ASan)
+#   make integration-matrix  the integration suite on every Slurm release (root)
 #   make demo         the simulator on the shipped data: comparison table + report
 #   make bench        benchmarks, short
 #   make fuzz         every fuzz target for FUZZTIME each
@@ -38,13 +39,13 @@ export CGO_CFLAGS
 PROGRAMS := coscheml coscheml-train coscheml-node
 BINS     := $(addprefix bin/,$(PROGRAMS))
 
-.PHONY: all build programs libcoscheml plugin test vet unit integration bench fuzz shim-check \
+.PHONY: all build programs libcoscheml plugin test vet unit integration integration-matrix bench fuzz shim-check \
         demo install uninstall clean help
 
 all: build
 
 help:
-	@sed -n '3,10p' Makefile | sed 's/^# *//'
+	@sed -n '3,12p' Makefile | sed 's/^# *//'
 
 build: programs libcoscheml plugin
 
@@ -94,8 +95,18 @@ shim-check: libcoscheml
 # Real slurmctld/slurmd/munge on loopback; needs root, installs the Debian packages
 # slurm-wlm, munge and libslurm-dev when missing, builds what it needs itself, and
 # skips with a message without root.
+#
+# COSCHEML_SLURM_PREFIX picks the Slurm installation (default /usr, Debian's
+# packages; a source build from .ci/build-slurm VERSION lives in
+# /var/cache/coscheml/slurm/VERSION). Only one suite may run at a time on a host.
 integration:
-	$(GO) test -tags integration -count=1 -timeout 25m -v ./slurm/integration/...
+	flock /tmp/coscheml-integration.lock $(GO) test -tags integration -count=1 -timeout 40m -v ./slurm/integration/...
+
+# The suite on Debian's Slurm and on every source release (built into
+# /var/cache/coscheml/slurm when missing), MATRIX_RUNS times each.
+MATRIX_RUNS ?= 1
+integration-matrix:
+	.ci/integration-matrix $(MATRIX_RUNS)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./...

@@ -528,6 +528,9 @@ func (c *cluster) writeSlurmConf() {
 	p("MailProg=/bin/true")
 	p("ReturnToService=2")
 	p("MaxJobCount=20000")
+	// Newer releases hold a batch job up to 3 s before trying to start it; the
+	// suite starts jobs one by one and waits for each.
+	p("SchedulerParameters=batch_sched_delay=0")
 	p("MinJobAge=600")
 	p("GresTypes=gpu,shard")
 	p("PluginDir=%s:%s", c.a.slurm.pluginDir, c.a.pluginDir)

@@ -239,8 +239,8 @@ func TestPinning(t *testing.T) {
 					continue
 				}
 				started, landed := 0, 0
-				for seed := int64(1); seed <= 3; seed++ {
-					s, l := measureSlurmPick(t, c, rule.typed, seed, 8)
+				for seed := int64(1); seed <= 2; seed++ {
+					s, l := measureSlurmPick(t, c, rule.typed, seed, 7)
 					started += s
 					landed += l
 					c.waitIdle(30 * time.Second)
@@ -259,8 +259,20 @@ func TestPinning(t *testing.T) {
 
 			// The plugin's own placements, each checked against Slurm's allocation.
 			c.measureOnly = !pc.firstFitHolds
-			pluginSeries(t, c, 12)
+			pluginSeries(t, c, 10)
 			c.reportPins("first-fit")
+			if strings.Contains(pc.topo.selectParams, "LL_SHARED_GRES") {
+				// First-fit steering is impossible here: the plugin says so once at
+				// start and pins nothing.
+				if n := c.countLog("job_submit/coscheml", "SAFE MODE"); n != 1 {
+					t.Errorf("the SAFE MODE line is in slurmctld's log %d times, want once", n)
+				} else {
+					t.Logf("start-up: %s", c.lastLogLine("SAFE MODE"))
+				}
+				if c.pins.checked != 0 {
+					t.Errorf("safe mode: %d placements were pinned to a GPU", c.pins.checked)
+				}
+			}
 		})
 	}
 }
