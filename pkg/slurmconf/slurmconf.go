@@ -29,6 +29,10 @@ type Conf struct {
 	SelectTypeParameters []string
 	GresTypes            []string
 	Nodes                []Node
+	// GPUAffinity says why gres.conf binds GPUs to cores ("" when it does
+	// not): a Cores=/CPUs= on a gpu or shard line, or AutoDetect (which reads the
+	// binding from the driver). Set by AddGresConf.
+	GPUAffinity string
 	// Keys holds the other KEY=VALUE lines that are a single pair (PluginDir,
 	// JobSubmitPlugins, SlurmUser, ...), by lower-cased key; the last one wins.
 	Keys map[string]string
@@ -353,6 +357,73 @@ func cut(s string) string {
 	return strconv.Quote(s)
 }
 
+// AddGresConf reads gres.conf for what matters to pinning: whether GPUs are bound
+// to cores.
+func (c *Conf) AddGresConf(r io.Reader, name string) error {
+	sc := bufio.NewScanner(io.LimitReader(r, maxFileBytes))
+	sc.Buffer(make([]byte, 64<<10), maxLineBytes)
+	lineNo := 0
+	for sc.Scan() {
+		lineNo++
+		line := sc.Text()
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		kvs, err := splitPairs(line)
+		if err != nil {
+			return fmt.Errorf("%s line %d: %w", name, lineNo, err)
+		}
+		gpuLine := false
+		for _, kv := range kvs {
+			if strings.EqualFold(kv[0], "name") && (strings.EqualFold(kv[1], "gpu") || strings.EqualFold(kv[1], "shard")) {
+				gpuLine = true
+			}
+		}
+		for _, kv := range kvs {
+			k := strings.ToLower(kv[0])
+			switch {
+			case k == "autodetect" && !strings.EqualFold(kv[1], "off") && c.GPUAffinity == "":
+				c.GPUAffinity = fmt.Sprintf("%s line %d: AutoDetect=%s (the driver's core binding)", name, lineNo, kv[1])
+			case gpuLine && (k == "cores" || k == "cpus") && c.GPUAffinity == "":
+				c.GPUAffinity = fmt.Sprintf("%s line %d: %s=%s", name, lineNo, kv[0], kv[1])
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%s line %d: %w", name, lineNo+1, err)
+	}
+	return nil
+}
+
+// LoadWithGres is Load plus gres.conf from slurm.conf's folder, when it exists.
+func LoadWithGres(path string) (*Conf, error) {
+	c, err := Load(path)
+	if err != nil {
+		return nil, err
+	}
+	gres := filepath.Join(filepath.Dir(path), "gres.conf")
+	f, err := os.Open(gres)
+	if errors.Is(err, os.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading gres.conf: %w", err)
+	}
+	defer f.Close()
+	if err := c.AddGresConf(f, gres); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// affinityOrdersShards is the first release whose shard pick prefers GPUs bound
+// to the job's cores (24.05.4), as a SLURM_VERSION_NUMBER.
+const affinityOrdersShards = 0x180504
+
 // Steering modes: how a placement is made to land on the chosen GPU.
 const (
 	// FirstFit sizes a shard request so that Slurm's first-fit pick lands on
@@ -363,14 +434,20 @@ const (
 	Typed = "typed"
 )
 
-// CheckSteering returns nil when mode can pin placements on this configuration,
-// else why not (one sentence for slurmctld's log and `coscheml preflight`).
-func (c *Conf) CheckSteering(mode string) error {
+// CheckSteering returns nil when mode can pin placements on this configuration
+// and Slurm release (a SLURM_VERSION_NUMBER, 0 = unknown: assume the newest
+// behaviour), else why not (one sentence for slurmctld's log and `coscheml
+// preflight`).
+func (c *Conf) CheckSteering(mode string, slurmVersion uint32) error {
 	switch mode {
 	case FirstFit:
 		if c.LeastLoadedSharedGres() {
 			return errors.New("SelectTypeParameters=LL_SHARED_GRES makes Slurm give a shard request the least-loaded GPU, " +
 				"so first-fit steering cannot choose the GPU (per-GPU types and the typed mode can)")
+		}
+		if c.GPUAffinity != "" && (slurmVersion == 0 || slurmVersion >= affinityOrdersShards) {
+			return fmt.Errorf("GPUs are bound to cores (%s) and Slurm 24.05.4+ picks shards by that binding, "+
+				"so first-fit steering cannot choose the GPU (per-GPU types and the typed mode can)", c.GPUAffinity)
 		}
 		return nil
 	case Typed:

@@ -53,10 +53,10 @@ func TestParse(t *testing.T) {
 			if got, why := c.PerGPUTypes(); got != tc.typed {
 				t.Errorf("PerGPUTypes = %v (%s), want %v", got, why, tc.typed)
 			}
-			if got := c.CheckSteering(FirstFit) == nil; got != tc.firstFit {
+			if got := c.CheckSteering(FirstFit, 0) == nil; got != tc.firstFit {
 				t.Errorf("first-fit possible = %v, want %v", got, tc.firstFit)
 			}
-			if got := c.CheckSteering(Typed) == nil; got != tc.typedOK {
+			if got := c.CheckSteering(Typed, 0) == nil; got != tc.typedOK {
 				t.Errorf("typed possible = %v, want %v", got, tc.typedOK)
 			}
 			if len(c.Nodes) != tc.nodes {
@@ -101,7 +101,7 @@ func TestParseErrors(t *testing.T) {
 	if err != nil || c.Get("PluginDir") != "/a:/b" || c.Get("JobSubmitPlugins") != "lua,coscheml" || c.Get("PartitionName") != "" {
 		t.Errorf("single-pair keys: %+v %v", c, err)
 	}
-	if err := (&Conf{}).CheckSteering("sideways"); err == nil {
+	if err := (&Conf{}).CheckSteering("sideways", 0); err == nil {
 		t.Error("an unknown mode must be an error")
 	}
 }
@@ -140,6 +140,47 @@ func TestLoadInclude(t *testing.T) {
 	}
 }
 
+func TestGresConf(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		affinity   bool
+	}{
+		{"even spread", "NodeName=n[1-4] Name=gpu Type=h200 File=/dev/nvidia[0-3]\nNodeName=n[1-4] Name=shard Count=16\n", false},
+		{"cores", "NodeName=n1 Name=gpu Type=h200 File=/dev/nvidia0 Cores=0-3\n", true},
+		{"old CPUs", "Name=gpu File=/dev/nvidia0 CPUs=0-7\n", true},
+		{"autodetect", "AutoDetect=nvml\nName=shard Count=16\n", true},
+		{"autodetect off", "AutoDetect=off\nName=gpu File=/dev/nvidia0\n", false},
+		{"cores on another gres", "Name=nic File=/dev/ib0 Cores=0-3\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse(strings.NewReader(plain))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.AddGresConf(strings.NewReader(tc.text), "gres.conf"); err != nil {
+				t.Fatal(err)
+			}
+			if (c.GPUAffinity != "") != tc.affinity {
+				t.Fatalf("GPUAffinity = %q, want affinity %v", c.GPUAffinity, tc.affinity)
+			}
+			// First-fit fails with affinity from 24.05.4 on, holds before.
+			if got := c.CheckSteering(FirstFit, 0x180b07) == nil; got != !tc.affinity {
+				t.Errorf("24.11.7: first-fit possible = %v", got)
+			}
+			if c.CheckSteering(FirstFit, 0x170b0b) != nil {
+				t.Errorf("23.11.11: first-fit must not depend on affinity")
+			}
+		})
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "slurm.conf"), []byte(plain), 0o644)
+	os.WriteFile(filepath.Join(dir, "gres.conf"), []byte("Name=gpu File=/dev/nvidia0 Cores=0-3\n"), 0o644)
+	c, err := LoadWithGres(filepath.Join(dir, "slurm.conf"))
+	if err != nil || !strings.Contains(c.GPUAffinity, "gres.conf line 1: Cores=0-3") {
+		t.Fatalf("LoadWithGres: %+v %v", c, err)
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{plain, typed, "NodeName=a Gres=gpu:a100:2(S:0-1),shard:1K\n", `A="b`, "Include x\n"} {
 		f.Add(s)
@@ -152,8 +193,9 @@ func FuzzParse(f *testing.F) {
 		// Whatever parsed answers every question without panicking.
 		c.LeastLoadedSharedGres()
 		c.PerGPUTypes()
-		_ = c.CheckSteering(FirstFit)
-		_ = c.CheckSteering(Typed)
+		_ = c.AddGresConf(strings.NewReader(s), "gres.conf")
+		_ = c.CheckSteering(FirstFit, 0)
+		_ = c.CheckSteering(Typed, 0)
 		for _, n := range c.Nodes {
 			for _, g := range n.Gres {
 				if g.Count < 0 {

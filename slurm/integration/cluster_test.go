@@ -247,8 +247,7 @@ type cluster struct {
 	plugin  bool          // JobSubmitPlugins=coscheml in slurm.conf
 	topo    topology      // how the GPUs are described to Slurm
 
-	pins        tally // placements checked against Slurm's allocation
-	measureOnly bool  // a placement on another GPU is logged, not an error
+	pins tally // placements checked against Slurm's allocation
 
 	ctld    *proc
 	ctldLog string // slurmctld's own log file

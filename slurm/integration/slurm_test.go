@@ -314,6 +314,14 @@ func testBadInput(t *testing.T, c *cluster) {
 	} else {
 		t.Logf("scontrol update to %s -> comment %q TresPerNode=%s", lightB, j.Comment, j.TresPerNode)
 	}
+	// The library told the update of job <held> from a new submission: the job
+	// ID reached it (25.11+ moved it to step_id.job_id; scontrol sends job_id_str).
+	if n := c.countLog("job_submit/coscheml", "modify job="+strconv.Itoa(held)+" "); n == 0 {
+		t.Errorf("no \"modify job=%d\" line: the library did not see the job ID of the update:\n%s", held, c.lastLogLine("job_submit/coscheml: modify"))
+	}
+	if n := c.countLog("job_submit/coscheml", "submit job=new "); n == 0 {
+		t.Errorf("no \"submit job=new\" line: a new submission was not told from an update")
+	}
 	c.cancel(held)
 	c.mustCtldAlive()
 
