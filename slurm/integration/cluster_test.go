@@ -529,7 +529,10 @@ func (c *cluster) writeSlurmConf() {
 	p("MaxJobCount=20000")
 	// Newer releases hold a batch job up to 3 s before trying to start it; the
 	// suite starts jobs one by one and waits for each.
-	p("SchedulerParameters=batch_sched_delay=0")
+	// 23.11-25.11 without accounting storage (the "none" plugin is gone): the
+	// main scheduler skips a job as "has invalid account" and only backfill
+	// starts it, every bf_interval (default 30 s).
+	p("SchedulerParameters=batch_sched_delay=0,bf_interval=1")
 	p("MinJobAge=600")
 	p("GresTypes=gpu,shard")
 	p("PluginDir=%s:%s", c.a.slurm.pluginDir, c.a.pluginDir)
@@ -1087,6 +1090,24 @@ func (c *cluster) waitRan(ids []int, terminal func(string) bool, d time.Duration
 			return q, requeued
 		}
 		time.Sleep(time.Second)
+	}
+}
+
+// waitNoJobs waits until no job is pending, running or completing, then lets the
+// library's residency reads see the Epilogs.
+func (c *cluster) waitNoJobs(d time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		out, err := c.run("squeue", "-h", "-t", "PD,R,CG,CF", "-o", "%i")
+		if err == nil && strings.TrimSpace(out) == "" {
+			time.Sleep(residencySettle)
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("jobs still queued after %v: %s", d, out)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

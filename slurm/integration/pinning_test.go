@@ -244,7 +244,7 @@ func TestPinning(t *testing.T) {
 					s, l := measureSlurmPick(t, c, rule.typed, seed, 7)
 					started += s
 					landed += l
-					c.waitIdle(30 * time.Second)
+					c.waitNoJobs(60 * time.Second)
 				}
 				line := fmt.Sprintf("slurm=%s topology=%q rule=%s requests=%d as_predicted=%d",
 					a.slurm.version, pc.topo, rule.name, started, landed)
@@ -295,7 +295,7 @@ func pluginSeries(t *testing.T, c *cluster, n int) {
 	var ids []int
 	defer func() {
 		c.cancel(ids...)
-		c.waitIdle(30 * time.Second)
+		c.waitNoJobs(60 * time.Second)
 	}()
 	for k := 0; k < n; k++ {
 		tag := tags[rng.Intn(len(tags))]
