@@ -171,7 +171,7 @@ func runPreflight(c *cli.Context) error {
 	// Can placements be pinned with this slurm.conf?
 	if sc != nil {
 		mode := slurmconf.FirstFit
-		if err := sc.CheckSteering(mode, versionNumber(ctldVersion)); err != nil {
+		if err := sc.CheckSteering(mode); err != nil {
 			p.warn("pinning", "SAFE MODE at start: %v; tagged jobs will run on whole GPUs, no co-location", err)
 		} else {
 			p.ok("pinning", "%s pinning works with %s", mode, confPath)
@@ -301,15 +301,6 @@ func slurmctldVersion(ctx context.Context, path string) (string, error) {
 		return "", fmt.Errorf("%s -V printed no version: %q", path, sanitize(string(out)))
 	}
 	return m[1], nil
-}
-
-// versionNumber turns "24.11.7" into SLURM_VERSION_NUMBER form (0 if unknown).
-func versionNumber(v string) uint32 {
-	var a, b, c uint32
-	if n, _ := fmt.Sscanf(v, "%d.%d.%d", &a, &b, &c); n != 3 {
-		return 0
-	}
-	return a<<16 | b<<8 | c
 }
 
 // findPlugin looks for the plugin in slurm.conf's PluginDir, then the usual

@@ -19,7 +19,7 @@ import (
 func initGo(path string, slurmVer uint32, slurmConf string) (int, string) {
 	src := submit.DefaultSources(path)
 	var notes []string
-	if why := pinningImpossible(slurmConf, slurmVer); why != "" {
+	if why := pinningImpossible(slurmConf); why != "" {
 		// Said once, here at start; every tagged job then gets a GPU of its own
 		// (all its shards, Slurm's choice of GPU), so nothing shares a GPU that
 		// the policy did not choose.
@@ -45,7 +45,7 @@ func initGo(path string, slurmVer uint32, slurmConf string) (int, string) {
 // allocate the GPU its policy chose, or "" when it can (or slurm.conf cannot be
 // read: then nothing is known against the default, and the reason is not ours to
 // guess).
-func pinningImpossible(slurmConf string, slurmVer uint32) string {
+func pinningImpossible(slurmConf string) string {
 	if slurmConf == "" {
 		return ""
 	}
@@ -53,7 +53,7 @@ func pinningImpossible(slurmConf string, slurmVer uint32) string {
 	if err != nil {
 		return ""
 	}
-	if err := sc.CheckSteering(slurmconf.FirstFit, slurmVer); err != nil {
+	if err := sc.CheckSteering(slurmconf.FirstFit); err != nil {
 		return fmt.Sprintf("%s: %v", slurmConf, err)
 	}
 	return ""

@@ -420,10 +420,6 @@ func LoadWithGres(path string) (*Conf, error) {
 	return c, nil
 }
 
-// affinityOrdersShards is the first release whose shard pick prefers GPUs bound
-// to the job's cores (24.05.4), as a SLURM_VERSION_NUMBER.
-const affinityOrdersShards = 0x180504
-
 // Steering modes: how a placement is made to land on the chosen GPU.
 const (
 	// FirstFit sizes a shard request so that Slurm's first-fit pick lands on
@@ -434,19 +430,18 @@ const (
 	Typed = "typed"
 )
 
-// CheckSteering returns nil when mode can pin placements on this configuration
-// and Slurm release (a SLURM_VERSION_NUMBER, 0 = unknown: assume the newest
-// behaviour), else why not (one sentence for slurmctld's log and `coscheml
-// preflight`).
-func (c *Conf) CheckSteering(mode string, slurmVersion uint32) error {
+// CheckSteering returns nil when mode can pin placements on this configuration,
+// else why not (one sentence for slurmctld's log and `coscheml preflight`).
+// Measured on real daemons of 22.05.8 to 26.05.3 (docs/compatibility.md).
+func (c *Conf) CheckSteering(mode string) error {
 	switch mode {
 	case FirstFit:
 		if c.LeastLoadedSharedGres() {
 			return errors.New("SelectTypeParameters=LL_SHARED_GRES makes Slurm give a shard request the least-loaded GPU, " +
 				"so first-fit steering cannot choose the GPU (per-GPU types and the typed mode can)")
 		}
-		if c.GPUAffinity != "" && (slurmVersion == 0 || slurmVersion >= affinityOrdersShards) {
-			return fmt.Errorf("GPUs are bound to cores (%s) and Slurm 24.05.4+ picks shards by that binding, "+
+		if c.GPUAffinity != "" {
+			return fmt.Errorf("GPUs are bound to cores (%s) and Slurm picks a shard's GPU by the job's cores, "+
 				"so first-fit steering cannot choose the GPU (per-GPU types and the typed mode can)", c.GPUAffinity)
 		}
 		return nil

@@ -53,10 +53,10 @@ func TestParse(t *testing.T) {
 			if got, why := c.PerGPUTypes(); got != tc.typed {
 				t.Errorf("PerGPUTypes = %v (%s), want %v", got, why, tc.typed)
 			}
-			if got := c.CheckSteering(FirstFit, 0) == nil; got != tc.firstFit {
+			if got := c.CheckSteering(FirstFit) == nil; got != tc.firstFit {
 				t.Errorf("first-fit possible = %v, want %v", got, tc.firstFit)
 			}
-			if got := c.CheckSteering(Typed, 0) == nil; got != tc.typedOK {
+			if got := c.CheckSteering(Typed) == nil; got != tc.typedOK {
 				t.Errorf("typed possible = %v, want %v", got, tc.typedOK)
 			}
 			if len(c.Nodes) != tc.nodes {
@@ -101,7 +101,7 @@ func TestParseErrors(t *testing.T) {
 	if err != nil || c.Get("PluginDir") != "/a:/b" || c.Get("JobSubmitPlugins") != "lua,coscheml" || c.Get("PartitionName") != "" {
 		t.Errorf("single-pair keys: %+v %v", c, err)
 	}
-	if err := (&Conf{}).CheckSteering("sideways", 0); err == nil {
+	if err := (&Conf{}).CheckSteering("sideways"); err == nil {
 		t.Error("an unknown mode must be an error")
 	}
 }
@@ -163,12 +163,9 @@ func TestGresConf(t *testing.T) {
 			if (c.GPUAffinity != "") != tc.affinity {
 				t.Fatalf("GPUAffinity = %q, want affinity %v", c.GPUAffinity, tc.affinity)
 			}
-			// First-fit fails with affinity from 24.05.4 on, holds before.
-			if got := c.CheckSteering(FirstFit, 0x180b07) == nil; got != !tc.affinity {
-				t.Errorf("24.11.7: first-fit possible = %v", got)
-			}
-			if c.CheckSteering(FirstFit, 0x170b0b) != nil {
-				t.Errorf("23.11.11: first-fit must not depend on affinity")
+			// First-fit fails with core binding (measured from 22.05.8 to 26.05.3).
+			if got := c.CheckSteering(FirstFit) == nil; got != !tc.affinity {
+				t.Errorf("first-fit possible = %v", got)
 			}
 		})
 	}
@@ -194,8 +191,8 @@ func FuzzParse(f *testing.F) {
 		c.LeastLoadedSharedGres()
 		c.PerGPUTypes()
 		_ = c.AddGresConf(strings.NewReader(s), "gres.conf")
-		_ = c.CheckSteering(FirstFit, 0)
-		_ = c.CheckSteering(Typed, 0)
+		_ = c.CheckSteering(FirstFit)
+		_ = c.CheckSteering(Typed)
 		for _, n := range c.Nodes {
 			for _, g := range n.Gres {
 				if g.Count < 0 {

@@ -93,13 +93,6 @@ func (s *slurmInstall) atLeast(major, minor int) bool {
 	return s.major > major || s.major == major && s.minor >= minor
 }
 
-// versionNumber is the release as SLURM_VERSION_NUMBER (0xMMmmuu).
-func (s *slurmInstall) versionNumber() uint32 {
-	var a, b, c uint32
-	fmt.Sscanf(s.version, "%d.%d.%d", &a, &b, &c)
-	return a<<16 | b<<8 | c
-}
-
 // hasPlugin reports whether the installation ships plugin type/name ("task/none").
 func (s *slurmInstall) hasPlugin(name string) bool {
 	_, err := os.Stat(filepath.Join(s.pluginDir, strings.ReplaceAll(name, "/", "_")+".so"))

@@ -229,7 +229,7 @@ func TestPinning(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			safeWhy := sc.CheckSteering(slurmconf.FirstFit, a.slurm.versionNumber())
+			safeWhy := sc.CheckSteering(slurmconf.FirstFit)
 
 			// Slurm alone (untagged requests pass the plugin untouched).
 			for _, rule := range []struct {
