@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/coscheml/coscheml/models"
-	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/model/training"
 	"github.com/coscheml/coscheml/pkg/observation"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/urfave/cli/v2"
@@ -58,7 +58,7 @@ func (in *input) String() string { return fmt.Sprintf("%s (sha256 %s)", in.name,
 
 // trainingData is what train and eval read.
 type trainingData struct {
-	ds      model.Dataset
+	ds      training.Dataset
 	profIn  []*input // profile files
 	obsIn   []*input // observation files
 	dropped int
@@ -123,9 +123,9 @@ func loadData(c *cli.Context) (*trainingData, error) {
 		obs = append(obs, more...)
 	}
 	if c.Bool("skip-unknown") {
-		obs, td.dropped, td.missing = model.FilterKnown(cat, obs)
+		obs, td.dropped, td.missing = training.FilterKnown(cat, obs)
 	}
-	td.ds, err = model.BuildDataset(cat, obs)
+	td.ds, err = training.BuildDataset(cat, obs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w (profiles from %s)", names(td.obsIn), err, names(td.profIn))
 	}

@@ -66,7 +66,7 @@ func (f *retrainFixture) saveModel(t *testing.T, name string, p model.Params, sp
 			obs[i].Speed = speed(obs[i].Speed)
 		}
 	}
-	ds, err := model.BuildDataset(f.cat, obs)
+	ds, err := training.BuildDataset(f.cat, obs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,9 +56,9 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	if a.String() != b.String() || !got.CreatedAt.Equal(m.CreatedAt) || got.Params.Seed != 7 {
 		t.Fatalf("info differs after reload:\n%s\n%s", a, b)
 	}
-	ds := lucidDataset(t)
-	for i := range ds.Samples {
-		s := &ds.Samples[i]
+	cases := lucidCases(t)
+	for i := range cases {
+		s := &cases[i]
 		if x, y := m.PredictSpeed(s.Job, s.Co), got.PredictSpeed(s.Job, s.Co); x != y {
 			t.Fatalf("sample %d: %v before save, %v after", i, x, y)
 		}
