@@ -8,6 +8,7 @@ import (
 
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/model/training"
+	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/urfave/cli/v2"
 )
 
@@ -46,7 +47,7 @@ func trainCommand() *cli.Command {
 		Usage: "train a model, report cross-validation, write the model file",
 		UsageText: "coscheml-train train --out M [--solo S.csv --pairs P.csv] [--generic-profiles F.csv] [--obs OBS.csv]\n" +
 			"                     [--forest N] [--max-depth D] [--min-leaf L] [--max-features K] [--features NAMES|all]\n" +
-			"                     [--bins B] [--seed S] [--folds K] [--skip-cv] [--skip-unknown]",
+			"                     [--bins B] [--seed S] [--folds K] [--skip-cv] [--skip-unknown] [--exclude-families F,...]",
 		Description: "Reads solo profiles and co-located observations, runs K-fold and leave-applications-out\n" +
 			"cross-validation (an application is a model family: all batch sizes and precisions of\n" +
 			"e.g. resnet18 are held out together, and no training sample contains them), prints both\n" +
@@ -56,6 +57,7 @@ func trainCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Usage: "write the model to `FILE` (required)"},
 			&cli.IntFlag{Name: "folds", Value: 5, Usage: "`K` for k-fold cross-validation"},
 			&cli.BoolFlag{Name: "skip-cv", Usage: "train without cross-validation (the model file then records none)"},
+			&cli.StringFlag{Name: "exclude-families", Usage: "leave out every observation involving these comma-separated `FAMILIES` (e.g. resnet18,mobilenetv3): a model that has never seen them, for the unseen-applications benchmark (docs/evaluation.md)"},
 		),
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
@@ -79,6 +81,9 @@ func trainCommand() *cli.Command {
 			}
 			w := c.App.Writer
 			td.warnDropped(c.App.ErrWriter)
+			if td.excluded > 0 {
+				fmt.Fprintf(w, "left out %d observations involving the families %s\n", td.excluded, profile.Sanitize(td.excludedFams))
+			}
 			fmt.Fprintf(w, "data: %d samples from %s; profiles from %s\n", td.ds.Len(), names(td.obsIn), names(td.profIn))
 			var cv model.CVSummary
 			if !c.Bool("skip-cv") {
