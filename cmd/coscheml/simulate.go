@@ -66,6 +66,7 @@ func simulateCommand() *cli.Command {
 			&cli.StringFlag{Name: "pairs-format", Value: "lucid", Usage: "format of --pairs: lucid or generic (tag_a,tag_b,speed_a,speed_b)"},
 			&cli.StringFlag{Name: "solo", Usage: "solo-profile CSV (Lucid format) for --pairs (default: the embedded one)"},
 			&cli.BoolFlag{Name: "demo", Usage: fmt.Sprintf("short preset on the shipped data: %d Philly jobs of at most %s, %dx%d GPUs, load %g, %d seeds", demoJobs, demoMaxDuration, demoNodes, demoGPUsPerNode, demoLoad, demoSeeds)},
+			&cli.BoolFlag{Name: "pair-memory", Value: true, Usage: "coscheml learns from the co-runs that end during the run (pair memory, docs/model.md); --pair-memory=false for the model alone"},
 			&cli.BoolFlag{Name: "quiet", Usage: "no progress on stderr"},
 		},
 		Action: runSimulate,
@@ -143,6 +144,8 @@ func runSimulate(c *cli.Context) error {
 		Options:  placement.OptionsFromConfig(cfg),
 		Policies: pols,
 		Mix:      trace.DefaultClassMix,
+
+		PairMemory: c.Bool("pair-memory"),
 	}
 	if exp.Config.BackfillDepth == 0 {
 		exp.Config.BackfillDepth = -1 // 0 on the command line means "none"

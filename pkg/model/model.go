@@ -23,6 +23,9 @@ type Model struct {
 	Source       string    `codec:"source"`        // free text: where the data came from
 	CreatedAt    time.Time `codec:"created_at"`
 	Trees        []Tree    `codec:"trees"`
+	// Calibration: conformal margins from cross-validation (format 2; empty in
+	// a format 1 file or a model trained without cross-validation).
+	Calibration Calibration `codec:"calibration"`
 
 	// The packed form for prediction, built by Compile and Decode (see pack).
 	nodes  []node    // every tree's nodes, tree after tree
@@ -100,7 +103,10 @@ type CVSummary struct {
 	Apps         int     `codec:"apps" json:"apps"` // applications (folds) left out in turn
 }
 
-var _ Predictor = (*Model)(nil)
+var (
+	_ Predictor      = (*Model)(nil)
+	_ LowerPredictor = (*Model)(nil)
+)
 
 // PredictSpeed predicts job's normalized speed (1.0 = as fast as alone) on a GPU
 // shared with co. With no co-runners the answer is 1.0 by definition (the model

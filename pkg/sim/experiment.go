@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/pairmem"
 	"github.com/coscheml/coscheml/pkg/placement"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/trace"
@@ -22,6 +23,12 @@ type Experiment struct {
 	Jobs     func(seed int64) ([]trace.Job, error) // tags/classes may be empty
 	Truth    *truth.Table
 	Model    model.Predictor // for "coscheml"; "oracle" gets Truth
+	// PairMemory puts a fresh pair memory (package pairmem) in front of the
+	// model for each "coscheml" run: co-runs that end during the run feed it
+	// (Config.OnCoRunEnd), as the Epilog's observations would in production.
+	PairMemory bool
+	// MemoryOptions configure the pair memory (zero: its defaults).
+	MemoryOptions pairmem.Options
 	Options  placement.Options
 	Policies []string
 	Seeds    []int64
@@ -39,7 +46,17 @@ type PolicyRun struct {
 	Overall Metrics                   `json:"overall"`
 	ByClass map[profile.Class]Metrics `json:"by_class"`
 	Result  *Result                   `json:"result"`
+	// BelowFloorPer lists the jobs below their floor in each block of
+	// BelowFloorBlock jobs, in order of start: how the floors hold over time.
+	BelowFloorPer []int `json:"below_floor_per_block"`
+	// MemoryPairs and MemoryKnown: pairs the pair memory had observed, and had
+	// enough evidence for, at the end of the run (0 without a memory).
+	MemoryPairs int `json:"memory_pairs"`
+	MemoryKnown int `json:"memory_known"`
 }
+
+// BelowFloorBlock is the block size of PolicyRun.BelowFloorPer.
+const BelowFloorBlock = 500
 
 // Execute runs every policy on every seed.
 func (e Experiment) Execute() ([]*PolicyRun, error) {
@@ -110,11 +127,25 @@ func (e Experiment) one(name string, seed int64, jobs []trace.Job) (*PolicyRun, 
 	opts := e.Options
 	opts.Seed = uint64(seed)
 	var pred model.Predictor
+	cfg := e.Config
+	cfg.Seed = uint64(seed)
+	var mem *pairmem.Memory
 	switch name {
 	case "coscheml":
 		pred = e.Model
 		if pred == nil {
 			return nil, fmt.Errorf("experiment: policy coscheml needs a model")
+		}
+		if e.PairMemory {
+			mem = pairmem.New(e.MemoryOptions)
+			mp, err := pairmem.NewPredictor(pred, mem)
+			if err != nil {
+				return nil, fmt.Errorf("experiment: %w", err)
+			}
+			pred = mp
+			cfg.OnCoRunEnd = func(job, co *profile.Profile, uid string, speed float64) {
+				_ = mp.Observe(job, []*profile.Profile{co}, uid, speed) // the simulator's tags and speeds are valid
+			}
 		}
 	case "oracle":
 		pred = e.Truth
@@ -123,7 +154,6 @@ func (e Experiment) one(name string, seed int64, jobs []trace.Job) (*PolicyRun, 
 	if err != nil {
 		return nil, fmt.Errorf("experiment: %w", err)
 	}
-	cfg := e.Config
 	if cfg.MaxCoRunners == 0 {
 		cfg.MaxCoRunners = opts.MaxCoRunners
 	}
@@ -134,7 +164,12 @@ func (e Experiment) one(name string, seed int64, jobs []trace.Job) (*PolicyRun, 
 	all, by := Summarize(res)
 	// Keep the policy's name as asked (ByName's Name() may differ in spelling).
 	res.Policy = name
-	return &PolicyRun{Policy: name, Seed: seed, Overall: all, ByClass: by, Result: res}, nil
+	run := &PolicyRun{Policy: name, Seed: seed, Overall: all, ByClass: by, Result: res,
+		BelowFloorPer: BelowFloorPer(res.Jobs, BelowFloorBlock)}
+	if mem != nil {
+		run.MemoryPairs, run.MemoryKnown = mem.Len(), mem.Known()
+	}
+	return run, nil
 }
 
 // Stat is a metric over seeds.

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -308,4 +309,26 @@ func testModel(t testing.TB) model.Predictor {
 		t.Fatal(err)
 	}
 	return m
+}
+
+func TestBelowFloorPer(t *testing.T) {
+	mk := func(start float64, below bool) JobResult {
+		return JobResult{Start: start, End: start + 1, BelowFloor: below}
+	}
+	jobs := []JobResult{mk(5, true), mk(1, false), mk(3, true), mk(2, true), mk(4, false)}
+	tests := []struct {
+		size int
+		want []int
+	}{
+		{2, []int{1, 1, 1}}, // by start: 1 f, 2 t | 3 t, 4 f | 5 t
+		{5, []int{3}},
+		{10, []int{3}},
+		{0, nil},
+	}
+	for _, tc := range tests {
+		got := BelowFloorPer(jobs, tc.size)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("size %d: %v, want %v", tc.size, got, tc.want)
+		}
+	}
 }

@@ -15,6 +15,10 @@
 //   - More than one co-runner: the product of the pairwise speeds (each co-runner
 //     slows the job independently). The project's placement allows two jobs per
 //     GPU by default, so this rule only matters for larger max_corunners.
+//   - Measurement noise (NoiseSD): the pooled standard deviation of repeated
+//     measurements of one ordered pair (after clipping), or DefaultNoiseSD when
+//     no pair was measured twice. The simulator's measured speeds (the pair
+//     memory's observations) are the true speed plus Gaussian noise of this size.
 //   - Kernel utilization of a GPU (NVML utilization.gpu, for the utilization
 //     metric): alone, the application's solo SM utilization; a measured pair, the
 //     mean measured utilization of the shared GPU; otherwise the sum over the jobs
@@ -43,6 +47,7 @@ type Table struct {
 	speed    []float64 // speed[i*n+j]: application i next to application j
 	measured []bool
 	samples  int
+	noiseSD  float64
 	pairUtil []float64 // pairUtil[i*n+j] = pairUtil[j*n+i]: measured shared-GPU util, 0 = none
 }
 
@@ -90,10 +95,13 @@ func New(profiles []*profile.Profile, pairs []Pair, opts Options) (*Table, error
 		t.profiles = append(t.profiles, byTag[tag])
 	}
 	sum := make([]float64, n*n)
+	sq := make([]float64, n*n)
 	cnt := make([]int, n*n)
 	add := func(a, b string, s float64) {
 		k := t.index[a]*n + t.index[b]
-		sum[k] += min(s, 1)
+		s = min(s, 1)
+		sum[k] += s
+		sq[k] += s * s
 		cnt[k]++
 	}
 	usum := make([]float64, n*n)
@@ -119,6 +127,17 @@ func New(profiles []*profile.Profile, pairs []Pair, opts Options) (*Table, error
 		if ucnt[k] > 0 {
 			t.pairUtil[k] = usum[k] / float64(ucnt[k])
 		}
+	}
+	t.noiseSD = DefaultNoiseSD
+	var dev2, dof float64
+	for k := range sum {
+		if cnt[k] >= 2 {
+			dev2 += max(sq[k]-sum[k]*sum[k]/float64(cnt[k]), 0)
+			dof += float64(cnt[k] - 1)
+		}
+	}
+	if dof > 0 {
+		t.noiseSD = math.Sqrt(dev2 / dof)
 	}
 	t.speed = make([]float64, n*n)
 	t.measured = make([]bool, n*n)
@@ -194,6 +213,13 @@ func (t *Table) fill(known []int, k int) {
 		}
 	}
 }
+
+// DefaultNoiseSD is the measurement noise assumed when no pair was measured twice.
+const DefaultNoiseSD = 0.03
+
+// NoiseSD is the standard deviation of one measurement of a pair's speed around
+// its true (mean) speed, from repeated measurements (see the package comment).
+func (t *Table) NoiseSD() float64 { return t.noiseSD }
 
 // Tags is the simulated catalog, sorted.
 func (t *Table) Tags() []string { return append([]string(nil), t.tags...) }

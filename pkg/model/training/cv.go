@@ -25,6 +25,15 @@ type CVReport struct {
 	Params  model.Params  `json:"params"`
 	Metrics model.Metrics `json:"metrics"`
 	Folds   []Fold        `json:"folds"`
+	// OutOfFold holds every sample's out-of-fold prediction, with the fold
+	// (application) it was held out in: the residuals Calibrate uses.
+	OutOfFold []OutOfFold `json:"-"`
+}
+
+// OutOfFold is one sample's prediction by a model that did not see it.
+type OutOfFold struct {
+	Fold        string
+	Pred, Truth float64
 }
 
 // KFold runs k-fold cross-validation with a seeded shuffle.
@@ -50,10 +59,20 @@ func KFold(ds Dataset, k int, p model.Params, seed int64) (CVReport, error) {
 			return CVReport{}, fmt.Errorf("k-fold: fold %d: %w", f+1, err)
 		}
 		rep.Folds = append(rep.Folds, Fold{Name: "fold " + strconv.Itoa(f+1), Train: len(train), Test: len(test), Metrics: MetricsOf(r)})
+		for j, x := range r {
+			rep.OutOfFold = append(rep.OutOfFold, OutOfFold{Fold: model.Family(ds.Samples[test[j]].Tag), Pred: x.Pred, Truth: x.Truth})
+		}
 		all = append(all, r...)
 	}
 	rep.Metrics = MetricsOf(all)
 	return rep, nil
+}
+
+// LeaveFamiliesOut is LeaveAppsOut with the default grouping: a family is a
+// model name (model.Family: every batch size and precision of resnet18 is one
+// family), so the model is scored on families it has never seen.
+func LeaveFamiliesOut(ds Dataset, p model.Params) (CVReport, error) {
+	return LeaveAppsOut(ds, p, model.Family)
 }
 
 // LeaveAppsOut holds out one application at a time: the test set is every sample
@@ -102,6 +121,9 @@ func LeaveAppsOut(ds Dataset, p model.Params, group func(tag string) string) (CV
 			return CVReport{}, fmt.Errorf("leave-apps-out: holding out %s: %w", app, err)
 		}
 		rep.Folds = append(rep.Folds, Fold{Name: app, Train: len(train), Test: len(test), Metrics: MetricsOf(r)})
+		for _, x := range r {
+			rep.OutOfFold = append(rep.OutOfFold, OutOfFold{Fold: app, Pred: x.Pred, Truth: x.Truth})
+		}
 		all = append(all, r...)
 	}
 	rep.Metrics = MetricsOf(all)
