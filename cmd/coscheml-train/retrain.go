@@ -127,6 +127,14 @@ func retrain(c *cli.Context, stdout, stderr io.Writer) error {
 	if len(m.Source) > profile.MaxTextLen*4 {
 		m.Source = m.Source[:profile.MaxTextLen*4]
 	}
+	if lfo, err := training.LeaveFamiliesOut(trainDS, params); err != nil {
+		fmt.Fprintf(stderr, "warning: no calibrated margins from this data (%v)\n", err)
+	} else if cal, _, err := training.Calibrate(lfo.OutOfFold, training.CalibrationOptions{}); err != nil {
+		fmt.Fprintf(stderr, "warning: no calibrated margins from this data (%v)\n", err)
+	} else {
+		m.Calibration = cal
+		fmt.Fprintf(stdout, "calibrated margins from %d leave-families-out residuals; default coverage %.3g\n", cal.Residuals, cal.DefaultCoverage)
+	}
 	newM := training.Evaluate(m, holdDS)
 	fmt.Fprintf(stdout, "trained on %d observations (%d accumulated + %d shared); %d held out\n",
 		trainDS.Len(), len(train)-len(shared), len(shared), holdDS.Len())
@@ -142,6 +150,12 @@ func retrain(c *cli.Context, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stderr, "warning: %v; replacing it (--force)\n", err)
 	default:
+		if !m.Calibrated() && cur.Calibrated() {
+			// Too little data to calibrate: keep the current model's margins (from
+			// a subset of this training data) rather than none.
+			m.Calibration = cur.Calibration
+			fmt.Fprintf(stderr, "warning: keeping the current model's calibrated margins\n")
+		}
 		curM := training.Evaluate(cur, holdDS)
 		fmt.Fprintf(stdout, "current model: MAE %.4f  RMSE %.4f\n", curM.MAE, curM.RMSE)
 		if newM.MAE > curM.MAE {

@@ -86,17 +86,23 @@ func trainCommand() *cli.Command {
 			}
 			fmt.Fprintf(w, "data: %d samples from %s; profiles from %s\n", td.ds.Len(), names(td.obsIn), names(td.profIn))
 			var cv model.CVSummary
+			var cal model.Calibration
 			if !c.Bool("skip-cv") {
 				t0 := time.Now()
 				kf, err := training.KFold(td.ds, k, p, p.Seed)
 				if err != nil {
 					return err
 				}
-				lao, err := training.LeaveAppsOut(td.ds, p, nil)
+				lao, err := training.LeaveFamiliesOut(td.ds, p)
 				if err != nil {
 					return err
 				}
 				printReport(w, describe(p), kf, lao)
+				var ch training.CoverageChoice
+				if cal, ch, err = training.Calibrate(lao.OutOfFold, training.CalibrationOptions{}); err != nil {
+					return err
+				}
+				printCalibration(w, cal, ch)
 				fmt.Fprintf(w, "cross-validation took %v\n", time.Since(t0).Round(time.Millisecond))
 				cv = model.CVSummary{KFold: kf.Metrics, KFoldK: k, LeaveAppsOut: lao.Metrics, Apps: len(lao.Folds)}
 			}
@@ -106,6 +112,7 @@ func trainCommand() *cli.Command {
 				return err
 			}
 			m.CV = cv
+			m.Calibration = cal
 			m.Source = td.source()
 			m.CreatedAt = time.Now().UTC().Truncate(time.Second)
 			if err := m.Save(out); err != nil {
@@ -117,6 +124,22 @@ func trainCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// printCalibration shows the margins at the default floors and how the default
+// coverage was chosen.
+func printCalibration(w io.Writer, cal model.Calibration, ch training.CoverageChoice) {
+	m := model.Model{Calibration: cal}
+	fmt.Fprintf(w, "calibration: conformal margins from %d leave-families-out residuals\n", cal.Residuals)
+	fmt.Fprintf(w, "%-9s %12s %12s %12s %10s\n", "coverage", "margin@0.75", "margin@0.90", "below floor", "accepted")
+	for l, lv := range ch.Levels {
+		mark := ""
+		if lv == ch.Chosen {
+			mark = "  <- default"
+		}
+		fmt.Fprintf(w, "%-9.3g %12.3f %12.3f %11.2f%% %9.1f%%%s\n", lv, m.Margin(0.75, lv), m.Margin(0.9, lv), 100*ch.Violation[l], 100*ch.Accepted[l], mark)
+	}
+	fmt.Fprintf(w, "(below floor: share of accepted held-out co-locations measured below their floor, nested leave-families-out; default = lowest coverage with at most %.1f%%)\n\n", 100*ch.Target)
 }
 
 func describe(p model.Params) string {

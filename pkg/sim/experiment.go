@@ -19,21 +19,21 @@ import (
 // the jobs (Jobs is called with it), their applications and classes (trace.Assign)
 // and the random baseline's choices; every policy of a seed sees the same jobs.
 type Experiment struct {
-	Config   Config
-	Jobs     func(seed int64) ([]trace.Job, error) // tags/classes may be empty
-	Truth    *truth.Table
-	Model    model.Predictor // for "coscheml"; "oracle" gets Truth
+	Config Config
+	Jobs   func(seed int64) ([]trace.Job, error) // tags/classes may be empty
+	Truth  *truth.Table
+	Model  model.Predictor // for "coscheml"; "oracle" gets Truth
 	// PairMemory puts a fresh pair memory (package pairmem) in front of the
 	// model for each "coscheml" run: co-runs that end during the run feed it
 	// (Config.OnCoRunEnd), as the Epilog's observations would in production.
 	PairMemory bool
 	// MemoryOptions configure the pair memory (zero: its defaults).
 	MemoryOptions pairmem.Options
-	Options  placement.Options
-	Policies []string
-	Seeds    []int64
-	Mix      trace.ClassMix
-	Workers  int // runs in parallel (default GOMAXPROCS)
+	Options       placement.Options
+	Policies      []string
+	Seeds         []int64
+	Mix           trace.ClassMix
+	Workers       int // runs in parallel (default GOMAXPROCS)
 	// OnRun, when set, is called after each finished run (from any goroutine,
 	// serialised).
 	OnRun func(done, total int, r *PolicyRun)

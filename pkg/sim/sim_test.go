@@ -332,3 +332,67 @@ func TestBelowFloorPer(t *testing.T) {
 		}
 	}
 }
+
+// Co-runs that end report both jobs' measured speeds (truth plus the truth's
+// noise), once per direction; a job alone reports nothing.
+func TestCoRunsFeedObservations(t *testing.T) {
+	tb := handTruth(t)
+	jobs := []trace.Job{
+		{ID: "A", Submit: 0, Duration: 100, GPUs: 1, Tag: "a", Class: profile.ClassTrain},
+		{ID: "B", Submit: 10, Duration: 40, GPUs: 1, Tag: "b", Class: profile.ClassTrain},
+	}
+	type got struct {
+		job, co string
+		speed   float64
+	}
+	var seen []got
+	cfg := Config{Nodes: 1, GPUsPerNode: 1, Seed: 7, OnCoRunEnd: func(job, co *profile.Profile, uid string, speed float64) {
+		if uid == "" {
+			t.Error("no user")
+		}
+		seen = append(seen, got{job.Tag, co.Tag, speed})
+	}}
+	if _, err := Run(cfg, jobs, tb, mustPolicy(t, "blind", nil)); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"b|a": 0.8, "a|b": 0.5}
+	if len(seen) != 2 {
+		t.Fatalf("%d observations %v, want 2 (B ends next to A)", len(seen), seen)
+	}
+	for _, g := range seen {
+		w, ok := want[g.job+"|"+g.co]
+		if !ok || math.Abs(g.speed-w) > 6*tb.NoiseSD() || g.speed == w {
+			t.Errorf("observation %v: want %v plus noise of sd %v", g, w, tb.NoiseSD())
+		}
+	}
+}
+
+// With the pair memory on, coscheml runs learn: the memory holds pairs at the
+// end, and the below-floor counts per block cover every job.
+func TestExperimentPairMemory(t *testing.T) {
+	tt := shipped(t)
+	exp := Experiment{
+		Config: Config{Nodes: 2, GPUsPerNode: 8}, Truth: tt, Model: testModel(t),
+		Options: placement.DefaultOptions(), Policies: []string{"coscheml", "blind"}, Seeds: []int64{1},
+		PairMemory: true,
+		Jobs: func(seed int64) ([]trace.Job, error) {
+			return phillySample(t, 600, 16, 1.5, seed, tt), nil
+		},
+	}
+	runs, err := exp.Execute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range runs {
+		total := 0
+		for _, v := range r.BelowFloorPer {
+			total += v
+		}
+		if len(r.BelowFloorPer) != 2 || total != r.Overall.BelowFloor {
+			t.Errorf("%s: blocks %v, below floor %d", r.Policy, r.BelowFloorPer, r.Overall.BelowFloor)
+		}
+		if (r.Policy == "coscheml") != (r.MemoryPairs > 0) || r.MemoryKnown > r.MemoryPairs {
+			t.Errorf("%s: memory pairs %d known %d", r.Policy, r.MemoryPairs, r.MemoryKnown)
+		}
+	}
+}

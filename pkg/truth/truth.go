@@ -95,20 +95,35 @@ func New(profiles []*profile.Profile, pairs []Pair, opts Options) (*Table, error
 		t.profiles = append(t.profiles, byTag[tag])
 	}
 	sum := make([]float64, n*n)
-	sq := make([]float64, n*n)
 	cnt := make([]int, n*n)
 	add := func(a, b string, s float64) {
 		k := t.index[a]*n + t.index[b]
-		s = min(s, 1)
-		sum[k] += s
-		sq[k] += s * s
+		sum[k] += min(s, 1)
 		cnt[k]++
+	}
+	// Noise: repeated measurements of an ordered pair. A row of A next to A
+	// measures that pair twice in one run: it counts once (the mean of its two
+	// speeds), as the two are not independent repeats.
+	nsum := make([]float64, n*n)
+	nsq := make([]float64, n*n)
+	ncnt := make([]int, n*n)
+	addNoise := func(a, b string, s float64) {
+		k := t.index[a]*n + t.index[b]
+		nsum[k] += s
+		nsq[k] += s * s
+		ncnt[k]++
 	}
 	usum := make([]float64, n*n)
 	ucnt := make([]int, n*n)
 	for _, pr := range pairs {
 		add(pr.A, pr.B, pr.SpeedA)
 		add(pr.B, pr.A, pr.SpeedB)
+		if pr.A == pr.B {
+			addNoise(pr.A, pr.B, (min(pr.SpeedA, 1)+min(pr.SpeedB, 1))/2)
+		} else {
+			addNoise(pr.A, pr.B, min(pr.SpeedA, 1))
+			addNoise(pr.B, pr.A, min(pr.SpeedB, 1))
+		}
 		t.samples += 2
 		if pr.Util > 0 {
 			i, j := t.index[pr.A], t.index[pr.B]
@@ -130,10 +145,10 @@ func New(profiles []*profile.Profile, pairs []Pair, opts Options) (*Table, error
 	}
 	t.noiseSD = DefaultNoiseSD
 	var dev2, dof float64
-	for k := range sum {
-		if cnt[k] >= 2 {
-			dev2 += max(sq[k]-sum[k]*sum[k]/float64(cnt[k]), 0)
-			dof += float64(cnt[k] - 1)
+	for k := range nsum {
+		if ncnt[k] >= 2 {
+			dev2 += max(nsq[k]-nsum[k]*nsum[k]/float64(ncnt[k]), 0)
+			dof += float64(ncnt[k] - 1)
 		}
 	}
 	if dof > 0 {

@@ -228,6 +228,9 @@ func TestNoiseSD(t *testing.T) {
 		{"repeated", []Pair{{A: "a", B: "b", SpeedA: 0.8, SpeedB: 0.9}, {A: "b", B: "a", SpeedA: 0.9, SpeedB: 0.9}}, math.Sqrt(0.005 / 2)},
 		// values above 1 are clipped before the spread is taken
 		{"clipped", []Pair{{A: "a", B: "b", SpeedA: 1.2, SpeedB: 1}, {A: "a", B: "b", SpeedA: 1, SpeedB: 1.1}}, 0},
+		// one row of a next to a is one measurement, not two repeats
+		{"self pair once", []Pair{{A: "a", B: "a", SpeedA: 0.6, SpeedB: 0.7}}, DefaultNoiseSD},
+		{"self pair twice", []Pair{{A: "a", B: "a", SpeedA: 0.6, SpeedB: 0.6}, {A: "a", B: "a", SpeedA: 0.8, SpeedB: 0.8}}, math.Sqrt(0.02)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -43,17 +43,17 @@ func offered(p model.Params) ([]bool, error) {
 // docs/model.md for the leave-applications-out validation behind them.
 func DefaultParams() model.Params {
 	return model.Params{
-		MaxDepth: 6, MinLeaf: 10, Trees: 30, MaxFeatures: 2, Bins: 32, Seed: 1,
+		MaxDepth: 6, MinLeaf: 5, Trees: 60, MaxFeatures: 2, Bins: 32, Seed: 1,
 		Features: DefaultFeatures(),
 	}
 }
 
 // DefaultFeatures are the features the default model splits on: the ones built
-// from SM (kernel) utilization. Offering memory-bandwidth and memory-size
-// features as well fits k-fold better but generalizes worse to unseen
-// applications (docs/model.md).
+// from SM (kernel) utilization, and the memory-traffic overlap. Offering the
+// other memory-bandwidth and memory-size features as well fits k-fold better
+// but generalizes worse to unseen families (docs/model.md).
 func DefaultFeatures() []string {
-	return []string{"job_sm_util_mean", "co_sm_util_sum", "total_sm_util", "job_sm_share", "sm_overlap"}
+	return []string{"job_sm_util_mean", "co_sm_util_sum", "total_sm_util", "job_sm_share", "sm_overlap", "membw_overlap"}
 }
 
 // Validate reports out-of-range settings by name.
