@@ -219,3 +219,23 @@ func TestPredictNoAlloc(t *testing.T) {
 		t.Fatalf("PredictSpeedLower allocates %v times", n)
 	}
 }
+
+// FuzzAdd: whatever a user's observation holds, Add either refuses it or keeps
+// the memory's estimates finite, within (0, 1], with bounds below estimates.
+func FuzzAdd(f *testing.F) {
+	f.Add("a", "b", "u1", 0.8)
+	f.Add("a", "a", "", 1e9)
+	f.Add("../x", "b\n", "u", math.NaN())
+	f.Fuzz(func(t *testing.T, job, co, uid string, speed float64) {
+		m := New(Options{})
+		for i := range 3 {
+			if err := m.Add(job, co, uid+string(rune('0'+i)), speed); err != nil {
+				return
+			}
+		}
+		e, ok := m.Estimate(job, co, 0.9)
+		if !ok || !(e.Speed > 0 && e.Speed <= 1) || !(e.Lower <= e.Speed) || math.IsNaN(e.Lower) {
+			t.Fatalf("after 3 accepted observations of %v: %+v (known %v)", speed, e, ok)
+		}
+	})
+}
