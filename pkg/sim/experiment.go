@@ -29,11 +29,17 @@ type Experiment struct {
 	PairMemory bool
 	// MemoryOptions configure the pair memory (zero: its defaults).
 	MemoryOptions pairmem.Options
-	Options       placement.Options
-	Policies      []string
-	Seeds         []int64
-	Mix           trace.ClassMix
-	Workers       int // runs in parallel (default GOMAXPROCS)
+	// WarmUp, when set with PairMemory, gives jobs that each coscheml run first
+	// runs on its own cluster, results discarded, only to fill the pair memory:
+	// the measured run then starts from a memory like that of a cluster that has
+	// been running for a while. It must be safe for concurrent use; its jobs get
+	// applications and classes like the measured ones (seed + WarmUpSeedOffset).
+	WarmUp   func(seed int64) ([]trace.Job, error)
+	Options  placement.Options
+	Policies []string
+	Seeds    []int64
+	Mix      trace.ClassMix
+	Workers  int // runs in parallel (default GOMAXPROCS)
 	// OnRun, when set, is called after each finished run (from any goroutine,
 	// serialised).
 	OnRun func(done, total int, r *PolicyRun)
@@ -54,6 +60,9 @@ type PolicyRun struct {
 	MemoryPairs int `json:"memory_pairs"`
 	MemoryKnown int `json:"memory_known"`
 }
+
+// WarmUpSeedOffset separates the warm-up jobs' seed from the measured run's.
+const WarmUpSeedOffset = 1000
 
 // BelowFloorBlock is the block size of PolicyRun.BelowFloorPer.
 const BelowFloorBlock = 500
@@ -146,6 +155,11 @@ func (e Experiment) one(name string, seed int64, jobs []trace.Job) (*PolicyRun, 
 			cfg.OnCoRunEnd = func(job, co *profile.Profile, uid string, speed float64) {
 				_ = mp.Observe(job, []*profile.Profile{co}, uid, speed) // the simulator's tags and speeds are valid
 			}
+			if e.WarmUp != nil {
+				if err := e.warmUp(seed, mp, opts, cfg); err != nil {
+					return nil, err
+				}
+			}
 		}
 	case "oracle":
 		pred = e.Truth
@@ -170,6 +184,32 @@ func (e Experiment) one(name string, seed int64, jobs []trace.Job) (*PolicyRun, 
 		run.MemoryPairs, run.MemoryKnown = mem.Len(), mem.Known()
 	}
 	return run, nil
+}
+
+// warmUp runs the warm-up jobs of seed through a fresh coscheml policy on pred
+// (the pair memory's predictor), so that its memory learns; results are dropped.
+func (e Experiment) warmUp(seed int64, pred model.Predictor, opts placement.Options, cfg Config) error {
+	ws := seed + WarmUpSeedOffset
+	jobs, err := e.WarmUp(seed)
+	if err != nil {
+		return fmt.Errorf("experiment: warm-up jobs: %w", err)
+	}
+	if err := trace.Assign(jobs, e.Truth.Tags(), e.Mix, ws); err != nil {
+		return fmt.Errorf("experiment: warm-up jobs: %w", err)
+	}
+	pol, err := placement.ByName("coscheml", pred, opts)
+	if err != nil {
+		return fmt.Errorf("experiment: %w", err)
+	}
+	cfg.Seed = uint64(ws)
+	cfg.Progress = nil
+	if cfg.MaxCoRunners == 0 {
+		cfg.MaxCoRunners = opts.MaxCoRunners
+	}
+	if _, err := Run(cfg, jobs, e.Truth, pol); err != nil {
+		return fmt.Errorf("experiment: warm-up seed %d: %w", seed, err)
+	}
+	return nil
 }
 
 // Stat is a metric over seeds.

@@ -383,6 +383,17 @@ func TestExperimentPairMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A warm-up run first fills the memory: the measured run ends knowing more.
+	warm := exp
+	warm.Policies = []string{"coscheml"}
+	warm.WarmUp = func(seed int64) ([]trace.Job, error) { return phillySample(t, 600, 16, 1.5, seed+WarmUpSeedOffset, tt), nil }
+	wruns, err := warm.Execute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cold := runs[0]; cold.Policy != "coscheml" || wruns[0].MemoryPairs <= cold.MemoryPairs || wruns[0].Overall.Jobs != cold.Overall.Jobs {
+		t.Errorf("warm-up: %d pairs in memory after, %d without; %d jobs measured, want %d", wruns[0].MemoryPairs, cold.MemoryPairs, wruns[0].Overall.Jobs, cold.Overall.Jobs)
+	}
 	for _, r := range runs {
 		total := 0
 		for _, v := range r.BelowFloorPer {
