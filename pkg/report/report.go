@@ -1,7 +1,7 @@
 // Package report writes a simulation comparison for people and for programs: a
 // Markdown summary, CSV and JSON of every figure, and SVG plots drawn by hand (JCT
 // CDF per policy, GPU utilization and kernel-busy fraction over time, change
-// against the baseline).
+// against the baseline, jobs below their floor per 500 jobs over time).
 package report
 
 import (
