@@ -2,6 +2,7 @@ package submit
 
 import (
 	"fmt"
+	"github.com/coscheml/coscheml/pkg/comment"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -50,7 +51,7 @@ func bigFixture(tb testing.TB) (*fixture, []string) {
 func decideAndForget(f *fixture, j JobFields) Result {
 	r := f.e.Decide(j)
 	if r.Code == Rewrite {
-		d := ParseComment(r.Comment)
+		d := comment.ParseComment(r.Comment)
 		f.e.mu.Lock()
 		f.e.dropReservation(d.DecisionID, "")
 		f.e.mu.Unlock()
@@ -98,7 +99,7 @@ func TestDecideLatencyReport(t *testing.T) {
 		cpu = append(cpu, threadCPU()-c0)
 		if r.Code == Rewrite {
 			rewrites++
-			d := ParseComment(r.Comment)
+			d := comment.ParseComment(r.Comment)
 			f.e.mu.Lock()
 			f.e.dropReservation(d.DecisionID, "")
 			f.e.mu.Unlock()

@@ -2,6 +2,7 @@ package submit
 
 import (
 	"fmt"
+	"github.com/coscheml/coscheml/pkg/comment"
 	"strconv"
 	"strings"
 
@@ -58,7 +59,7 @@ func (e *Engine) decide(j JobFields) Result {
 		return Result{} // job_modify without a new comment: nothing of ours changed
 	}
 	cfg := st.cfg
-	dir := ParseComment(j.Comment)
+	dir := comment.ParseComment(j.Comment)
 	gres, gresErr := ParseTres(j.TresPerNode)
 	r := rec{decisionlog.Record{Time: e.opts.Now(), Op: "submit", UserID: j.UserID, GPU: -1, TresIn: j.TresPerNode}}
 	if j.Modify {
@@ -206,7 +207,7 @@ func (e *Engine) singleGPU(j JobFields, gres GresRequest, prof *profile.Profile,
 		r.Reason += "; " + strings.Join(steers, "; ")
 	}
 	res := Result{Code: Rewrite, TresPerNode: gres.WithShards(k), ReqNodes: node.Name,
-		Comment: WithToken(j.Comment, FormatToken(id, k))}
+		Comment: comment.WithToken(j.Comment, comment.FormatToken(id, k))}
 	rv := reservation{id: id, jobID: r.JobID, node: s.Node, gpus: []int{s.GPU}, slots: k, prof: prof, class: class, at: e.opts.Now()}
 	for _, b := range blocks { // before the node's steer blocks are recomputed
 		c.Remove(b)
@@ -275,7 +276,7 @@ func (e *Engine) multiGPU(j JobFields, gres GresRequest, n int, prof *profile.Pr
 		e.ds.reserved = append(e.ds.reserved, rv)
 		e.applyReservation(&e.ds.reserved[len(e.ds.reserved)-1])
 		e.resteer(ni)
-		res := Result{Code: Rewrite, TresPerNode: gres.WithGPUs(n), ReqNodes: node.Name, Comment: WithToken(j.Comment, FormatToken(id, 0))}
+		res := Result{Code: Rewrite, TresPerNode: gres.WithGPUs(n), ReqNodes: node.Name, Comment: comment.WithToken(j.Comment, comment.FormatToken(id, 0))}
 		return e.finish(res, r, "rewrite", r.Action, r.Reason)
 	}
 	return e.finish(Result{}, r, "unchanged", "pass", fmt.Sprintf("%d GPUs: no node is free of other jobs; left to Slurm", n))
@@ -312,7 +313,7 @@ func (e *Engine) exclusiveUnpinnedLocked(j JobFields, gres GresRequest, slots in
 		id = e.newID()
 	}
 	r.ID, r.Shards = id, slots
-	res := Result{Code: Rewrite, TresPerNode: gres.WithShards(slots), Comment: WithToken(j.Comment, FormatToken(id, slots))}
+	res := Result{Code: Rewrite, TresPerNode: gres.WithShards(slots), Comment: comment.WithToken(j.Comment, comment.FormatToken(id, slots))}
 	return e.finish(res, r, "rewrite", r.Action, r.Reason)
 }
 

@@ -2,6 +2,7 @@ package submit
 
 import (
 	"errors"
+	"github.com/coscheml/coscheml/pkg/comment"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,7 +113,7 @@ func (f *fixture) record(t *testing.T, res Result) decisionlog.Record {
 	f.e.dlog.Close() // flush; a new writer is opened on the next refresh
 	f.e.dlog = nil
 	f.e.bgMu.Unlock()
-	d := ParseComment(res.Comment)
+	d := comment.ParseComment(res.Comment)
 	rec, err := decisionlog.Find(f.cfg.DecisionLog, d.DecisionID, "")
 	if err != nil {
 		t.Fatalf("decision %q: %v", d.DecisionID, err)
@@ -302,7 +303,7 @@ func TestPanicRecovered(t *testing.T) {
 func TestReservationLifecycle(t *testing.T) {
 	f := newFixture(t, nil)
 	a := f.e.Decide(job("coscheml:app=heavy-a"))
-	d := ParseComment(a.Comment)
+	d := comment.ParseComment(a.Comment)
 	// The prolog records the job with the decision id from the comment.
 	store, _ := residency.Open(f.cfg.ResidencyDir)
 	en := residency.Entry{JobID: "100", Node: "n1", GPUs: []int{0}, Shards: d.Shards, Tag: "heavy-a", DecisionID: d.DecisionID, Start: f.now, Expires: f.now.Add(time.Hour)}
@@ -520,7 +521,7 @@ func TestBackgroundReload(t *testing.T) {
 func TestShortJobReleasesReservation(t *testing.T) {
 	f := newFixture(t, nil)
 	a := f.e.Decide(job("coscheml:app=heavy-a"))
-	d := ParseComment(a.Comment)
+	d := comment.ParseComment(a.Comment)
 	f.e.mu.Lock()
 	reserved := len(f.e.ds.reserved)
 	f.e.mu.Unlock()
