@@ -43,7 +43,7 @@ func (b *base) place(c *Cluster, r *Request, ev evaluator) Decision {
 	if chosen == nil {
 		return Decision{Action: ActionWait, MinResidentSpeed: 1, Reason: b.e.waitReason(b.name, r, found)}
 	}
-	d := decisionFor(c, chosen)
+	d := b.e.decisionFor(c, chosen)
 	var s strings.Builder
 	s.Grow(256)
 	fmt.Fprintf(&s, "%s: %s: job %s (%s, %s)", b.name, d.Action, profile.Sanitize(r.JobID), tagOf(r), profile.Sanitize(string(classOf(r.Class, r.Profile))))
@@ -57,6 +57,7 @@ func (b *base) place(c *Cluster, r *Request, ev evaluator) Decision {
 	}
 	s.WriteString("; ")
 	s.WriteString(b.rule)
+	s.WriteString(b.e.steerNote(c, &d))
 	d.Reason = s.String()
 	return d
 }

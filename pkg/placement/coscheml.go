@@ -119,7 +119,7 @@ func (p *CoScheML) Place(c *Cluster, r *Request) Decision {
 		}
 		return d
 	}
-	d := decisionFor(c, chosen)
+	d := p.e.decisionFor(c, chosen)
 	var b strings.Builder
 	b.Grow(256)
 	fmt.Fprintf(&b, "%s: %s: job %s (%s, %s)", p.name, d.Action, profile.Sanitize(r.JobID), tagOf(r), profile.Sanitize(string(classOf(r.Class, r.Profile))))
@@ -135,6 +135,7 @@ func (p *CoScheML) Place(c *Cluster, r *Request) Decision {
 	if d.Action == ActionExclusive {
 		p.e.rejectSummary(&b, "; other GPUs: ")
 	}
+	b.WriteString(p.e.steerNote(c, &d))
 	d.Reason = b.String()
 	return d
 }

@@ -27,14 +27,15 @@ import (
 type reject uint8
 
 const (
-	rejNone      reject = iota
-	rejBusy             // exclusive placement needs an idle GPU
-	rejCoRunners        // the GPU already holds MaxCoRunners jobs
-	rejSlots            // not enough free sharing slots
-	rejMem              // the profiles' memory would not fit
-	rejUnknown          // a job without a profile: interference cannot be judged
-	rejFloor            // a job would fall below its class's speed floor
-	rejThreshold        // summed SM utilization above the UtilSum threshold
+	rejNone        reject = iota
+	rejBusy               // exclusive placement needs an idle GPU
+	rejCoRunners          // the GPU already holds MaxCoRunners jobs
+	rejSlots              // not enough free sharing slots
+	rejMem                // the profiles' memory would not fit
+	rejUnknown            // a job without a profile: interference cannot be judged
+	rejFloor              // a job would fall below its class's speed floor
+	rejThreshold          // summed SM utilization above the UtilSum threshold
+	rejUnreachable        // Slurm's first-fit shard choice cannot land on it
 	nReject
 )
 
@@ -54,6 +55,8 @@ func (r reject) String() string {
 		return "below speed floor"
 	case rejThreshold:
 		return "over utilization threshold"
+	case rejUnreachable:
+		return "out of reach of Slurm's first-fit shard choice"
 	}
 	return "ok"
 }
@@ -94,6 +97,24 @@ type engine struct {
 	groups  []group
 	rejects [nReject]int
 	scanned int
+	steered steer // the last decision's first-fit shard count, for its reason
+}
+
+// steer records a single-GPU decision whose slots were raised so that Slurm's
+// first-fit shard choice lands on the chosen GPU.
+type steer struct {
+	want, k int32
+	on      bool
+}
+
+// filter is the feasibility stage every policy shares before its own judgment:
+// today Slurm reachability (a single-GPU request on a first-fit cluster cannot use
+// a hidden GPU). Slots, memory and the co-runner limit follow in shareFeasible.
+func filter(st *gpuState, r *Request) reject {
+	if st.hidden && r.GPUs == 1 {
+		return rejUnreachable
+	}
+	return rejNone
 }
 
 // scan evaluates every GPU of an uncached cluster (a literal never indexed), from
@@ -107,11 +128,19 @@ func (e *engine) scan(c *Cluster, r *Request, ev evaluator, collect bool) (best 
 		cd cand
 		gi int32
 	)
+	ff := c.Reach == ReachFirstFit
 	for n := range c.Nodes {
 		gpus := c.Nodes[n].GPUs
+		highest := int32(0)
 		for g := range gpus {
 			st := summarize(&gpus[g], int32(n), nil)
-			if why := ev.eval(&gpus[g], &st, gi, r, &cd); why != rejNone {
+			st.hidden = ff && hiddenFirstFit(st.free(), highest)
+			highest = max(highest, st.free())
+			why := filter(&st, r)
+			if why == rejNone {
+				why = ev.eval(&gpus[g], &st, gi, r, &cd)
+			}
+			if why != rejNone {
 				e.rejects[why]++
 			} else {
 				if collect {
@@ -145,7 +174,11 @@ func (e *engine) scanBuckets(c *Cluster, r *Request, ev evaluator) (best cand, f
 		gi := m[0]
 		st := &ix.gpus[gi]
 		gpu := &c.Nodes[st.node].GPUs[gi-ix.nodeOff[st.node]]
-		if why := ev.eval(gpu, st, gi, r, &cd); why != rejNone {
+		why := filter(st, r)
+		if why == rejNone {
+			why = ev.eval(gpu, st, gi, r, &cd)
+		}
+		if why != rejNone {
 			e.rejects[why] += len(m)
 			continue
 		}
@@ -179,7 +212,10 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, ev evaluator) int {
 		gi := m[0]
 		st := &ix.gpus[gi]
 		gpu := &c.Nodes[st.node].GPUs[gi-ix.nodeOff[st.node]]
-		if res.why = ev.eval(gpu, st, gi, r, &res.cd); res.why != rejNone {
+		if res.why = filter(st, r); res.why == rejNone {
+			res.why = ev.eval(gpu, st, gi, r, &res.cd)
+		}
+		if res.why != rejNone {
 			e.rejects[res.why] += len(m)
 		} else {
 			ok += len(m)
@@ -321,12 +357,21 @@ func (e *engine) selectMulti(want int) []cand {
 	return e.out
 }
 
-// decision builds the Decision for the chosen candidates.
-func decisionFor(c *Cluster, chosen []cand) Decision {
+// decisionFor builds the Decision for the chosen candidates. On a first-fit cluster
+// a single-GPU placement takes the shard count that makes Slurm land on its GPU.
+func (e *engine) decisionFor(c *Cluster, chosen []cand) Decision {
 	d := Decision{Placement: make([]Slot, len(chosen)), PredictedSpeed: 1, MinResidentSpeed: 1, Action: ActionExclusive}
+	e.steered = steer{}
 	for i, cd := range chosen {
 		n, g := c.locateGlobal(cd.gi)
-		d.Placement[i] = Slot{Node: n, GPU: g, Slots: int(cd.slots)}
+		slots := cd.slots
+		if c.Reach == ReachFirstFit && len(chosen) == 1 {
+			if k := steerSlots(c, n, g, slots); k != slots {
+				e.steered = steer{want: slots, k: k, on: true}
+				slots = k
+			}
+		}
+		d.Placement[i] = Slot{Node: n, GPU: g, Slots: int(slots)}
 		d.PredictedSpeed = min(d.PredictedSpeed, cd.speed)
 		d.MinResidentSpeed = min(d.MinResidentSpeed, cd.minRes)
 		if cd.share {
@@ -334,6 +379,43 @@ func decisionFor(c *Cluster, chosen []cand) Decision {
 		}
 	}
 	return d
+}
+
+// steerSlots is the shard count closest to want that makes Slurm 22.05's first-fit
+// allocator pick GPU g of node n: more than the free slots of every lower GPU, at
+// most g's own. The filter admitted g, so that range is not empty; want itself fits
+// (the policies checked), so the result is want whenever no lower GPU has as many
+// free slots.
+func steerSlots(c *Cluster, n, g int, want int32) int32 {
+	low, free := int32(1), int32(0)
+	if c.indexed() {
+		off := c.ix.nodeOff[n]
+		for j := int32(0); j < int32(g); j++ {
+			low = max(low, c.ix.gpus[off+j].free()+1)
+		}
+		free = c.ix.gpus[off+int32(g)].free()
+	} else {
+		gpus := c.Nodes[n].GPUs
+		for j := 0; j < g; j++ {
+			st := summarize(&gpus[j], int32(n), nil)
+			low = max(low, st.free()+1)
+		}
+		st := summarize(&gpus[g], int32(n), nil)
+		free = st.free()
+	}
+	if low > free { // not reached: the reachability filter refused such GPUs
+		return want
+	}
+	return min(max(want, low), free)
+}
+
+// steerNote words a first-fit shard count for the reason ("" when none).
+func (e *engine) steerNote(c *Cluster, d *Decision) string {
+	if !e.steered.on || len(d.Placement) != 1 {
+		return ""
+	}
+	s := d.Placement[0]
+	return fmt.Sprintf("; %d shards instead of %d so that Slurm's first-fit choice lands on gpu%d", e.steered.k, e.steered.want, c.Nodes[s.Node].GPUs[s.GPU].Index)
 }
 
 // gpuName names a GPU for a reason: node name (sanitized: it comes from outside)

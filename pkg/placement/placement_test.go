@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/profile"
 )
@@ -563,16 +562,6 @@ func TestClassFromProfile(t *testing.T) {
 	}
 }
 
-// config.SpeedFloors converts to Floors, and the defaults agree with the config's.
-func TestDefaultsMatchConfig(t *testing.T) {
-	cfg := config.Default()
-	d := DefaultOptions()
-	got := OptionsFromConfig(cfg)
-	if got != d || cfg.SlotsPerGPU != DefaultSlots {
-		t.Fatalf("config defaults %+v with %d slots; placement %+v with %d", got, cfg.SlotsPerGPU, d, DefaultSlots)
-	}
-}
-
 // The memo is bound to one cluster's signatures: the same policy moving between
 // clusters (whose interned IDs coincide) or across Reindex decides as a fresh one.
 func TestMemoFollowsCluster(t *testing.T) {
@@ -685,5 +674,18 @@ func TestFloorConfidence(t *testing.T) {
 	}
 	if _, err := NewCoScheML(pred, Options{FloorConfidence: -1}); err == nil {
 		t.Error("negative floor_confidence accepted")
+	}
+}
+
+// Every name of the registry has a constructor, and nothing else does.
+func TestRegistryComplete(t *testing.T) {
+	if len(constructors) != len(Names()) {
+		t.Fatalf("%d constructors for %d names", len(constructors), len(Names()))
+	}
+	for _, n := range Names() {
+		p, err := ByName(n, fakePred{}, Options{})
+		if err != nil || p.Name() != n {
+			t.Fatalf("%s: %v, %v", n, p, err)
+		}
 	}
 }
