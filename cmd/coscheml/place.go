@@ -13,6 +13,7 @@ import (
 
 	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/hostlist"
+	"github.com/coscheml/coscheml/pkg/placeconf"
 	"github.com/coscheml/coscheml/pkg/placement"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/urfave/cli/v2"
@@ -159,7 +160,7 @@ func runPlace(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	pol, err := placement.ByName(policyName, m, placement.OptionsFromConfig(cfg))
+	pol, err := placeconf.PolicyNamed(policyName, cfg, m)
 	if err != nil {
 		return fmt.Errorf("place: %w", err)
 	}
@@ -326,6 +327,12 @@ func parseState(data []byte, cat profile.Catalog, cfg config.Config) (*placement
 		}
 		c.Nodes[ni] = node
 	}
+	// Slurm's first-fit shard choice goes by GPU index: keep each node's GPUs in
+	// index order, and model the configured pinning as the plugin does.
+	for n := range c.Nodes {
+		slices.SortFunc(c.Nodes[n].GPUs, func(a, b placement.GPU) int { return a.Index - b.Index })
+	}
+	c.Reach = placeconf.Reach(cfg)
 	c.Reindex()
 	return c, nil
 }

@@ -285,7 +285,7 @@ func (c *Cluster) Apply(r *Request, d Decision) {
 		if len(gpu.Residents) == 0 {
 			ix.idle--
 		}
-		gpu.Residents = append(gpu.Residents, Resident{JobID: r.JobID, Profile: r.Profile, Class: r.Class, Slots: s.Slots})
+		gpu.Residents = append(gpu.Residents, Resident{JobID: r.JobID, Profile: r.Profile, Class: r.Class, Slots: s.Slots, Kind: r.Kind})
 		ix.setKeepHidden(gi, summarize(gpu, int32(s.Node), ix))
 		ix.addJob(r.JobID, gi)
 		ix.hideNode(int32(s.Node))

@@ -434,7 +434,11 @@ func describeResidents(b *strings.Builder, gpu *GPU) {
 		if res.Profile != nil {
 			tag = profile.Sanitize(res.Profile.Tag)
 		}
-		fmt.Fprintf(b, "job %s (%s, %s)", profile.Sanitize(res.JobID), tag, profile.Sanitize(string(classOf(res.Class, res.Profile))))
+		what := "job"
+		if res.Kind == Reserved {
+			what = "queued decision"
+		}
+		fmt.Fprintf(b, "%s %s (%s, %s)", what, profile.Sanitize(res.JobID), tag, profile.Sanitize(string(classOf(res.Class, res.Profile))))
 	}
 }
 

@@ -6,11 +6,21 @@ import "github.com/coscheml/coscheml/pkg/profile"
 
 // Resident is a job currently holding slots on one GPU.
 type Resident struct {
-	JobID   string
+	JobID   string // Slurm job ID, or the decision ID of a Reserved resident
 	Profile *profile.Profile
 	Class   profile.Class
 	Slots   int // sharing slots (Slurm shards) it holds on this GPU
+	Kind    ResidentKind
 }
+
+// ResidentKind says what holds a GPU's slots, for reasons and callers that tell
+// them apart; placement treats both kinds alike.
+type ResidentKind uint8
+
+const (
+	Running  ResidentKind = iota // a job that runs there (the residency store's view)
+	Reserved                     // a decision whose job has not started yet
+)
 
 // GPU is one device of a node.
 type GPU struct {
@@ -50,6 +60,8 @@ type Request struct {
 	Profile *profile.Profile
 	Class   profile.Class
 	GPUs    int // GPUs wanted
+	// Kind is what the job becomes on the GPUs when a decision for it is applied.
+	Kind ResidentKind
 }
 
 // Action is what a decision tells the scheduler to do.

@@ -46,6 +46,9 @@ type Config struct {
 	// Floors are the speed floors per class used to count jobs pushed below their
 	// floor (by true speed); the policies get theirs from their own options.
 	Floors placement.Floors
+	// Reach is how Slurm reaches a GPU with a single-GPU shard request, as in the
+	// plugin (shard_pinning): the zero value, ReachTyped, reaches every GPU.
+	Reach placement.Reach
 	// BackfillDepth is how many queued jobs after the head the backfill pass
 	// considers (default 100; Slurm's bf_max_job_test). -1 turns backfill off.
 	BackfillDepth int
@@ -234,6 +237,10 @@ func Run(cfg Config, jobs []trace.Job, tt *truth.Table, pol placement.Policy) (*
 	start := time.Now()
 	s := &simulator{cfg: cfg, tt: tt, pol: pol, memo: map[memoKey]bool{}}
 	s.cl = placement.NewCluster(cfg.Nodes, cfg.GPUsPerNode, cfg.GPUMemMiB, cfg.Slots)
+	if cfg.Reach != placement.ReachTyped {
+		s.cl.Reach = cfg.Reach
+		s.cl.Reindex()
+	}
 	n := cfg.GPUs()
 	s.gpuOn = make([][]int32, n)
 	s.used = make([]int32, n)

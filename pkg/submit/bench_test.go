@@ -43,7 +43,7 @@ func bigFixture(tb testing.TB) (*fixture, []string) {
 		}
 	}
 	f.e.bgMu.Lock()
-	f.e.install(f.e.state.Load(), entries, nil, f.now)
+	f.e.install(f.e.snap.Load(), entries, nil, f.now)
 	f.e.bgMu.Unlock()
 	return f, tags
 }
@@ -52,9 +52,9 @@ func decideAndForget(f *fixture, j JobFields) Result {
 	r := f.e.Decide(j)
 	if r.Code == Rewrite {
 		d := comment.ParseComment(r.Comment)
-		f.e.mu.Lock()
-		f.e.dropReservation(d.DecisionID, "")
-		f.e.mu.Unlock()
+		f.e.view.mu.Lock()
+		f.e.view.dropLocked(d.DecisionID, "")
+		f.e.view.mu.Unlock()
 	}
 	return r
 }
@@ -100,9 +100,9 @@ func TestDecideLatencyReport(t *testing.T) {
 		if r.Code == Rewrite {
 			rewrites++
 			d := comment.ParseComment(r.Comment)
-			f.e.mu.Lock()
-			f.e.dropReservation(d.DecisionID, "")
-			f.e.mu.Unlock()
+			f.e.view.mu.Lock()
+			f.e.view.dropLocked(d.DecisionID, "")
+			f.e.view.mu.Unlock()
 		}
 	}
 	slices.Sort(lat)
@@ -137,7 +137,7 @@ func BenchmarkInstall1000x8(b *testing.B) {
 	f, _ := bigFixture(b)
 	f.e.bgMu.Lock()
 	defer f.e.bgMu.Unlock()
-	st, entries := f.e.state.Load(), f.e.entries
+	st, entries := f.e.snap.Load(), f.e.entries
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		f.e.install(st, entries, nil, f.now)

@@ -311,9 +311,9 @@ func TestReservationLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.e.Reload()
-	f.e.mu.Lock()
-	nres, reserved := len(f.e.ds.cluster.Nodes[0].GPUs[0].Residents), len(f.e.ds.reserved)
-	f.e.mu.Unlock()
+	f.e.view.mu.Lock()
+	nres, reserved := len(f.e.view.cluster.Nodes[0].GPUs[0].Residents), len(f.e.view.reserved)
+	f.e.view.mu.Unlock()
 	if nres != 1 || reserved != 0 {
 		t.Fatalf("after prolog: %d residents on n1/gpu0, %d reservations", nres, reserved)
 	}
@@ -325,9 +325,9 @@ func TestReservationLifecycle(t *testing.T) {
 	// Its reservation expires after the TTL if the job never starts.
 	f.advance(16 * time.Minute)
 	f.e.Reload()
-	f.e.mu.Lock()
-	reserved = len(f.e.ds.reserved)
-	f.e.mu.Unlock()
+	f.e.view.mu.Lock()
+	reserved = len(f.e.view.reserved)
+	f.e.view.mu.Unlock()
 	if reserved != 0 {
 		t.Fatalf("reservation survived its TTL")
 	}
@@ -352,9 +352,9 @@ func TestModify(t *testing.T) {
 	if r.Code != Rewrite || r.TresPerNode != "gres:shard:2" || strings.Count(r.Comment, "coscheml-id=") != 1 || !strings.Contains(r.Log, "modify job=55") {
 		t.Fatalf("modify: %+v", r)
 	}
-	f.e.mu.Lock()
-	n := len(f.e.ds.reserved)
-	f.e.mu.Unlock()
+	f.e.view.mu.Lock()
+	n := len(f.e.view.reserved)
+	f.e.view.mu.Unlock()
 	if n != 1 {
 		t.Fatalf("%d reservations after modify, want 1", n)
 	}
@@ -402,56 +402,13 @@ func TestPartitionAndNoGPU(t *testing.T) {
 	}
 }
 
-func TestSteer(t *testing.T) {
-	mk := func(free ...int) *placement.Node {
-		n := &placement.Node{}
-		for i, f := range free {
-			g := placement.GPU{Index: i, Slots: 4}
-			if f < 4 {
-				g.Residents = []placement.Resident{{JobID: "x", Slots: 4 - f}}
-			}
-			n.GPUs = append(n.GPUs, g)
-		}
-		return n
-	}
-	tests := []struct {
-		free    []int
-		g, want int
-		k       int
-		ok      bool
-	}{
-		{[]int{4, 4}, 0, 2, 2, true},
-		{[]int{2, 4}, 1, 2, 3, true},  // skip GPU 0's 2 free shards
-		{[]int{2, 4}, 0, 2, 2, true},  // join GPU 0 with exactly its free shards
-		{[]int{4, 2}, 1, 2, 0, false}, // an idle lower GPU always wins
-		{[]int{0, 0, 4}, 2, 2, 2, true},
-		{[]int{1, 3, 4}, 2, 2, 4, true},
-		{[]int{3, 2}, 1, 2, 0, false},
-	}
-	for _, tc := range tests {
-		k, ok := steer(mk(tc.free...), tc.g, tc.want)
-		if k != tc.k || ok != tc.ok {
-			t.Errorf("free %v gpu %d want %d: got %d,%v want %d,%v", tc.free, tc.g, tc.want, k, ok, tc.k, tc.ok)
-		}
-	}
-}
-
-func TestSteeringBlocksUnreachableGPU(t *testing.T) {
+func TestFirstFitUnreachableGPU(t *testing.T) {
 	f := newFixture(t, func(c *config.Config) { c.Cluster.Nodes = "n1" })
 	store, _ := residency.Open(f.cfg.ResidencyDir)
 	// light-a holds 2 shards of GPU 1; GPU 0 is idle. Joining GPU 1 needs a count
 	// above GPU 0's 4 free shards: impossible, so the job must get GPU 0.
 	store.Start(residency.Entry{JobID: "1", Node: "n1", GPUs: []int{1}, Shards: 2, Tag: "light-a", Start: f.now, Expires: f.now.Add(time.Hour)})
 	f.e.Reload()
-	f.e.mu.Lock()
-	hidden := false
-	for _, res := range f.e.ds.cluster.Nodes[0].GPUs[1].Residents {
-		hidden = hidden || isSteer(res.JobID)
-	}
-	f.e.mu.Unlock()
-	if !hidden {
-		t.Fatal("GPU 1 (unreachable: idle GPU 0 has more free shards) is not hidden from the policy")
-	}
 	r := f.e.Decide(job("coscheml:app=light-b"))
 	rec := f.record(t, r)
 	if r.Code != Rewrite || rec.GPU != 0 || r.TresPerNode != "gres:shard:2" {
@@ -522,9 +479,9 @@ func TestShortJobReleasesReservation(t *testing.T) {
 	f := newFixture(t, nil)
 	a := f.e.Decide(job("coscheml:app=heavy-a"))
 	d := comment.ParseComment(a.Comment)
-	f.e.mu.Lock()
-	reserved := len(f.e.ds.reserved)
-	f.e.mu.Unlock()
+	f.e.view.mu.Lock()
+	reserved := len(f.e.view.reserved)
+	f.e.view.mu.Unlock()
 	if reserved != 1 {
 		t.Fatalf("%d reservations after one decision, want 1", reserved)
 	}
@@ -537,17 +494,16 @@ func TestShortJobReleasesReservation(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.e.Reload() // the first read after both prolog and epilog
-	f.e.mu.Lock()
-	reserved = len(f.e.ds.reserved)
+	f.e.view.mu.Lock()
+	reserved = len(f.e.view.reserved)
 	residents := 0
-	for _, g := range f.e.ds.cluster.Nodes[0].GPUs {
+	for _, g := range f.e.view.cluster.Nodes[0].GPUs {
 		for _, r := range g.Residents {
-			if !isSteer(r.JobID) { // steering blocks are not jobs
-				residents++
-			}
+			_ = r
+			residents++
 		}
 	}
-	f.e.mu.Unlock()
+	f.e.view.mu.Unlock()
 	if reserved != 0 || residents != 0 {
 		t.Fatalf("after a job that already ended: %d reservations, %d residents on n1", reserved, residents)
 	}
