@@ -49,6 +49,9 @@ type Config struct {
 	// Reach is how Slurm reaches a GPU with a single-GPU shard request, as in the
 	// plugin (shard_pinning): the zero value, ReachTyped, reaches every GPU.
 	Reach placement.Reach
+	// OnStart, when set, is called with each job's ID and placement as it starts
+	// (tests compare the simulator's choices with the plugin's).
+	OnStart func(jobID string, d placement.Decision)
 	// BackfillDepth is how many queued jobs after the head the backfill pass
 	// considers (default 100; Slurm's bf_max_job_test). -1 turns backfill off.
 	BackfillDepth int
@@ -409,6 +412,9 @@ func (s *simulator) rerate(j int) {
 
 func (s *simulator) start(j int, d placement.Decision) {
 	st := &s.st[j]
+	if s.cfg.OnStart != nil {
+		s.cfg.OnStart(st.req.JobID, d)
+	}
 	s.cl.Apply(&st.req, d)
 	st.gpus = st.gpus[:0]
 	st.slots = st.slots[:0]
