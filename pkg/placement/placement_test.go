@@ -444,9 +444,17 @@ func TestMultiGPUAllPolicies(t *testing.T) {
 }
 
 func TestDeterministic(t *testing.T) {
+	for _, reach := range []Reach{ReachTyped, ReachFirstFit} {
+		t.Run(reach.String(), func(t *testing.T) { testDeterministic(t, reach) })
+	}
+}
+
+func testDeterministic(t *testing.T, reach Reach) {
 	cat := catalog(50, 3)
 	c := busyCluster(50, cat, 4)
-	uncached := &Cluster{Nodes: c.Clone().Nodes} // never indexed: the slow path
+	c.Reach = reach
+	c.Reindex()
+	uncached := &Cluster{Nodes: c.Clone().Nodes, Reach: reach} // never indexed: the slow path
 	for _, name := range Names() {
 		for i, p := range cat[:10] {
 			r := req(fmt.Sprintf("r%d", i), p, 1+i%3)
