@@ -323,6 +323,7 @@ func (p *CoScheML) explainGPU(c *Cluster, r *Request, gi int32) string {
 	n, g := c.locateGlobal(gi)
 	gpu := &c.Nodes[n].GPUs[g]
 	var b strings.Builder
+	b.Grow(192) // one GPU's explanation: grown once, not in steps
 	b.WriteString(gpuName(c, n, g))
 	if len(gpu.Residents) == 0 {
 		b.WriteString(" idle")

@@ -434,11 +434,12 @@ func describeResidents(b *strings.Builder, gpu *GPU) {
 		if res.Profile != nil {
 			tag = profile.Sanitize(res.Profile.Tag)
 		}
-		what := "job"
 		if res.Kind == Reserved {
-			what = "queued decision"
+			b.WriteString("queued decision") // written apart: a string in Fprintf's args allocates
+		} else {
+			b.WriteString("job")
 		}
-		fmt.Fprintf(b, "%s %s (%s, %s)", what, profile.Sanitize(res.JobID), tag, profile.Sanitize(string(classOf(res.Class, res.Profile))))
+		fmt.Fprintf(b, " %s (%s, %s)", profile.Sanitize(res.JobID), tag, profile.Sanitize(string(classOf(res.Class, res.Profile))))
 	}
 }
 
