@@ -61,7 +61,7 @@ func simulateCommand() *cli.Command {
 			&cli.IntFlag{Name: "jobs", Value: 0, Usage: "sample this many jobs of the trace per seed (0: all)"},
 			&cli.Float64Flag{Name: "load", Value: 0, Usage: "compress arrivals so that offered load = X x cluster capacity (0: as in the trace)"},
 			&cli.IntFlag{Name: "seeds", Value: 3, Usage: "seeds (1..K): job sample, applications, classes, random policy"},
-			&cli.StringFlag{Name: "shard-pinning", Usage: "how Slurm reaches a GPU: first-fit or typed (default: the config's shard_pinning)"},
+			&cli.StringFlag{Name: "shard-pinning", Usage: "how Slurm reaches a GPU: first-fit or typed (default: the config's shard_pinning; typed with --demo)"},
 			&cli.StringFlag{Name: "policies", Value: strings.Join(placement.Names(), ","), Usage: "policies to compare, comma-separated"},
 			&cli.StringFlag{Name: "report", Usage: "write the report files into this directory"},
 			&cli.IntFlag{Name: "backfill-depth", Value: 100, Usage: "queued jobs the backfill pass considers (-1: no backfill)"},
@@ -121,7 +121,14 @@ func runSimulate(c *cli.Context) error {
 		return err
 	}
 	reach := placeconf.Reach(cfg)
-	switch p := c.String("shard-pinning"); p {
+	pin := c.String("shard-pinning")
+	if c.Bool("demo") && pin == "" {
+		// The demo compares the policies themselves: every GPU reachable, as with
+		// per-GPU Slurm types. --shard-pinning first-fit shows what Slurm 22.05's
+		// first-fit shard allocator costs them.
+		pin = config.PinTyped
+	}
+	switch p := pin; p {
 	case "":
 	case config.PinFirstFit:
 		reach = placement.ReachFirstFit

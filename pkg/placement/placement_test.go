@@ -487,10 +487,17 @@ func TestMemoSavesPredictions(t *testing.T) {
 	}
 	p.Place(c, req("x", cat[0], 1))
 	withMemo := calls
-	calls = 0
-	p.Place(&Cluster{Nodes: c.Nodes}, req("x", cat[0], 1)) // uncached: no memo
-	if withMemo*3 > calls {
-		t.Errorf("memo: %d predictions, %d without", withMemo, calls)
+	// A GPU-by-GPU evaluation predicts at least once per busy GPU with room.
+	perGPU := 0
+	for _, n := range c.Nodes {
+		for _, g := range n.GPUs {
+			if len(g.Residents) == 1 {
+				perGPU++
+			}
+		}
+	}
+	if withMemo == 0 || withMemo*3 > perGPU {
+		t.Errorf("memo: %d predictions for %d shareable busy GPUs", withMemo, perGPU)
 	}
 }
 
