@@ -373,11 +373,11 @@ func (e *engine) place(c *Cluster, r *Request, sc scorer, draw *rand.Rand) ([]ca
 		}
 		return e.one[:], ok
 	}
-	if ok < r.GPUs {
-		return nil, ok
-	}
 	e.keys = e.keys[:0]
 	if draw != nil {
+		// One draw per acceptable GPU, in cluster order, also when too few are
+		// acceptable: the random baseline's sequence of draws is part of its
+		// reproducible decisions.
 		if cap(e.keys) < len(c.ix.gpus) {
 			e.keys = make([]float64, len(c.ix.gpus))
 		}
@@ -387,6 +387,9 @@ func (e *engine) place(c *Cluster, r *Request, sc scorer, draw *rand.Rand) ([]ca
 				e.keys[gi] = draw.Float64()
 			}
 		}
+	}
+	if ok < r.GPUs {
+		return nil, ok
 	}
 	return e.placeMulti(c, r.GPUs), ok
 }
