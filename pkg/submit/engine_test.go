@@ -525,3 +525,33 @@ func TestMinNodesUnsetIsOneNode(t *testing.T) {
 		t.Fatalf("unset min_nodes was not placed on one node: %+v", r)
 	}
 }
+
+// shard_pinning: typed names the chosen GPU's Type in the request, in the syntax of
+// the job's own request, with exactly the shards a share needs: a heavy job next to
+// a resident on GPU 0 gets GPU 1 with 2 shards (first-fit would need 3).
+func TestTypedPinning(t *testing.T) {
+	for _, tc := range []struct {
+		tres, prefix, want string
+	}{
+		{"gres:gpu:1", "g", "gres:shard:g1:2"},
+		{"gres/gpu:1", "g", "gres/shard:g1:2"},
+		{"cpu=4,gres/gpu:1", "gpu_", "cpu=4,gres/shard:gpu_1:2"},
+	} {
+		f := newFixture(t, func(c *config.Config) {
+			c.ShardPinning, c.ShardTypePrefix = config.PinTyped, tc.prefix
+		})
+		a := f.e.Decide(job("coscheml:app=heavy-a"))
+		if a.Code != Rewrite || a.ReqNodes != "n1" || a.TresPerNode != "gres:shard:"+tc.prefix+"0:2" {
+			t.Fatalf("first job: %+v", a)
+		}
+		j := job("coscheml:app=heavy-b")
+		j.TresPerNode = tc.tres
+		b := f.e.Decide(j)
+		if b.Code != Rewrite || b.ReqNodes != "n1" || b.TresPerNode != tc.want {
+			t.Fatalf("%s: second job %+v, want %q", tc.tres, b, tc.want)
+		}
+		if d := comment.ParseComment(b.Comment); d.Shards != 2 || !strings.Contains(b.Log, "gpu=1 shards=2") {
+			t.Fatalf("%s: token %+v, log %q", tc.tres, d, b.Log)
+		}
+	}
+}

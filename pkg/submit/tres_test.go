@@ -65,3 +65,27 @@ func FuzzParseTres(f *testing.F) {
 		}
 	})
 }
+
+func TestWithTypedShards(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		version uint32
+		want    string
+	}{
+		{"gres:gpu:1", 0, "gres:shard:g2:3"},
+		{"gres/gpu:1", 0, "gres/shard:g2:3"},               // the job's syntax wins
+		{"gres:shard:2", 25<<16 | 5<<8, "gres:shard:g2:3"}, // also over the version
+		{"cpu=2,gres/gpu:1,mem=4G", 0, "cpu=2,gres/shard:g2:3,mem=4G"},
+		{"", 22<<16 | 5<<8, "gres:shard:g2:3"}, // no entry: the release's syntax
+		{"", 23<<16 | 11<<8, "gres/shard:g2:3"},
+		{"", 0, "gres:shard:g2:3"}, // unknown release: 22.05's
+	} {
+		g, err := ParseTres(tc.in)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.in, err)
+		}
+		if got := g.WithTypedShards(TypeName("g", 2), 3, tc.version); got != tc.want {
+			t.Errorf("%q (version %#x): %q, want %q", tc.in, tc.version, got, tc.want)
+		}
+	}
+}
