@@ -324,13 +324,12 @@ func residentLess(a, b *Resident) bool {
 func (p *CoScheML) explainGPU(c *Cluster, r *Request, gi int32) string {
 	n, g := c.locateGlobal(gi)
 	gpu := &c.Nodes[n].GPUs[g]
-	var b strings.Builder
-	b.Grow(192) // one GPU's explanation: grown once, not in steps
-	b.WriteString(gpuName(c, n, g))
 	if len(gpu.Residents) == 0 {
-		b.WriteString(" idle")
-		return b.String()
+		return gpuName(c, n, g) + " idle"
 	}
+	var b strings.Builder
+	b.Grow(192) // a shared GPU's explanation: grown once, not in steps
+	b.WriteString(gpuName(c, n, g))
 	b.WriteString(" with ")
 	describeResidents(&b, gpu)
 	res := p.compute(gpu.Residents, r)

@@ -12,7 +12,7 @@ import (
 // A decision is a pipeline of small stages, in the manner of Nomad's scheduler
 // (feasibility, ranking, selection) and the Kubernetes framework (Filter, Score):
 //
-//  1. filter (feasible): what every policy requires of a GPU, the same for all:
+//  1. filter: what every policy requires of a GPU, the same for all:
 //     Slurm can reach it, and a busy GPU passes the sharing rules (or, for a policy
 //     that never shares, is refused as busy). A refusal is counted by reason.
 //  2. score (the policy's scorer): the policy's own judgment of a feasible GPU, a
@@ -98,6 +98,7 @@ type engine struct {
 	nodeCnt []int32
 	best    []cand // the best node's chosen candidates
 	bres    []bucketResult
+	scratch bucketResult // one bucket's result when results are not kept
 	keys    []float64 // drawn rank keys by GPU (random baseline, several GPUs)
 	rejects [nReject]int
 	scanned int
@@ -111,36 +112,28 @@ type steer struct {
 	on      bool
 }
 
-// feasible is the filter stage every policy shares before its own judgment: Slurm
-// reachability (a single-GPU request on a first-fit cluster cannot use a hidden
-// GPU), then for a busy GPU the sharing rules (shareFeasible), or "busy" for a
-// policy that never shares. An idle GPU always fits a job alone.
-func (e *engine) feasible(st *gpuState, r *Request) reject {
-	switch {
-	case st.hidden && r.GPUs == 1:
-		return rejUnreachable
-	case st.nres == 0:
-		return rejNone
-	case !e.shares:
-		return rejBusy
-	}
-	return shareFeasible(e.opts, st, r)
-}
-
-// evalBuckets evaluates each bucket of an indexed cluster once, on its lowest GPU,
-// into e.bres, counts the rejections for all members, and returns the number of
-// acceptable GPUs.
-func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer) int {
+// evalBuckets runs the filter and score stages once per bucket of equal GPUs, on
+// its lowest GPU, counts the rejections for all members, and returns the number of
+// acceptable GPUs and the best candidate (each bucket's result stands for its lowest
+// GPU: GPUs in a bucket differ only in their index, and ties go to the lowest).
+// With keep, every bucket's result is also kept in e.bres for the selections that
+// need more than the best (a uniform draw, several GPUs).
+func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok int, best cand, found bool) {
 	ix := c.ix
 	e.rejects = [nReject]int{}
 	e.scanned = len(ix.gpus)
-	if cap(e.bres) < len(ix.buckets) {
-		e.bres = make([]bucketResult, len(ix.buckets))
+	if keep {
+		if cap(e.bres) < len(ix.buckets) {
+			e.bres = make([]bucketResult, len(ix.buckets))
+		}
+		e.bres = e.bres[:len(ix.buckets)]
 	}
-	e.bres = e.bres[:len(ix.buckets)]
-	ok := 0
+	res := &e.scratch
+	single := r.GPUs == 1
 	for bi := range ix.buckets {
-		res := &e.bres[bi]
+		if keep {
+			res = &e.bres[bi]
+		}
 		m := ix.buckets[bi].members
 		if len(m) == 0 {
 			res.why = rejNone
@@ -149,16 +142,35 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer) int {
 		gi := m[0]
 		st := &ix.gpus[gi]
 		gpu := &c.Nodes[st.node].GPUs[gi-ix.nodeOff[st.node]]
-		if res.why = e.feasible(st, r); res.why == rejNone {
+		// The filter stage, the same for every policy (written out here: as a call
+		// it would not inline, and this loop runs once per GPU state): Slurm
+		// reachability (a single-GPU request on a first-fit cluster cannot use a
+		// hidden GPU), then for a busy GPU the sharing rules, or "busy" for a policy
+		// that never shares. An idle GPU always fits a job alone.
+		switch {
+		case st.hidden && single:
+			res.why = rejUnreachable
+		case st.nres == 0:
+			res.why = rejNone
+		case !e.shares:
+			res.why = rejBusy
+		default:
+			res.why = shareFeasible(e.opts, st, r)
+		}
+		// The score stage: the policy's own judgment of a feasible GPU.
+		if res.why == rejNone {
 			res.why = sc.score(gpu, st, gi, r, &res.cd)
 		}
 		if res.why != rejNone {
 			e.rejects[res.why] += len(m)
-		} else {
-			ok += len(m)
+			continue
+		}
+		ok += len(m)
+		if !found || better(&res.cd, &best) {
+			best, found = res.cd, true
 		}
 	}
-	return ok
+	return ok, best, found
 }
 
 // pickUniform draws one acceptable GPU uniformly (one draw per decision, from the
@@ -179,21 +191,6 @@ func (e *engine) pickUniform(c *Cluster, n int, draw *rand.Rand) cand {
 		k--
 	}
 	return cand{} // unreachable: n counted the acceptable GPUs
-}
-
-// bestOne is the best acceptable GPU: each bucket's result stands for its lowest
-// GPU, since GPUs in a bucket differ only in their index and ties go to the lowest.
-func (e *engine) bestOne(c *Cluster) (best cand, found bool) {
-	for bi := range c.ix.buckets {
-		m := c.ix.buckets[bi].members
-		if len(m) == 0 || e.bres[bi].why != rejNone {
-			continue
-		}
-		if cd := &e.bres[bi].cd; !found || better(cd, &best) {
-			best, found = *cd, true
-		}
-	}
-	return best, found
 }
 
 type bucketResult struct {
@@ -361,16 +358,15 @@ func (e *engine) place(c *Cluster, r *Request, sc scorer, draw *rand.Rand) ([]ca
 		// so there is one path; Place must not change the caller's cluster.
 		c = c.Clone()
 	}
-	ok := e.evalBuckets(c, r, sc)
+	ok, best, found := e.evalBuckets(c, r, sc, draw != nil || r.GPUs > 1)
 	if r.GPUs == 1 {
-		if ok == 0 {
+		if !found {
 			return nil, 0
 		}
 		if draw != nil {
-			e.one[0] = e.pickUniform(c, ok, draw)
-		} else {
-			e.one[0], _ = e.bestOne(c)
+			best = e.pickUniform(c, ok, draw)
 		}
+		e.one[0] = best
 		return e.one[:], ok
 	}
 	e.keys = e.keys[:0]
