@@ -99,7 +99,7 @@ type engine struct {
 	best    []cand // the best node's chosen candidates
 	bres    []bucketResult
 	scratch bucketResult // one bucket's result when results are not kept
-	keys    []float64 // drawn rank keys by GPU (random baseline, several GPUs)
+	keys    []float64    // drawn rank keys by GPU (random baseline, several GPUs)
 	rejects [nReject]int
 	scanned int
 	steered steer // the last decision's first-fit shard count, for its reason
