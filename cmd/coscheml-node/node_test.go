@@ -69,10 +69,10 @@ func TestPrologEpilog(t *testing.T) {
 		t.Fatalf("entry %+v", got)
 	}
 	env["SLURM_JOB_EXIT_CODE"] = "0"
-	if err := epilog(cfg, other, t0.Add(3*time.Minute), quiet()); err != nil {
+	if err := epilog(cfg, other, t0.Add(3*time.Minute), quiet(), nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := epilog(cfg, env, t0.Add(5*time.Minute), quiet()); err != nil {
+	if err := epilog(cfg, env, t0.Add(5*time.Minute), quiet(), nil); err != nil {
 		t.Fatal(err)
 	}
 	res, _ := store.List(t0, time.Minute)
