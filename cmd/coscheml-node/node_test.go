@@ -152,6 +152,20 @@ func TestReconcileCommand(t *testing.T) {
 	if _, err := store.Get("2", "n1"); err != nil {
 		t.Fatalf("live job removed: %v", err)
 	}
+	// Done markers past DoneTTL and leftover temp files go too.
+	e := residency.Entry{JobID: "3", Node: "n1", GPUs: []int{0}, DecisionID: "d-3", Start: now.Add(-time.Hour), Expires: now.Add(time.Hour)}
+	store.Start(e)
+	store.End("3", "n1", now)
+	old := now.Add(-2 * residency.DoneTTL)
+	os.Chtimes(filepath.Join(cfg.ResidencyDir, "done", "d-3"), old, old)
+	tmp := filepath.Join(cfg.ResidencyDir, "active", ".9@n1.json.1.tmp")
+	os.WriteFile(tmp, nil, 0o644)
+	os.Chtimes(tmp, old, old)
+	out.Reset()
+	if rc := runReconcile([]string{"--config", path}, nil, &out, &errb, now); rc != 0 ||
+		!strings.Contains(out.String(), "1 leftover temp files, 1 done markers pruned") {
+		t.Fatalf("pruning: rc %d out %q err %q", rc, out.String(), errb.String())
+	}
 	if rc := runReconcile([]string{"--config", path, "--live", "-"}, strings.NewReader("x y\n"), &out, &errb, now); rc != 1 {
 		t.Fatalf("garbage live list: rc %d", rc)
 	}

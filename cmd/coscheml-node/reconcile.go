@@ -14,7 +14,9 @@ import (
 // runReconcile removes residency entries of jobs that ended without an epilog:
 // past their expiry + grace, and, given Slurm's list of live jobs (`squeue -h -o %A`,
 // from cron or EpilogSlurmctld, never from inside job_submit), jobs Slurm no longer
-// knows. Exit 0 on success, 1 on failure, 2 on bad usage.
+// knows. It also prunes, by age, what only root can remove: done markers and
+// leftover temp files (run it as root). Exit 0 on success, 1 on failure, 2 on bad
+// usage.
 func runReconcile(args []string, stdin io.Reader, stdout, stderr io.Writer, now time.Time) int {
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -52,6 +54,10 @@ func runReconcile(args []string, stdin io.Reader, stdout, stderr io.Writer, now 
 			return 1
 		}
 	}
+	if err := checkSharedFolders(cfg); err != nil {
+		fmt.Fprintln(stderr, "coscheml-node reconcile:", err)
+		return 1
+	}
 	store, err := residency.Open(cfg.ResidencyDir)
 	if err != nil {
 		fmt.Fprintln(stderr, "coscheml-node reconcile:", err)
@@ -75,7 +81,11 @@ func runReconcile(args []string, stdin io.Reader, stdout, stderr io.Writer, now 
 	for _, n := range res.Corrupt {
 		fmt.Fprintf(stdout, "removed unreadable entry %s\n", n)
 	}
-	fmt.Fprintf(stdout, "reconcile: %d expired, %d gone, %d unreadable removed\n", len(res.Expired), len(res.Gone), len(res.Corrupt))
+	for _, n := range res.TmpRemoved {
+		fmt.Fprintf(stdout, "removed leftover temp file %s\n", n)
+	}
+	fmt.Fprintf(stdout, "reconcile: %d expired, %d gone, %d unreadable removed; %d leftover temp files, %d done markers pruned\n",
+		len(res.Expired), len(res.Gone), len(res.Corrupt), len(res.TmpRemoved), res.DonePruned)
 	if err := errors.Join(res.Problems...); err != nil {
 		fmt.Fprintln(stderr, "coscheml-node reconcile:", err)
 	}
