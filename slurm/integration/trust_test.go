@@ -125,7 +125,7 @@ exit $rc
 	ver, _ := c.run("scontrol", "--version")
 	t.Logf("what slurmd gave the Epilog (%s):\n%s", strings.TrimSpace(ver), facts.String())
 	if d := os.Getenv("COSCHEML_TRUST_FACTS"); d != "" {
-		_ = os.WriteFile(filepath.Join(d, "epilog-facts-"+strings.Fields(ver+" x x")[1]+".txt"), []byte(facts.String()), 0o644)
+		_ = os.WriteFile(filepath.Join(d, "epilog-facts-"+strings.Fields(ver + " x x")[1]+".txt"), []byte(facts.String()), 0o644)
 	}
 
 	// Only the completed job may leave a profile and an observation.
@@ -247,5 +247,3 @@ func tailFile(path string, n int) string {
 	b, _ := os.ReadFile(path)
 	return string(tail(b, n))
 }
-
-
