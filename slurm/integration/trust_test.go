@@ -48,13 +48,14 @@ func TestTrustEndStates(t *testing.T) {
 	c.writeFile(filepath.Join("hooks", "epilog.sh"), fmt.Sprintf(`#!/bin/sh
 d=%q
 export SLURM_CONF=%q
+export PATH=%q
 env | sort > "$d/$SLURM_JOB_ID.env.tmp" && mv "$d/$SLURM_JOB_ID.env.tmp" "$d/$SLURM_JOB_ID.env"
 scontrol show job -d "$SLURM_JOB_ID" > "$d/$SLURM_JOB_ID.show" 2>&1
 %q "$@"
 rc=$?
 touch "$d/$SLURM_JOB_ID.done"
 exit $rc
-`, dumps, c.path("slurm.conf"), real), 0o755)
+`, dumps, c.path("slurm.conf"), envValue(c.env, "PATH")+":/usr/bin:/bin", real), 0o755)
 
 	before := snapshot(t, c)
 	type run struct {
@@ -241,6 +242,18 @@ func fieldOf(s, name string) string {
 		}
 	}
 	return "(absent)"
+}
+
+// envValue returns the last value of name in an environment list (the clients'
+// PATH names the Slurm under test first).
+func envValue(env []string, name string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
+			v = val
+		}
+	}
+	return v
 }
 
 func tailFile(path string, n int) string {
