@@ -187,3 +187,19 @@ func TestJobEnvUID(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseState: whatever squeue prints, the answer is one state word or none.
+func FuzzParseState(f *testing.F) {
+	for _, s := range []string{"COMPLETED\n", "", "JobState=COMPLETED", "COMPLETED\nFAILED\n", "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		st, err := parseState(in)
+		if err != nil && st != "" {
+			t.Fatalf("state %q with error %v", st, err)
+		}
+		if st != "" && !stateRE.MatchString(st) {
+			t.Fatalf("accepted %q", st)
+		}
+	})
+}

@@ -248,6 +248,11 @@ func csvRow(t *csvtab.Table) (Observation, error) {
 		}
 		o.UID = v
 	}
+	// The per-column checks above cover all of Validate except the time's range
+	// (time.Parse accepts year 0): check the whole, as every reader promises.
+	if err := o.Validate(); err != nil {
+		return o, t.Errf("when", "%v", err)
+	}
 	return o, nil
 }
 
