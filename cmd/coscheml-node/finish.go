@@ -24,6 +24,9 @@ const (
 	// is dropped (fail closed).
 	finishWait = 10 * time.Minute
 	finishPoll = time.Second
+	// maxPoll caps the doubling poll interval, so a long Epilog elsewhere costs the
+	// controller one small query every 15 s per waiting job.
+	maxPoll = 15 * time.Second
 	// squeueTimeout bounds one query of the controller.
 	squeueTimeout = 20 * time.Second
 	// maxUnknown: a job squeue no longer lists (purged after MinJobAge) is dropped
@@ -97,7 +100,8 @@ func finish(cfg config.Config, pending string, state func(jobID string) (string,
 
 // waitFinal polls state until the job is no longer COMPLETING (or RUNNING, for a
 // node whose Epilog ran before the others'); errors are retried until wait is
-// over, a job squeue no longer knows is given up after maxUnknown answers.
+// over, a job squeue no longer knows is given up after maxUnknown answers. The
+// interval starts at poll and doubles up to maxPoll.
 func waitFinal(jobID string, state func(string) (string, error), poll, wait time.Duration) (string, error) {
 	deadline := time.Now().Add(wait)
 	unknown := 0
@@ -122,6 +126,7 @@ func waitFinal(jobID string, state func(string) (string, error), poll, wait time
 			return "", fmt.Errorf("final state unknown after %v: %w", wait, last)
 		}
 		time.Sleep(poll)
+		poll = min(2*poll, max(maxPoll, poll))
 	}
 }
 

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/coscheml/coscheml/pkg/jobprofile"
 	"github.com/coscheml/coscheml/pkg/residency"
 )
 
@@ -86,8 +89,41 @@ func runReconcile(args []string, stdin io.Reader, stdout, stderr io.Writer, now 
 	}
 	fmt.Fprintf(stdout, "reconcile: %d expired, %d gone, %d unreadable removed; %d leftover temp files, %d done markers pruned\n",
 		len(res.Expired), len(res.Gone), len(res.Corrupt), len(res.TmpRemoved), res.DonePruned)
+	// Runs whose finisher never decided (a node that rebooted meanwhile) go too.
+	pruned, perr := prunePending(jobprofile.PendingDir(cfg), now, pendingTTL)
+	if perr != nil {
+		res.Problems = append(res.Problems, perr)
+	}
+	if pruned > 0 {
+		fmt.Fprintf(stdout, "removed %d pending runs older than %v (their finisher never decided)\n", pruned, pendingTTL)
+	}
 	if err := errors.Join(res.Problems...); err != nil {
 		fmt.Fprintln(stderr, "coscheml-node reconcile:", err)
 	}
 	return 0
+}
+
+// pendingTTL is how long a pending run may wait: far past the finisher's own limit.
+const pendingTTL = 24 * time.Hour
+
+// prunePending removes pending runs (and their logs) older than ttl.
+func prunePending(dir string, now time.Time, ttl time.Duration) (int, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("pending runs: %w", err)
+	}
+	n := 0
+	for _, de := range ents {
+		fi, err := de.Info()
+		if err != nil || !fi.Mode().IsRegular() || now.Sub(fi.ModTime()) <= ttl {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, de.Name())); err == nil && strings.HasSuffix(de.Name(), ".json") {
+			n++
+		}
+	}
+	return n, nil
 }

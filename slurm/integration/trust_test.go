@@ -142,6 +142,9 @@ exit $rc
 			if obs != 1 {
 				t.Errorf("completed job %d: %d new observations of %s, want 1", r.id, obs, r.tag)
 			}
+			if uid := after.uidOf[r.tag]; uid != "0" {
+				t.Errorf("completed job %d: observation uid %q, want 0 (the jobs run as root)", r.id, uid)
+			}
 		default:
 			if hasProfile {
 				t.Errorf("%s job %d wrote a profile of %s", r.state, r.id, r.tag)
@@ -165,11 +168,12 @@ exit $rc
 type storeState struct {
 	profiles map[string][]byte
 	obsByTag map[string]int
+	uidOf    map[string]string // uid of the last observation of a tag
 }
 
 func snapshot(t *testing.T, c *cluster) storeState {
 	t.Helper()
-	s := storeState{profiles: map[string][]byte{}, obsByTag: map[string]int{}}
+	s := storeState{profiles: map[string][]byte{}, obsByTag: map[string]int{}, uidOf: map[string]string{}}
 	st, err := profile.Open(c.cfg.ProfileDir)
 	if err != nil {
 		t.Fatal(err)
@@ -190,6 +194,7 @@ func snapshot(t *testing.T, c *cluster) storeState {
 	}
 	for _, o := range obs {
 		s.obsByTag[o.Tag]++
+		s.uidOf[o.Tag] = o.UID
 	}
 	return s
 }
