@@ -16,7 +16,7 @@ import (
 // The Epilog cannot know how the job ended: slurmd gives a CANCELLED or TIMEOUT
 // job's Epilog exit code 0 like a COMPLETED one, and the controller calls every
 // job COMPLETING until the Epilogs are done (docs/profiling.md). So a collected
-// run waits in <RunDir>/pending/<jobid>.json for a detached finisher that reads
+// run waits in <RunDir>/pending/<jobid>@<node>.json for a detached finisher that reads
 // the job's final state once the Epilogs are over, then keeps or drops it.
 
 // PendingDir is where collected runs wait for their job's end state.
@@ -42,7 +42,8 @@ func SavePending(cfg config.Config, run *Run) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("pending: %w", err)
 	}
-	path := filepath.Join(dir, run.Env.JobID+".json")
+	// Per node: the run folder may be shared, and a job spans nodes.
+	path := filepath.Join(dir, run.Env.JobID+"@"+nodeName(run.Env.Node)+".json")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
 		return "", fmt.Errorf("pending: %w", err)
