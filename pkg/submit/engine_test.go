@@ -555,3 +555,44 @@ func TestTypedPinning(t *testing.T) {
 		}
 	}
 }
+
+// The decision stages change nothing: deciding twice on the same snapshot and view
+// gives the same outcome and leaves the view as it was; only the engine applies the
+// reservation (and takes the decision ID) afterwards.
+func TestDecisionHasNoSideEffects(t *testing.T) {
+	f := newFixture(t, nil)
+	f.e.Decide(job("coscheml:app=light-a")) // a reservation in the view
+	f.e.view.mu.Lock()
+	defer f.e.view.mu.Unlock()
+	before := f.e.view.cluster.Clone()
+	reserved, seq := len(f.e.view.reserved), f.e.idSeq
+	var outs []outcome
+	for i := 0; i < 2; i++ {
+		q := query{snap: f.e.snap.Load(), j: job("coscheml:app=heavy-a"), now: f.now, idPfx: "t", view: &f.e.view.viewState, seq: 7}
+		in, out, ok := prepare(&q)
+		if !ok {
+			t.Fatalf("not placed: %+v", out.res)
+		}
+		outs = append(outs, place(&q, &in))
+	}
+	a, b := outs[0], outs[1]
+	if a.res != b.res || a.rv == nil || b.rv == nil || a.rv.node != b.rv.node || a.rv.slots != b.rv.slots || !a.usedID {
+		t.Fatalf("two decisions on one state differ: %+v / %+v", a, b)
+	}
+	if a.rv.id != "t-7" || !strings.Contains(a.res.Comment, "coscheml-id=t-7:") {
+		t.Fatalf("decision ID not the one offered: %+v", a)
+	}
+	if len(f.e.view.reserved) != reserved || f.e.idSeq != seq {
+		t.Fatalf("deciding changed the view: %d reservations (was %d), id seq %d (was %d)", len(f.e.view.reserved), reserved, f.e.idSeq, seq)
+	}
+	if err := f.e.view.cluster.Check(); err != nil {
+		t.Fatal(err)
+	}
+	for n := range before.Nodes {
+		for g := range before.Nodes[n].GPUs {
+			if x, y := len(before.Nodes[n].GPUs[g].Residents), len(f.e.view.cluster.Nodes[n].GPUs[g].Residents); x != y {
+				t.Fatalf("n%d/gpu%d: %d residents, was %d", n+1, g, y, x)
+			}
+		}
+	}
+}
