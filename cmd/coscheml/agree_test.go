@@ -67,7 +67,7 @@ func TestPathsAgree(t *testing.T) {
 				t.Fatal(err)
 			}
 			plugin := pluginPath(t, cfgPath, cat, tags, pin, cfg.ShardTypePrefix)
-			placed := placePath(t, dir, cfgPath, cat, tags)
+			placed := placePath(t, dir, cfgPath, cfg, tags)
 			simulated := simPath(t, cfg, tags)
 			if len(plugin) < 6 {
 				t.Fatalf("only %d of %d jobs placed by the plugin before one waited: too few to compare", len(plugin), len(tags))
@@ -159,7 +159,7 @@ type agreeResident struct {
 
 // placePath runs `coscheml place --dry-run` for each job on a state file holding
 // the jobs it placed before (JSON is YAML).
-func placePath(t *testing.T, dir, cfgPath string, cat profile.Catalog, tags []string) []choice {
+func placePath(t *testing.T, dir, cfgPath string, cfg config.Config, tags []string) []choice {
 	st := agreeState{}
 	for _, n := range []string{"n1", "n2"} {
 		sn := agreeNode{Name: n}
@@ -191,6 +191,14 @@ func placePath(t *testing.T, dir, cfgPath string, cat profile.Catalog, tags []st
 		}
 		p := po.Placement[0]
 		out = append(out, choice{p.Node, p.GPU, p.Slots})
+		// place shows the rewrite the plugin makes; the plugin path checks its own.
+		want := "gres:shard:" + strconv.Itoa(p.Slots)
+		if cfg.ShardPinning == config.PinTyped {
+			want = "gres:shard:" + submit.TypeName(cfg.ShardTypePrefix, p.GPU) + ":" + strconv.Itoa(p.Slots)
+		}
+		if po.Slurm == nil || po.Slurm.TresPerNode != want || po.Slurm.ReqNodes != p.Node {
+			t.Fatalf("place job %d: slurm rewrite %+v, want %s on %s", i, po.Slurm, want, p.Node)
+		}
 		ni := slices.IndexFunc(st.Nodes, func(n agreeNode) bool { return n.Name == p.Node })
 		gpu := &st.Nodes[ni].GPUs[p.GPU]
 		gpu.Residents = append(gpu.Residents, agreeResident{Job: strconv.Itoa(1000 + i), Tag: tag, Slots: p.Slots})
