@@ -156,7 +156,11 @@ func runPreflight(c *cli.Context) error {
 
 	// The configuration and what it names.
 	cfgPath := configPath(c)
+	mode := config.Default().ShardPinning
 	cfg, err := loadConfig(c)
+	if err == nil {
+		mode = cfg.ShardPinning
+	}
 	if err != nil {
 		p.fail("config", "%v", err)
 	} else {
@@ -170,7 +174,6 @@ func runPreflight(c *cli.Context) error {
 
 	// Can placements be pinned with this slurm.conf?
 	if sc != nil {
-		mode := slurmconf.FirstFit
 		if err := sc.CheckSteering(mode); err != nil {
 			p.warn("pinning", "SAFE MODE at start: %v; tagged jobs will run on whole GPUs, no co-location", err)
 		} else {

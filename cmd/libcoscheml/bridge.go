@@ -19,17 +19,28 @@ import (
 func initGo(path string, slurmVer uint32, slurmConf string) (int, string) {
 	src := submit.DefaultSources(path)
 	var notes []string
-	if why := pinningImpossible(slurmConf); why != "" {
-		// Said once, here at start; every tagged job then gets a GPU of its own
-		// (all its shards, Slurm's choice of GPU), so nothing shares a GPU that
-		// the policy did not choose.
-		notes = append(notes, "SAFE MODE: "+why+"; tagged jobs run on a whole GPU each (no co-location) "+
-			"until slurm.conf allows pinning (see docs/compatibility.md) and slurmctld restarts")
-		src.NewPolicy = func(config.Config, model.Predictor) (placement.Policy, error) {
-			return safePolicy{why: why}, nil
+	if sc := readSlurmConf(slurmConf); sc != nil {
+		// Said once, here at start, for the pinning mode configured now; every
+		// (re)load of the configuration is checked again below.
+		mode := config.Default().ShardPinning
+		if cfg, err := src.LoadConfig(path); err == nil {
+			mode = cfg.ShardPinning
+		}
+		if why := pinningImpossible(sc, slurmConf, mode); why != "" {
+			notes = append(notes, "SAFE MODE: "+why+"; tagged jobs run on a whole GPU each (no co-location) "+
+				"until slurm.conf allows pinning (see docs/compatibility.md) and slurmctld restarts")
+		}
+		// In safe mode every tagged job gets a GPU of its own (all its shards,
+		// Slurm's choice of GPU), so nothing shares a GPU the policy did not choose.
+		inner := src.NewPolicy
+		src.NewPolicy = func(cfg config.Config, pred model.Predictor) (placement.Policy, error) {
+			if why := pinningImpossible(sc, slurmConf, cfg.ShardPinning); why != "" {
+				return safePolicy{why: why}, nil
+			}
+			return inner(cfg, pred)
 		}
 	}
-	e := submit.New(src, submit.Options{})
+	e := submit.New(src, submit.Options{SlurmVersion: slurmVersion.Load})
 	e.Start()
 	if old := engine.Swap(e); old != nil {
 		old.Close()
@@ -41,20 +52,24 @@ func initGo(path string, slurmVer uint32, slurmConf string) (int, string) {
 	return rc, strings.Join(notes, "\n")
 }
 
-// pinningImpossible reads slurm.conf (and gres.conf beside it) and says why the plugin cannot make Slurm
-// allocate the GPU its policy chose, or "" when it can (or slurm.conf cannot be
-// read: then nothing is known against the default, and the reason is not ours to
-// guess).
-func pinningImpossible(slurmConf string) string {
-	if slurmConf == "" {
-		return ""
+// readSlurmConf reads slurm.conf (and gres.conf beside it); nil when it cannot:
+// then nothing is known against pinning, and the reason is not ours to guess.
+func readSlurmConf(path string) *slurmconf.Conf {
+	if path == "" {
+		return nil
 	}
-	sc, err := slurmconf.LoadWithGres(slurmConf)
+	sc, err := slurmconf.LoadWithGres(path)
 	if err != nil {
-		return ""
+		return nil
 	}
-	if err := sc.CheckSteering(slurmconf.FirstFit); err != nil {
-		return fmt.Sprintf("%s: %v", slurmConf, err)
+	return sc
+}
+
+// pinningImpossible says why the plugin cannot make Slurm allocate the GPU its
+// policy chose with this pinning mode ("" when it can).
+func pinningImpossible(sc *slurmconf.Conf, path, mode string) string {
+	if err := sc.CheckSteering(mode); err != nil {
+		return fmt.Sprintf("%s: %v", path, err)
 	}
 	return ""
 }

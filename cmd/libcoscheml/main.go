@@ -31,7 +31,9 @@ const defaultConfig = "/etc/coscheml/coscheml.yaml"
 // other place for it: the C side holds no Go pointers.
 var engine atomic.Pointer[submit.Engine]
 
-// slurmVersion is the SLURM_VERSION_NUMBER the shim was built for (0 before init).
+// slurmVersion is the SLURM_VERSION_NUMBER the shim was built for (0 before
+// init): the TRES syntax of a typed rewrite follows it when the job's own
+// request gives none to follow.
 var slurmVersion atomic.Uint32
 
 func main() {}
