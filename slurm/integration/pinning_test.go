@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/slurmconf"
 )
@@ -280,6 +281,26 @@ func TestPinning(t *testing.T) {
 				}
 				if c.pins.checked == 0 {
 					t.Errorf("no placement was pinned: the check proves nothing")
+				}
+			}
+
+			// With per-GPU types, the typed mode (shard_pinning: typed) names the
+			// GPU in the request: it must pin on every topology, safe mode never.
+			if pc.topo.typed {
+				before := c.countLog("job_submit/coscheml", "SAFE MODE")
+				cfg := c.cfg
+				cfg.ShardPinning = config.PinTyped
+				cfg.ShardTypePrefix = "g"
+				c.writeConfig(cfg)
+				c.restartCtld()
+				c.pins = tally{}
+				pluginSeries(t, c, 10)
+				c.reportPins("typed")
+				if n := c.countLog("job_submit/coscheml", "SAFE MODE") - before; n != 0 {
+					t.Errorf("typed mode on per-GPU types went to safe mode: %s", c.lastLogLine("SAFE MODE"))
+				}
+				if c.pins.checked == 0 {
+					t.Errorf("typed mode pinned no placement: the check proves nothing")
 				}
 			}
 		})
