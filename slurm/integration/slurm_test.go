@@ -46,6 +46,7 @@ func TestSlurm(t *testing.T) {
 	sub("prolog_epilog", testPrologEpilog)
 	sub("fail_open", testFailOpen)
 	sub("survives_1000", testSurvives)
+	c.reportPins("first-fit, TestSlurm")
 }
 
 // where is the (node, GPU index) a running job holds.
