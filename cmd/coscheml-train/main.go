@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/coscheml/coscheml/pkg/cliextra"
 	"github.com/urfave/cli/v2"
 )
 
@@ -73,6 +74,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			return cli.ShowAppHelp(c)
 		},
 	}
+	cliextra.Extend(app) // --version, completion, man page
 	for _, cmd := range app.Commands {
 		if cmd.OnUsageError == nil {
 			cmd.OnUsageError = onUsageError

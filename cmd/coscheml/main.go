@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/coscheml/coscheml/pkg/cliextra"
 	"github.com/urfave/cli/v2"
 )
 
@@ -79,6 +80,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		// calling os.Exit behind our back.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	cliextra.Extend(app) // --version, completion, man page
 	wireProfileRun(app)
 	app.OnUsageError = onUsageError
 	for _, cmd := range app.Commands {
