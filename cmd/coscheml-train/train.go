@@ -83,11 +83,15 @@ func trainCommand() *cli.Command {
 			var cv model.CVSummary
 			if !c.Bool("skip-cv") {
 				t0 := time.Now()
+				end := stage(c.App.ErrWriter, fmt.Sprintf("%d-fold cross-validation (%d models)", k, k))
 				kf, err := training.KFold(td.ds, k, p, p.Seed)
+				end()
 				if err != nil {
 					return err
 				}
+				end = stage(c.App.ErrWriter, "leave-applications-out cross-validation (one model per application)")
 				lao, err := training.LeaveAppsOut(td.ds, p, nil)
+				end()
 				if err != nil {
 					return err
 				}
@@ -96,7 +100,9 @@ func trainCommand() *cli.Command {
 				cv = model.CVSummary{KFold: kf.Metrics, KFoldK: k, LeaveAppsOut: lao.Metrics, Apps: len(lao.Folds)}
 			}
 			t0 := time.Now()
+			end := stage(c.App.ErrWriter, "training the model on all samples")
 			m, err := training.Train(td.ds, p)
+			end()
 			if err != nil {
 				return err
 			}
