@@ -139,9 +139,11 @@ func TestSystemdUnitsVerify(t *testing.T) {
 	if _, err := exec.LookPath("systemd-analyze"); err != nil {
 		t.Skip("systemd-analyze not installed")
 	}
-	out, err := exec.Command("systemd-analyze", "verify", "--man=no", "systemd/coscheml-reconcile.service", "systemd/coscheml-reconcile.timer").CombinedOutput()
-	// The service names /usr/bin/coscheml-node, which exists only once installed.
-	if err != nil && !strings.Contains(string(out), "/usr/bin/coscheml-node") {
+	units, _ := filepath.Glob("systemd/*.service")
+	timers, _ := filepath.Glob("systemd/*.timer")
+	out, err := exec.Command("systemd-analyze", append([]string{"verify", "--man=no"}, append(units, timers...)...)...).CombinedOutput()
+	// The services name /usr/bin programs, which exist only once installed.
+	if err != nil && !strings.Contains(string(out), "/usr/bin/coscheml") {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }

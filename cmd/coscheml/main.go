@@ -66,6 +66,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			modelCommand(),
 			explainCommand(),
 			simulateCommand(),
+			statusCommand(),
 		},
 		// A bare "coscheml" or an unknown command is a usage error, not a silent
 		// success.
