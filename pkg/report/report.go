@@ -28,14 +28,14 @@ type Input struct {
 }
 
 // Files are the names Write creates inside its directory.
-var Files = []string{"summary.md", "results.csv", "results.json", "jct_cdf.svg", "utilization.svg", "kernel_util.svg", "improvement.svg"}
+var Files = []string{"summary.md", "results.csv", "results.json", "jct_cdf.svg", "utilization.svg", "kernel_util.svg", "improvement.svg", "below_floor.svg"}
 
 // Write creates dir (if needed) and writes every file of Files into it.
 func Write(dir string, in Input) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	writers := []func(io.Writer, Input) error{Markdown, CSV, JSON, JCTCDF, Utilization, KernelUtilization, Improvement}
+	writers := []func(io.Writer, Input) error{Markdown, CSV, JSON, JCTCDF, Utilization, KernelUtilization, Improvement, BelowFloor}
 	for i, name := range Files {
 		if err := writeFile(filepath.Join(dir, name), in, writers[i]); err != nil {
 			return err
@@ -143,9 +143,15 @@ func Markdown(w io.Writer, in Input) error {
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString("\n" + EvaluationNote + "\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// EvaluationNote points readers of the tables to the document that explains them.
+const EvaluationNote = "How to read these figures (what each column measures, why GPU util (alloc) can fall while " +
+	"kernel-busy and useful utilization rise, how they compare with the paper's claims, and the simulator's assumptions): " +
+	"docs/evaluation.md (installed: /usr/share/doc/coscheml/docs/evaluation.md)."
 
 // CSVHeader is the header of results.csv: one row per policy, seed and class
 // ("all" for every job), times in seconds, utilizations as fractions.
