@@ -60,6 +60,7 @@ build: programs libcoscheml plugin
 # changed).
 programs:
 	@mkdir -p bin
+	@echo "make: building $(PROGRAMS) into bin/ (a first build also compiles the dependencies: a minute or two)"
 	$(GO) build $(GOFLAGS_BUILD) -o bin/ $(addprefix ./cmd/,$(PROGRAMS))
 
 libcoscheml:
