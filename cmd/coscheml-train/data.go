@@ -11,6 +11,7 @@ import (
 
 	"github.com/coscheml/coscheml/models"
 	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/model/training"
 	"github.com/coscheml/coscheml/pkg/observation"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/urfave/cli/v2"
@@ -58,11 +59,32 @@ func (in *input) String() string { return fmt.Sprintf("%s (sha256 %s)", in.name,
 
 // trainingData is what train and eval read.
 type trainingData struct {
-	ds      model.Dataset
+	ds      training.Dataset
 	profIn  []*input // profile files
 	obsIn   []*input // observation files
 	dropped int
 	missing []string
+	// excluded counts observations left out by --exclude-families (families the
+	// model must never see, to build an "unseen applications" benchmark).
+	excluded     int
+	excludedFams string
+}
+
+// excludeFamilies drops every observation in which a job or co-runner belongs to
+// one of fams (model.Family), so the trained model has never seen them.
+func excludeFamilies(obs []observation.Observation, fams map[string]bool) (kept []observation.Observation, dropped int) {
+	for _, o := range obs {
+		hit := fams[model.Family(o.Tag)]
+		for _, ct := range o.CoTags {
+			hit = hit || fams[model.Family(ct)]
+		}
+		if hit {
+			dropped++
+			continue
+		}
+		kept = append(kept, o)
+	}
+	return kept, dropped
 }
 
 // loadData reads profiles and observations from the flags and builds the dataset.
@@ -122,10 +144,18 @@ func loadData(c *cli.Context) (*trainingData, error) {
 		}
 		obs = append(obs, more...)
 	}
-	if c.Bool("skip-unknown") {
-		obs, td.dropped, td.missing = model.FilterKnown(cat, obs)
+	if ex := c.String("exclude-families"); ex != "" {
+		fams := map[string]bool{}
+		for _, f := range strings.Split(ex, ",") {
+			fams[strings.ToLower(strings.TrimSpace(f))] = true
+		}
+		obs, td.excluded = excludeFamilies(obs, fams)
+		td.excludedFams = ex
 	}
-	td.ds, err = model.BuildDataset(cat, obs)
+	if c.Bool("skip-unknown") {
+		obs, td.dropped, td.missing = training.FilterKnown(cat, obs)
+	}
+	td.ds, err = training.BuildDataset(cat, obs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w (profiles from %s)", names(td.obsIn), err, names(td.profIn))
 	}
@@ -145,6 +175,9 @@ func (td *trainingData) source() string {
 	var s []string
 	for _, in := range append(append([]*input(nil), td.profIn...), td.obsIn...) {
 		s = append(s, in.String())
+	}
+	if td.excludedFams != "" {
+		s = append(s, fmt.Sprintf("families excluded: %s (%d observations)", td.excludedFams, td.excluded))
 	}
 	return strings.Join(s, "; ")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/model/training"
 	"github.com/urfave/cli/v2"
 )
 
@@ -46,7 +47,7 @@ func evalCommand() *cli.Command {
 				return err
 			}
 			td.warnDropped(c.App.ErrWriter)
-			met := model.Evaluate(m, td.ds)
+			met := training.Evaluate(m, td.ds)
 			w := c.App.Writer
 			if c.Bool("json") {
 				enc := json.NewEncoder(w)

@@ -108,11 +108,11 @@ func retrain(c *cli.Context, stdout, stderr io.Writer) error {
 		}
 	}
 	train = append(train, shared...)
-	trainDS, err := model.BuildDataset(cat, train)
+	trainDS, err := training.BuildDataset(cat, train)
 	if err != nil {
 		return fmt.Errorf("retrain: training set: %w", err)
 	}
-	holdDS, err := model.BuildDataset(cat, hold)
+	holdDS, err := training.BuildDataset(cat, hold)
 	if err != nil {
 		return fmt.Errorf("retrain: held-out set: %w", err)
 	}
@@ -127,7 +127,15 @@ func retrain(c *cli.Context, stdout, stderr io.Writer) error {
 	if len(m.Source) > profile.MaxTextLen*4 {
 		m.Source = m.Source[:profile.MaxTextLen*4]
 	}
-	newM := model.Evaluate(m, holdDS)
+	if lfo, err := training.LeaveFamiliesOut(trainDS, params); err != nil {
+		fmt.Fprintf(stderr, "warning: no calibrated margins from this data (%v)\n", err)
+	} else if cal, _, err := training.Calibrate(lfo.OutOfFold, training.CalibrationOptions{}); err != nil {
+		fmt.Fprintf(stderr, "warning: no calibrated margins from this data (%v)\n", err)
+	} else {
+		m.Calibration = cal
+		fmt.Fprintf(stdout, "calibrated margins from %d leave-families-out residuals; default coverage %.3g\n", cal.Residuals, cal.DefaultCoverage)
+	}
+	newM := training.Evaluate(m, holdDS)
 	fmt.Fprintf(stdout, "trained on %d observations (%d accumulated + %d shared); %d held out\n",
 		trainDS.Len(), len(train)-len(shared), len(shared), holdDS.Len())
 	fmt.Fprintf(stdout, "new model:     MAE %.4f  RMSE %.4f  (mean predictor MAE %.4f)\n", newM.MAE, newM.RMSE, newM.MeanPredictorMAE)
@@ -142,7 +150,13 @@ func retrain(c *cli.Context, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stderr, "warning: %v; replacing it (--force)\n", err)
 	default:
-		curM := model.Evaluate(cur, holdDS)
+		if !m.Calibrated() && cur.Calibrated() {
+			// Too little data to calibrate: keep the current model's margins (from
+			// a subset of this training data) rather than none.
+			m.Calibration = cur.Calibration
+			fmt.Fprintf(stderr, "warning: keeping the current model's calibrated margins\n")
+		}
+		curM := training.Evaluate(cur, holdDS)
 		fmt.Fprintf(stdout, "current model: MAE %.4f  RMSE %.4f\n", curM.MAE, curM.RMSE)
 		if newM.MAE > curM.MAE {
 			if !c.Bool("force") {
@@ -223,7 +237,7 @@ func readObservations(path string, stderr io.Writer) ([]observation.Observation,
 
 // keepKnown drops observations naming a tag without a profile, and says so.
 func keepKnown(cat profile.Catalog, obs []observation.Observation, what string, stderr io.Writer) []observation.Observation {
-	kept, dropped, missing := model.FilterKnown(cat, obs)
+	kept, dropped, missing := training.FilterKnown(cat, obs)
 	if dropped > 0 {
 		if len(missing) > 5 {
 			missing = append(missing[:5], fmt.Sprintf("and %d more", len(missing)-5))

@@ -66,7 +66,7 @@ func (f *retrainFixture) saveModel(t *testing.T, name string, p model.Params, sp
 			obs[i].Speed = speed(obs[i].Speed)
 		}
 	}
-	ds, err := model.BuildDataset(f.cat, obs)
+	ds, err := training.BuildDataset(f.cat, obs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,8 +133,13 @@ func TestRetrainReplacesWorseCurrent(t *testing.T) {
 	if !strings.Contains(stdout, "75 held out") || !strings.Contains(stdout, "wrote "+out) {
 		t.Errorf("stdout %q", stdout)
 	}
-	if _, err := model.Load(out); err != nil {
+	nm, err := model.Load(out)
+	if err != nil {
 		t.Fatal(err)
+	}
+	// The new model is calibrated from its own training data's residuals.
+	if !nm.Calibrated() || !strings.Contains(stdout, "calibrated margins from") || nm.Calibration.Residuals != 225 {
+		t.Errorf("new model calibrated %v (%d residuals); stdout %q", nm.Calibrated(), nm.Calibration.Residuals, stdout)
 	}
 
 	// No current model yet: the first one is written.
@@ -169,5 +174,37 @@ func TestRetrainInputErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(cur); err == nil {
 		t.Error("a model was written by a failed retrain")
+	}
+}
+
+// Too little data to calibrate: the new model keeps the current model's margins
+// rather than none, and says so.
+func TestRetrainKeepsMarginsWhenTooFewResiduals(t *testing.T) {
+	f := newRetrainFixture(t, 60)
+	cur := f.saveModel(t, "bad.model", training.DefaultParams(), func(float64) float64 { return 0.3 })
+	m, err := model.Load(cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, err := model.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Calibration = def.Calibration
+	if err := m.Save(cur); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(f.dir, "new.model")
+	code, stdout, errOut := runTrain("retrain", "--profiles", f.profiles, "--obs", f.obs, "--current", cur, "--out", out, "--min-leaf", "2")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s %s", code, stdout, errOut)
+	}
+	nm, err := model.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errOut, "no calibrated margins") || !strings.Contains(errOut, "keeping the current model's calibrated margins") ||
+		nm.Calibration.DefaultCoverage != def.Calibration.DefaultCoverage || nm.Margin(0.8, 0) != def.Margin(0.8, 0) {
+		t.Errorf("stderr %q; new model default coverage %v", errOut, nm.Calibration.DefaultCoverage)
 	}
 }

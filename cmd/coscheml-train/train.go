@@ -8,6 +8,7 @@ import (
 
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/model/training"
+	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/urfave/cli/v2"
 )
 
@@ -46,7 +47,7 @@ func trainCommand() *cli.Command {
 		Usage: "train a model, report cross-validation, write the model file",
 		UsageText: "coscheml-train train --out M [--solo S.csv --pairs P.csv] [--generic-profiles F.csv] [--obs OBS.csv]\n" +
 			"                     [--forest N] [--max-depth D] [--min-leaf L] [--max-features K] [--features NAMES|all]\n" +
-			"                     [--bins B] [--seed S] [--folds K] [--skip-cv] [--skip-unknown]",
+			"                     [--bins B] [--seed S] [--folds K] [--skip-cv] [--skip-unknown] [--exclude-families F,...]",
 		Description: "Reads solo profiles and co-located observations, runs K-fold and leave-applications-out\n" +
 			"cross-validation (an application is a model family: all batch sizes and precisions of\n" +
 			"e.g. resnet18 are held out together, and no training sample contains them), prints both\n" +
@@ -56,6 +57,7 @@ func trainCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Usage: "write the model to `FILE` (required)"},
 			&cli.IntFlag{Name: "folds", Value: 5, Usage: "`K` for k-fold cross-validation"},
 			&cli.BoolFlag{Name: "skip-cv", Usage: "train without cross-validation (the model file then records none)"},
+			&cli.StringFlag{Name: "exclude-families", Usage: "leave out every observation involving these comma-separated `FAMILIES` (e.g. resnet18,mobilenetv3): a model that has never seen them, for the unseen-applications benchmark (docs/evaluation.md)"},
 		),
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
@@ -79,8 +81,12 @@ func trainCommand() *cli.Command {
 			}
 			w := c.App.Writer
 			td.warnDropped(c.App.ErrWriter)
+			if td.excluded > 0 {
+				fmt.Fprintf(w, "left out %d observations involving the families %s\n", td.excluded, profile.Sanitize(td.excludedFams))
+			}
 			fmt.Fprintf(w, "data: %d samples from %s; profiles from %s\n", td.ds.Len(), names(td.obsIn), names(td.profIn))
 			var cv model.CVSummary
+			var cal model.Calibration
 			if !c.Bool("skip-cv") {
 				t0 := time.Now()
 				end := stage(c.App.ErrWriter, fmt.Sprintf("%d-fold cross-validation (%d models)", k, k))
@@ -89,13 +95,18 @@ func trainCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				end = stage(c.App.ErrWriter, "leave-applications-out cross-validation (one model per application)")
-				lao, err := training.LeaveAppsOut(td.ds, p, nil)
+				end = stage(c.App.ErrWriter, "leave-families-out cross-validation (one model per application family)")
+				lao, err := training.LeaveFamiliesOut(td.ds, p)
 				end()
 				if err != nil {
 					return err
 				}
 				printReport(w, describe(p), kf, lao)
+				var ch training.CoverageChoice
+				if cal, ch, err = training.Calibrate(lao.OutOfFold, training.CalibrationOptions{}); err != nil {
+					return err
+				}
+				printCalibration(w, cal, ch)
 				fmt.Fprintf(w, "cross-validation took %v\n", time.Since(t0).Round(time.Millisecond))
 				cv = model.CVSummary{KFold: kf.Metrics, KFoldK: k, LeaveAppsOut: lao.Metrics, Apps: len(lao.Folds)}
 			}
@@ -107,6 +118,7 @@ func trainCommand() *cli.Command {
 				return err
 			}
 			m.CV = cv
+			m.Calibration = cal
 			m.Source = td.source()
 			m.CreatedAt = time.Now().UTC().Truncate(time.Second)
 			if err := m.Save(out); err != nil {
@@ -118,6 +130,22 @@ func trainCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// printCalibration shows the margins at the default floors and how the default
+// coverage was chosen.
+func printCalibration(w io.Writer, cal model.Calibration, ch training.CoverageChoice) {
+	m := model.Model{Calibration: cal}
+	fmt.Fprintf(w, "calibration: conformal margins from %d leave-families-out residuals\n", cal.Residuals)
+	fmt.Fprintf(w, "%-9s %12s %12s %12s %10s\n", "coverage", "margin@0.75", "margin@0.90", "below floor", "accepted")
+	for l, lv := range ch.Levels {
+		mark := ""
+		if lv == ch.Chosen {
+			mark = "  <- default"
+		}
+		fmt.Fprintf(w, "%-9.3g %12.3f %12.3f %11.2f%% %9.1f%%%s\n", lv, m.Margin(0.75, lv), m.Margin(0.9, lv), 100*ch.Violation[l], 100*ch.Accepted[l], mark)
+	}
+	fmt.Fprintf(w, "(below floor: share of accepted held-out co-locations measured below their floor, nested leave-families-out; default = lowest coverage with at most %.1f%%)\n\n", 100*ch.Target)
 }
 
 func describe(p model.Params) string {

@@ -38,7 +38,7 @@ func TestTrainReportsProgressOnStderr(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{"2-fold cross-validation (2 models) ...", "2-fold cross-validation (2 models): done in",
-		"leave-applications-out cross-validation", "training the model on all samples: done in"} {
+		"leave-families-out cross-validation", "training the model on all samples: done in"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}

@@ -111,6 +111,7 @@ func TestPlaceExamples(t *testing.T) {
 	tests := []struct {
 		name, state, tag string
 		extra            []string
+		coverage         float64 // floor_confidence in the config (0: not set)
 		action, node     string
 		gpu              int
 	}{
@@ -119,12 +120,27 @@ func TestPlaceExamples(t *testing.T) {
 		{name: "blind shares the heavy pair", state: example("keep-apart-heavy.yaml"), tag: "dcgan-bs128", extra: []string{"--policy", "blind"}, action: "share", node: "n1", gpu: 0},
 		{name: "exclusive baseline", state: example("share-light.yaml"), tag: "ppo-bs64", extra: []string{"--policy", "exclusive"}, action: "exclusive", node: "n1", gpu: 1},
 		{name: "infer floor refuses", state: example("infer-floor.yaml"), tag: "resnet18-bs32", action: "wait"},
-		{name: "same job shares with a train resident", state: trainVariant, tag: "resnet18-bs32", action: "share", node: "n1", gpu: 0},
-		{name: "new infer job shares above its floor", state: example("share-light.yaml"), tag: "ppo-bs64", extra: []string{"--class", "infer"}, action: "share", node: "n1", gpu: 0},
+		// Predicted 0.88 and 0.81 against floors 0.75: the default coverage's
+		// calibrated margin refuses it; at coverage 0.5 (margin about 0) it shares.
+		{name: "same job waits at the default coverage", state: trainVariant, tag: "resnet18-bs32", action: "wait"},
+		{name: "same job shares with a train resident at coverage 0.5", state: trainVariant, tag: "resnet18-bs32", coverage: 0.5, action: "share", node: "n1", gpu: 0},
+		{name: "new infer job takes an idle GPU at the default coverage", state: example("share-light.yaml"), tag: "ppo-bs64", extra: []string{"--class", "infer"}, action: "exclusive", node: "n1", gpu: 1},
+		{name: "new infer job shares above its floor at coverage 0.5", state: example("share-light.yaml"), tag: "ppo-bs64", coverage: 0.5, extra: []string{"--class", "infer"}, action: "share", node: "n1", gpu: 0},
 	}
 	e := newEnv(t)
+	base, err := os.ReadFile(e.config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			e := *e
+			if tt.coverage > 0 {
+				e.config = filepath.Join(t.TempDir(), "coverage.yaml")
+				if err := os.WriteFile(e.config, append(base, fmt.Sprintf("floor_confidence: %g\n", tt.coverage)...), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			args := append([]string{"place", "--dry-run", "--state", tt.state, "--tag", tt.tag, "--json"}, tt.extra...)
 			code, stdout, stderr := e.run(args...)
 			if code != exitOK {

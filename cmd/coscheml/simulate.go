@@ -66,6 +66,8 @@ func simulateCommand() *cli.Command {
 			&cli.StringFlag{Name: "pairs-format", Value: "lucid", Usage: "format of --pairs: lucid or generic (tag_a,tag_b,speed_a,speed_b)"},
 			&cli.StringFlag{Name: "solo", Usage: "solo-profile CSV (Lucid format) for --pairs (default: the embedded one)"},
 			&cli.BoolFlag{Name: "demo", Usage: fmt.Sprintf("short preset on the shipped data: %d Philly jobs of at most %s, %dx%d GPUs, load %g, %d seeds", demoJobs, demoMaxDuration, demoNodes, demoGPUsPerNode, demoLoad, demoSeeds)},
+			&cli.BoolFlag{Name: "pair-memory", Value: true, Usage: "coscheml learns from the co-runs that end during the run (pair memory, docs/model.md); --pair-memory=false for the model alone"},
+			&cli.BoolFlag{Name: "warm-memory", Usage: "before each coscheml run, run another sample of the same size (seed + 1000) to fill the pair memory: steady state instead of an empty memory"},
 			&cli.BoolFlag{Name: "quiet", Usage: "no progress on stderr"},
 		},
 		Action: runSimulate,
@@ -149,6 +151,8 @@ func runSimulate(c *cli.Context) error {
 		Options:  placement.OptionsFromConfig(cfg),
 		Policies: pols,
 		Mix:      trace.DefaultClassMix,
+
+		PairMemory: c.Bool("pair-memory"),
 	}
 	if exp.Config.BackfillDepth == 0 {
 		exp.Config.BackfillDepth = -1 // 0 on the command line means "none"
@@ -166,6 +170,20 @@ func runSimulate(c *cli.Context) error {
 		}
 		loads[seed] = trace.OfferedLoad(jobs, nodes*gpn)
 		return jobs, nil
+	}
+	if c.Bool("warm-memory") {
+		if !exp.PairMemory {
+			return usageErrorf("--warm-memory needs the pair memory (drop --pair-memory=false)")
+		}
+		exp.WarmUp = func(seed int64) ([]trace.Job, error) {
+			jobs := trace.Sample(tr.Jobs, nJobs, seed+sim.WarmUpSeedOffset)
+			if load > 0 {
+				if _, err := trace.SetLoad(jobs, nodes*gpn, load); err != nil {
+					return nil, err
+				}
+			}
+			return jobs, nil
+		}
 	}
 	for _, p := range pols {
 		if p == "coscheml" {

@@ -28,8 +28,9 @@ type Config struct {
 	MemReserveMiB float64 `yaml:"mem_reserve_mib"`
 	// UtilSumThreshold is the utilsum baseline's limit on summed solo GPU util (%).
 	UtilSumThreshold float64 `yaml:"utilsum_threshold"`
-	// FloorConfidence: co-locate only when a prediction clears the floor by this
-	// many standard deviations of the model's trees (0 = the prediction itself).
+	// FloorConfidence: the coverage level (0..1) at which a prediction, less the
+	// model's calibrated margin, must clear the floor (0 = the model's default,
+	// chosen by cross-validation at training; docs/model.md).
 	FloorConfidence float64 `yaml:"floor_confidence"`
 
 	Untagged       string `yaml:"untagged"`        // pass | exclusive

@@ -300,8 +300,8 @@ func (c Config) Validate() error {
 	if !(c.MemReserveMiB >= 0 && c.MemReserveMiB <= 16<<20) {
 		bad("mem_reserve_mib", "%v is out of range: want 0..16777216 MiB", c.MemReserveMiB)
 	}
-	if !(c.FloorConfidence >= 0 && c.FloorConfidence <= 5) {
-		bad("floor_confidence", "%v is out of range: want 0..5 standard deviations", c.FloorConfidence)
+	if !(c.FloorConfidence >= 0 && c.FloorConfidence < 1) {
+		bad("floor_confidence", "%v is out of range: want a coverage level in [0, 1) (0: the model's default)", c.FloorConfidence)
 	}
 	if !(c.UtilSumThreshold > 0 && c.UtilSumThreshold <= 400) {
 		bad("utilsum_threshold", "%v is out of range: want a percentage in (0, 400]", c.UtilSumThreshold)

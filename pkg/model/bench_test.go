@@ -21,3 +21,21 @@ func BenchmarkPredict(b *testing.B) {
 	}
 	_ = s
 }
+
+// BenchmarkPredictLower: the prediction and its calibrated lower bound, what
+// placement asks for each affected job.
+func BenchmarkPredictLower(b *testing.B) {
+	m, err := Default()
+	if err != nil {
+		b.Fatal(err)
+	}
+	job := prof("j", 70, 40, 4000)
+	co := []*profile.Profile{prof("a", 60, 30, 3000)}
+	b.ReportAllocs()
+	s := 0.0
+	for b.Loop() {
+		_, lo := m.PredictSpeedLower(job, co, 0)
+		s += lo
+	}
+	_ = s
+}

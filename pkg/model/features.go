@@ -136,3 +136,18 @@ func share(part, total float64) float64 {
 	}
 	return part / total
 }
+
+// NumFeatures is the length of a feature vector (FeatureNames).
+const NumFeatures = numFeatures
+
+// FeatureVec is one feature vector, indexed like FeatureNames.
+type FeatureVec = featureVec
+
+// TotalSMFeature indexes total_sm_util, the util-sum heuristic's score.
+const TotalSMFeature = fTotalSM
+
+// ComputeFeatures fills x for job next to co, exactly as prediction does; a
+// trainer (package training) uses it to build its samples. It never allocates.
+func ComputeFeatures(job *profile.Profile, co []*profile.Profile, x *FeatureVec) {
+	computeFeatures(job, co, x)
+}

@@ -26,8 +26,11 @@ import (
 // truncated, corrupt) before it decodes anything.
 const (
 	fileMagic = "CSMLMODL"
-	// FormatVersion is the model file format this program reads and writes.
-	FormatVersion = 1
+	// FormatVersion is the model file format this program writes. Version 2
+	// added Calibration; version 1 files (no calibration) are still read.
+	FormatVersion = 2
+	// oldestVersion is the oldest format this program reads.
+	oldestVersion = 1
 	headerLen     = 8 + 4 + 8
 	sumLen        = sha256.Size
 	// MaxFileBytes bounds a model file; the default model is a few KiB.
@@ -66,8 +69,8 @@ func Decode(b []byte) (*Model, error) {
 	if len(b) < headerLen {
 		return nil, fmt.Errorf("%w: truncated header (%d bytes)", ErrFormat, len(b))
 	}
-	if v := binary.BigEndian.Uint32(b[8:12]); v != FormatVersion {
-		return nil, fmt.Errorf("%w: format version %d, this program reads version %d (retrain or use a matching coscheml)", ErrFormat, v, FormatVersion)
+	if v := binary.BigEndian.Uint32(b[8:12]); v < oldestVersion || v > FormatVersion {
+		return nil, fmt.Errorf("%w: format version %d, this program reads versions %d to %d (retrain or use a matching coscheml)", ErrFormat, v, oldestVersion, FormatVersion)
 	}
 	n := binary.BigEndian.Uint64(b[12:20])
 	if n > MaxFileBytes || uint64(len(b)) < headerLen+n+sumLen {
@@ -104,7 +107,7 @@ func (m *Model) validate() error {
 			return fmt.Errorf("tree %d: %w", i+1, err)
 		}
 	}
-	return nil
+	return m.Calibration.Valid()
 }
 
 // Load reads a model file. Errors name the file.

@@ -56,9 +56,9 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	if a.String() != b.String() || !got.CreatedAt.Equal(m.CreatedAt) || got.Params.Seed != 7 {
 		t.Fatalf("info differs after reload:\n%s\n%s", a, b)
 	}
-	ds := lucidDataset(t)
-	for i := range ds.Samples {
-		s := &ds.Samples[i]
+	cases := lucidCases(t)
+	for i := range cases {
+		s := &cases[i]
 		if x, y := m.PredictSpeed(s.Job, s.Co), got.PredictSpeed(s.Job, s.Co); x != y {
 			t.Fatalf("sample %d: %v before save, %v after", i, x, y)
 		}
@@ -82,7 +82,7 @@ func TestLoadErrors(t *testing.T) {
 		{"empty", nil, "bad magic"},
 		{"not a model", []byte("model1,dataset1\n"), "bad magic"},
 		{"header cut", good[:10], "truncated header"},
-		{"other version", otherVersion, "format version 2, this program reads version 1"},
+		{"other version", otherVersion, "format version 3, this program reads versions 1 to 2"},
 		{"truncated", good[:len(good)-40], "truncated"},
 		{"trailing", append(append([]byte(nil), good...), 0), "trailing"},
 		{"corrupt", flipped, "checksum"},

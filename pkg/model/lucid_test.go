@@ -62,12 +62,20 @@ func lucidData(t testing.TB) (profile.Catalog, []observation.Observation) {
 	return cat, obs
 }
 
-func lucidDataset(t testing.TB) Dataset {
+// lucidCase is one Lucid measurement as a prediction input.
+type lucidCase struct {
+	Job *profile.Profile
+	Co  []*profile.Profile
+}
+
+// lucidCases returns every measurement of the embedded Lucid pairs as a
+// prediction input (the trainer's datasets live in package training).
+func lucidCases(t testing.TB) []lucidCase {
 	t.Helper()
 	cat, obs := lucidData(t)
-	ds, err := BuildDataset(cat, obs)
-	if err != nil {
-		t.Fatal(err)
+	out := make([]lucidCase, len(obs))
+	for i, o := range obs {
+		out[i] = lucidCase{Job: cat[o.Tag], Co: []*profile.Profile{cat[o.CoTags[0]]}}
 	}
-	return ds
+	return out
 }

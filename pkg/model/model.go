@@ -23,6 +23,9 @@ type Model struct {
 	Source       string    `codec:"source"`        // free text: where the data came from
 	CreatedAt    time.Time `codec:"created_at"`
 	Trees        []Tree    `codec:"trees"`
+	// Calibration: conformal margins from cross-validation (format 2; empty in
+	// a format 1 file or a model trained without cross-validation).
+	Calibration Calibration `codec:"calibration"`
 
 	// The packed form for prediction, built by Compile and Decode (see pack).
 	nodes  []node    // every tree's nodes, tree after tree
@@ -100,7 +103,10 @@ type CVSummary struct {
 	Apps         int     `codec:"apps" json:"apps"` // applications (folds) left out in turn
 }
 
-var _ Predictor = (*Model)(nil)
+var (
+	_ Predictor      = (*Model)(nil)
+	_ LowerPredictor = (*Model)(nil)
+)
 
 // PredictSpeed predicts job's normalized speed (1.0 = as fast as alone) on a GPU
 // shared with co. With no co-runners the answer is 1.0 by definition (the model
@@ -236,6 +242,12 @@ type Info struct {
 	CV           CVSummary `json:"cv"`
 	Source       string    `json:"source,omitempty"`
 	CreatedAt    time.Time `json:"created_at"`
+	// Calibration: the default coverage and the margins at the default floors
+	// (hpc/train 0.75, infer 0.9) at that coverage; zero when uncalibrated.
+	DefaultCoverage float64 `json:"default_coverage"`
+	MarginAt075     float64 `json:"margin_at_0_75"`
+	MarginAt090     float64 `json:"margin_at_0_90"`
+	Residuals       int     `json:"calibration_residuals"`
 }
 
 // Info summarises the model.
@@ -248,6 +260,11 @@ func (m *Model) Info() Info {
 	}
 	if len(m.Trees) > 1 {
 		in.Kind = "forest"
+	}
+	if m.Calibrated() {
+		in.DefaultCoverage = m.Calibration.DefaultCoverage
+		in.MarginAt075, in.MarginAt090 = m.Margin(0.75, 0), m.Margin(0.9, 0)
+		in.Residuals = m.Calibration.Residuals
 	}
 	for i := range m.Trees {
 		in.Nodes += len(m.Trees[i].Feature)
@@ -264,7 +281,7 @@ func (in Info) String() string {
 	s += fmt.Sprintf("  params: max depth %d, min leaf %d, bins %d, max features %d, seed %d\n",
 		in.Params.MaxDepth, in.Params.MinLeaf, in.Params.Bins, in.Params.MaxFeatures, in.Params.Seed)
 	if len(in.Params.Features) > 0 {
-		s += "  splits on: " + profile.Sanitize(strings.Join(in.Params.Features, ", ")) + "\n"
+		s += "  splits on: " + sanitizeLong(strings.Join(in.Params.Features, ", ")) + "\n"
 	}
 	s += fmt.Sprintf("  trained on %d samples (mean speed %.3f), sha256 %s\n", in.TrainSamples, in.TrainMean, in.TrainDigest)
 	for _, src := range strings.Split(in.Source, "; ") {
@@ -280,6 +297,12 @@ func (in Info) String() string {
 	if in.CV.Apps > 0 {
 		s += fmt.Sprintf("  leave-apps-out (%d apps): MAE %.4f (mean predictor %.4f), AUC %s (util-sum %s)\n",
 			in.CV.Apps, in.CV.LeaveAppsOut.MAE, in.CV.LeaveAppsOut.MeanPredictorMAE, in.CV.LeaveAppsOut.ModelAUC, in.CV.LeaveAppsOut.UtilSumAUC)
+	}
+	if in.DefaultCoverage > 0 {
+		s += fmt.Sprintf("  calibrated margins (%d leave-families-out residuals): default coverage %.3g, margin %.3f at speed 0.75, %.3f at 0.90\n",
+			in.Residuals, in.DefaultCoverage, in.MarginAt075, in.MarginAt090)
+	} else {
+		s += "  no calibrated margins: floors are tested against the prediction itself (retrain with cross-validation)\n"
 	}
 	s += "  features computed: "
 	for i, f := range in.Features {

@@ -18,3 +18,21 @@ type SpreadPredictor interface {
 	// deviation of the members' predictions around it (0 for a single tree).
 	PredictSpeedSpread(job *profile.Profile, coRunners []*profile.Profile) (speed, sd float64)
 }
+
+// LowerPredictor is a Predictor that can also give a lower bound on the speed,
+// one the measured speed clears with probability coverage (calibrated on data
+// the predictor was not fitted to). Placement tests floors against the lower
+// bound when the predictor has one; the oracle's true speeds have none.
+type LowerPredictor interface {
+	Predictor
+	// PredictSpeedLower returns the prediction PredictSpeed gives and the lower
+	// bound at coverage (0: the predictor's default). It must not allocate.
+	PredictSpeedLower(job *profile.Profile, coRunners []*profile.Profile, coverage float64) (speed, lower float64)
+}
+
+// Versioned is a Predictor whose answers change over time (the pair memory
+// learns from observations): Version changes whenever they may have, so a
+// caller that caches predictions knows to drop its cache.
+type Versioned interface {
+	Version() uint64
+}

@@ -31,12 +31,14 @@ import (
 // goroutine). The memo assumes profiles are not modified in place once used (they
 // are immutable by convention: replace a profile with a new value).
 type CoScheML struct {
-	name   string
-	pred   model.Predictor
-	spread model.SpreadPredictor // pred's spread, when FloorConfidence > 0 and pred has one
-	opts   Options
-	e      engine
-	memo   memo
+	name  string
+	pred  model.Predictor
+	lower model.LowerPredictor // pred's calibrated lower bound, when it has one (the oracle's truth has none)
+	ver   model.Versioned      // pred's version, when its answers change over time (pair memory)
+	seen  uint64               // ver's value the memo's entries were computed with
+	opts  Options
+	e     engine
+	memo  memo
 
 	// per decision
 	req      uint32 // memo ID of the request's (profile, class)
@@ -73,22 +75,23 @@ func newCoScheML(name string, pred model.Predictor, opts Options) (*CoScheML, er
 	}
 	p := &CoScheML{name: name, pred: pred, opts: o, memo: newMemo(memoSize),
 		co: make([]*profile.Profile, 0, 8), others: make([]*profile.Profile, 0, 8), ord: make([]int32, 0, 8)}
-	if sp, ok := pred.(model.SpreadPredictor); ok && o.FloorConfidence > 0 {
-		p.spread = sp
+	if lp, ok := pred.(model.LowerPredictor); ok {
+		p.lower = lp
 	}
+	p.ver, _ = pred.(model.Versioned)
 	return p, nil
 }
 
 // predict returns the predicted speed of job next to co and the speed that must
-// clear the floor: the prediction less FloorConfidence standard deviations of the
-// model's trees (the prediction itself when no confidence is asked).
+// clear the floor: the predictor's lower bound at coverage FloorConfidence (the
+// model's calibrated margin; 0 = the model's default coverage), or the
+// prediction itself for a predictor without one (the oracle's true speeds).
 func (p *CoScheML) predict(job *profile.Profile, co []*profile.Profile) (speed, sure float64) {
-	if p.spread == nil {
+	if p.lower == nil {
 		speed = p.pred.PredictSpeed(job, co)
 		return speed, speed
 	}
-	speed, sd := p.spread.PredictSpeedSpread(job, co)
-	return speed, speed - p.opts.FloorConfidence*sd
+	return p.lower.PredictSpeedLower(job, co, p.opts.FloorConfidence)
 }
 
 // Name is "coscheml" or "oracle".
@@ -101,6 +104,12 @@ func (p *CoScheML) Options() Options { return p.opts }
 func (p *CoScheML) Place(c *Cluster, r *Request) Decision {
 	if d, bad := badRequest(p.name, c, r); bad {
 		return d
+	}
+	if p.ver != nil {
+		if v := p.ver.Version(); v != p.seen { // the predictor learned: memoized predictions are stale
+			p.seen = v
+			p.memo.forget()
+		}
 	}
 	if c.indexed() {
 		p.memo.use(c.ix)
@@ -343,9 +352,13 @@ func (p *CoScheML) explainGPU(c *Cluster, r *Request, gi int32) string {
 		fmt.Fprintf(&b, ", job %s %.2f (floor %.2f)", profile.Sanitize(rs.JobID), p.pred.PredictSpeed(rs.Profile, others), p.opts.Floors.For(classOf(rs.Class, rs.Profile)))
 	}
 	fmt.Fprintf(&b, "; interference cost %.2f", res.cost)
-	if p.spread != nil {
+	if p.lower != nil {
 		// Otherwise a wait with every prediction above its floor would read as a bug.
-		fmt.Fprintf(&b, "; floors tested at speed - %.2g x spread of the model's trees (floor_confidence)", p.opts.FloorConfidence)
+		cov := "the model's default coverage"
+		if p.opts.FloorConfidence > 0 {
+			cov = fmt.Sprintf("coverage %.3g", p.opts.FloorConfidence)
+		}
+		fmt.Fprintf(&b, "; floors tested at the prediction less its calibrated margin (floor_confidence: %s)", cov)
 	}
 	return b.String()
 }

@@ -3,7 +3,6 @@ package placement
 import (
 	"fmt"
 	"github.com/coscheml/coscheml/pkg/config"
-	"math"
 
 	"github.com/coscheml/coscheml/pkg/profile"
 )
@@ -59,11 +58,12 @@ type Options struct {
 	// UtilSumThreshold is the UtilSum baseline's limit on the summed solo SM
 	// utilization (%) of the jobs on one GPU (default 100).
 	UtilSumThreshold float64
-	// FloorConfidence asks Co-scheML's predictions to clear the floors by this many
-	// standard deviations of the model's trees (model.SpreadPredictor): a job is
-	// co-located only if speed - FloorConfidence*spread >= its floor. 0 (default)
-	// compares the prediction itself; predictors without a spread (the oracle's
-	// truth) are unaffected.
+	// FloorConfidence is the coverage level (0..1) at which Co-scheML's
+	// predictions must clear the floors: a job is co-located only if its
+	// prediction less the model's calibrated margin at this coverage
+	// (model.LowerPredictor) is at least its floor. 0 (default) uses the coverage
+	// the model chose by cross-validation at training; predictors without a
+	// lower bound (the oracle's truth) are unaffected. docs/model.md.
 	FloorConfidence float64
 	// Seed drives the Random baseline.
 	Seed uint64
@@ -109,8 +109,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("placement option share_slots = %d: want >= 0", o.ShareSlots)
 	case o.MemReserveMiB < 0:
 		return o, fmt.Errorf("placement option mem_reserve_mib = %g: want >= 0", o.MemReserveMiB)
-	case o.FloorConfidence < 0 || o.FloorConfidence > 5 || math.IsNaN(o.FloorConfidence):
-		return o, fmt.Errorf("placement option floor_confidence = %g: want 0..5", o.FloorConfidence)
+	case !(o.FloorConfidence >= 0 && o.FloorConfidence < 1):
+		return o, fmt.Errorf("placement option floor_confidence = %g: want a coverage level in [0, 1) (0: the model's default)", o.FloorConfidence)
 	case o.UtilSumThreshold < 0:
 		return o, fmt.Errorf("placement option utilsum_threshold = %g: want >= 0", o.UtilSumThreshold)
 	}

@@ -638,52 +638,100 @@ func TestShareSlotsOption(t *testing.T) {
 	}
 }
 
-// spreadPred is fakePred with a fixed disagreement among ensemble members.
-type spreadPred struct {
+// lowerPred is fakePred with a calibrated margin that grows with the coverage
+// asked: margin = 0.1 x coverage (0: its default coverage 0.5).
+type lowerPred struct {
 	fakePred
-	sd float64
 }
 
-func (s spreadPred) PredictSpeedSpread(job *profile.Profile, co []*profile.Profile) (float64, float64) {
+func (l lowerPred) PredictSpeedLower(job *profile.Profile, co []*profile.Profile, coverage float64) (float64, float64) {
+	s := l.PredictSpeed(job, co)
 	if len(co) == 0 {
-		return 1, 0
+		return s, s
 	}
-	return s.PredictSpeed(job, co), s.sd
+	if coverage == 0 {
+		coverage = 0.5
+	}
+	return s, s - 0.1*coverage
 }
 
-// FloorConfidence makes a prediction clear the floor by k spreads: the same pair
-// shares at k = 0 and waits at k = 2; the oracle's truth (no spread) is unaffected.
+// FloorConfidence is the coverage at which the prediction less its calibrated
+// margin must clear the floor: the same pair shares at a low coverage and waits
+// at a high one; a predictor without a lower bound (the oracle's truth) is
+// unaffected.
 func TestFloorConfidence(t *testing.T) {
 	c := NewCluster(1, 1, 24000, 4)
 	put(c, "1", heavyA, 0, 0, 2)
 	r := req("2", heavyB, 1) // predicted 0.55 and 0.575
-	pred := spreadPred{fakePred{0.5}, 0.05}
+	pred := lowerPred{fakePred{0.5}}
 	for _, tt := range []struct {
-		k     float64
+		cov   float64
 		pred  model.Predictor
 		want  Action
 		floor float64
 	}{
-		{0, pred, ActionShare, 0.5},
-		{0.9, pred, ActionShare, 0.5},        // 0.55 - 0.045 = 0.505 clears 0.5
-		{2, pred, ActionWait, 0.5},           // 0.55 - 0.10 = 0.45 does not
-		{2, pred.fakePred, ActionShare, 0.5}, // no spread to subtract
+		{0, pred, ActionShare, 0.5},            // default 0.5: 0.55 - 0.05 = 0.50 clears 0.5
+		{0.4, pred, ActionShare, 0.5},          // 0.55 - 0.04 clears
+		{0.9, pred, ActionWait, 0.5},           // 0.55 - 0.09 = 0.46 does not
+		{0.9, pred.fakePred, ActionShare, 0.5}, // no lower bound: the prediction itself
 	} {
-		opts := Options{Floors: Floors{HPC: tt.floor, Train: tt.floor, Infer: 0.9}, FloorConfidence: tt.k}
+		opts := Options{Floors: Floors{HPC: tt.floor, Train: tt.floor, Infer: 0.9}, FloorConfidence: tt.cov}
 		p, err := NewCoScheML(tt.pred, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		d := p.Place(c, r)
 		if d.Action != tt.want {
-			t.Errorf("k %v (%T): %v, want %v (%s)", tt.k, tt.pred, d.Action, tt.want, d.Reason)
+			t.Errorf("coverage %v (%T): %v, want %v (%s)", tt.cov, tt.pred, d.Action, tt.want, d.Reason)
 		}
-		_, hasSpread := tt.pred.(model.SpreadPredictor)
-		if named := strings.Contains(d.Reason, "floor_confidence"); named != (tt.k > 0 && hasSpread) {
-			t.Errorf("k %v (%T): reason names floor_confidence = %v: %s", tt.k, tt.pred, named, d.Reason)
+		_, hasLower := tt.pred.(model.LowerPredictor)
+		if named := strings.Contains(d.Reason, "floor_confidence"); d.Action != ActionWait && named != hasLower {
+			t.Errorf("coverage %v (%T): reason names floor_confidence = %v: %s", tt.cov, tt.pred, named, d.Reason)
 		}
 	}
-	if _, err := NewCoScheML(pred, Options{FloorConfidence: -1}); err == nil {
-		t.Error("negative floor_confidence accepted")
+	for _, bad := range []float64{-1, 1, 2, math.NaN()} {
+		if _, err := NewCoScheML(pred, Options{FloorConfidence: bad}); err == nil {
+			t.Errorf("floor_confidence %v accepted", bad)
+		}
+	}
+}
+
+// learningPred is a Versioned predictor whose answer changes (as the pair
+// memory's does when it learns).
+type learningPred struct {
+	speed *float64
+	ver   *uint64
+}
+
+func (l learningPred) PredictSpeed(_ *profile.Profile, co []*profile.Profile) float64 {
+	if len(co) == 0 {
+		return 1
+	}
+	return *l.speed
+}
+
+func (l learningPred) Version() uint64 { return *l.ver }
+
+// A Versioned predictor's new answers are used at once: the memo of
+// predictions is dropped when its version changes.
+func TestVersionedPredictorDropsMemo(t *testing.T) {
+	c := NewCluster(1, 1, 24000, 4)
+	put(c, "1", heavyA, 0, 0, 2)
+	r := req("2", heavyB, 1)
+	speed, ver := 0.9, uint64(1)
+	p, err := NewCoScheML(learningPred{&speed, &ver}, Options{Floors: Floors{HPC: 0.75, Train: 0.75, Infer: 0.9}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := p.Place(c, r); d.Action != ActionShare {
+		t.Fatalf("at speed 0.9: %v (%s)", d.Action, d.Reason)
+	}
+	speed = 0.5 // learned: the pair is slow, but the version did not change yet
+	if d := p.Place(c, r); d.Action != ActionShare {
+		t.Fatalf("memoized answer expected before the version changes: %v", d.Action)
+	}
+	ver++
+	if d := p.Place(c, r); d.Action != ActionWait {
+		t.Fatalf("after the version changed: %v, want wait (%s)", d.Action, d.Reason)
 	}
 }

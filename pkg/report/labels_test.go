@@ -59,7 +59,7 @@ func TestAxisUnitsAndEvaluationNote(t *testing.T) {
 		{"utilization.svg", []string{"time since first submission (hours)", "allocated GPUs (% of all GPUs)"}},
 		{"kernel_util.svg", []string{"time since first submission (hours)", "kernel busy (% of GPU time, mean over all GPUs)"}},
 		{"improvement.svg", []string{"change against exclusive (%, higher is better)"}},
-		{"below_floor.svg", []string{"job class", "jobs below floor (count per run)", "hpc", "train", "infer"}},
+		{"below_floor.svg", []string{"jobs started (count, in order of start)", "jobs below floor per "}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

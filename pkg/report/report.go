@@ -1,7 +1,7 @@
 // Package report writes a simulation comparison for people and for programs: a
 // Markdown summary, CSV and JSON of every figure, and SVG plots drawn by hand (JCT
 // CDF per policy, GPU utilization and kernel-busy fraction over time, change
-// against the baseline).
+// against the baseline, jobs below their floor per 500 jobs over time).
 package report
 
 import (
@@ -35,7 +35,7 @@ func Write(dir string, in Input) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	writers := []func(io.Writer, Input) error{Markdown, CSV, JSON, JCTCDF, Utilization, KernelUtilization, Improvement, BelowFloor}
+	writers := []func(io.Writer, Input) error{Markdown, CSV, JSON, JCTCDF, Utilization, KernelUtilization, Improvement, BelowFloorOverTime}
 	for i, name := range Files {
 		if err := writeFile(filepath.Join(dir, name), in, writers[i]); err != nil {
 			return err
@@ -143,6 +143,7 @@ func Markdown(w io.Writer, in Input) error {
 		}
 		b.WriteString("\n")
 	}
+	belowFloorTable(&b, in)
 	b.WriteString("\n" + EvaluationNote + "\n")
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -152,6 +153,69 @@ func Markdown(w io.Writer, in Input) error {
 const EvaluationNote = "How to read these figures (what each column measures, why GPU util (alloc) can fall while " +
 	"kernel-busy and useful utilization rise, how they compare with the paper's claims, and the simulator's assumptions): " +
 	"docs/evaluation.md (installed: /usr/share/doc/coscheml/docs/evaluation.md)."
+
+// belowFloorBlocks returns, per policy (in Summaries order), the mean over
+// seeds of the jobs below floor in each block of sim.BelowFloorBlock jobs, and
+// the largest number of blocks.
+func belowFloorBlocks(in Input) (names []string, means [][]float64, blocks int) {
+	for _, s := range in.Summaries {
+		var sum []float64
+		var n []int
+		for _, r := range in.Runs {
+			if r.Policy != s.Policy {
+				continue
+			}
+			for k, v := range r.BelowFloorPer {
+				if k >= len(sum) {
+					sum, n = append(sum, 0), append(n, 0)
+				}
+				sum[k] += float64(v)
+				n[k]++
+			}
+		}
+		for k := range sum {
+			sum[k] /= float64(n[k])
+		}
+		names = append(names, s.Policy)
+		means = append(means, sum)
+		blocks = max(blocks, len(sum))
+	}
+	return names, means, blocks
+}
+
+// belowFloorTable writes the jobs below floor per block of jobs over time.
+func belowFloorTable(b *strings.Builder, in Input) {
+	names, means, blocks := belowFloorBlocks(in)
+	if blocks == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nJobs below their floor per %d jobs, in order of start (mean over seeds; below_floor.svg):\n\n| policy |", sim.BelowFloorBlock)
+	for k := range blocks {
+		fmt.Fprintf(b, " jobs %d-%d |", k*sim.BelowFloorBlock+1, (k+1)*sim.BelowFloorBlock)
+	}
+	b.WriteString("\n|---|")
+	for range blocks {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for i, name := range names {
+		fmt.Fprintf(b, "| %s |", name)
+		for k := range blocks {
+			if k < len(means[i]) {
+				fmt.Fprintf(b, " %s |", count(means[i][k]))
+			} else {
+				b.WriteString(" - |")
+			}
+		}
+		b.WriteString("\n")
+	}
+	for _, r := range in.Runs {
+		if r.MemoryPairs > 0 {
+			fmt.Fprintf(b, "\nPair memory (%s, seed %d): %d ordered pairs observed, %d with enough evidence to override the model at the end of the run.\n", r.Policy, r.Seed, r.MemoryPairs, r.MemoryKnown)
+			break
+		}
+	}
+}
 
 // CSVHeader is the header of results.csv: one row per policy, seed and class
 // ("all" for every job), times in seconds, utilizations as fractions.

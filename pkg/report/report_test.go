@@ -29,7 +29,8 @@ func fakeRuns() []*sim.PolicyRun {
 					Submit: float64(i), Start: float64(i) + 10*scale*float64(seed), End: float64(i) + 100*scale*float64(seed), Duration: 50})
 			}
 			all, by := sim.Summarize(res)
-			runs = append(runs, &sim.PolicyRun{Policy: p, Seed: seed, Overall: all, ByClass: by, Result: res})
+			runs = append(runs, &sim.PolicyRun{Policy: p, Seed: seed, Overall: all, ByClass: by, Result: res,
+				BelowFloorPer: []int{int(seed) * 4, int(seed) * 2}})
 		}
 	}
 	return runs
@@ -91,7 +92,20 @@ func TestWriteReadBack(t *testing.T) {
 		t.Errorf("json runs %d, hpc jobs %d", len(doc.Runs), doc.Runs[0].ByClass[profile.ClassHPC].Jobs)
 	}
 	// Every SVG is well-formed XML with an <svg> root and draws something.
-	for _, name := range []string{"jct_cdf.svg", "utilization.svg", "kernel_util.svg", "improvement.svg"} {
+	// The below-floor table: blocks of 500 jobs, mean over seeds (4 and 8 -> 6).
+	if !strings.Contains(string(md), "| jobs 1-500 | jobs 501-1000 |") || !strings.Contains(string(md), "| coscheml | 6.0 | 3.0 |") {
+		t.Errorf("summary.md lacks the below-floor-over-time table:\n%s", md)
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "below_floor.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, label := range []string{"jobs started (count, in order of start)", "jobs below floor per 500 jobs"} {
+		if !strings.Contains(string(svg), label) {
+			t.Errorf("below_floor.svg lacks the axis label %q", label)
+		}
+	}
+	for _, name := range []string{"jct_cdf.svg", "utilization.svg", "kernel_util.svg", "improvement.svg", "below_floor.svg"} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)

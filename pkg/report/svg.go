@@ -303,3 +303,30 @@ func Improvement(w io.Writer, in Input) error {
 	}
 	return c.done(w)
 }
+
+// BelowFloorOverTime plots, per policy, the jobs below their floor in each
+// block of sim.BelowFloorBlock jobs (in order of start, mean over seeds): the
+// pair memory's learning shows as a falling line.
+func BelowFloorOverTime(w io.Writer, in Input) error {
+	names, means, blocks := belowFloorBlocks(in)
+	c := newCanvas(fmt.Sprintf("Jobs below their floor per %d jobs (mean over seeds)", sim.BelowFloorBlock),
+		"jobs started (count, in order of start)", fmt.Sprintf("jobs below floor per %d jobs", sim.BelowFloorBlock))
+	hi := 1.0
+	for _, m := range means {
+		for _, v := range m {
+			hi = max(hi, v)
+		}
+	}
+	c.x0, c.x1, c.y0, c.y1 = 0, float64(max(blocks, 1)*sim.BelowFloorBlock), 0, hi*1.1
+	c.axes(niceTicks(0, c.x1, 8), niceTicks(0, c.y1, 5), func(v float64) string { return fmt.Sprintf("%.0f", v) }, func(v float64) string { return fmt.Sprintf("%.0f", v) })
+	for i, m := range means {
+		var xs, ys []float64
+		for k, v := range m {
+			xs = append(xs, float64(k*sim.BelowFloorBlock), float64((k+1)*sim.BelowFloorBlock))
+			ys = append(ys, v, v)
+		}
+		c.line(xs, ys, palette[i%len(palette)], false)
+	}
+	c.legend(names)
+	return c.done(w)
+}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/pairmem"
 	"github.com/coscheml/coscheml/pkg/placement"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/trace"
@@ -18,10 +19,22 @@ import (
 // the jobs (Jobs is called with it), their applications and classes (trace.Assign)
 // and the random baseline's choices; every policy of a seed sees the same jobs.
 type Experiment struct {
-	Config   Config
-	Jobs     func(seed int64) ([]trace.Job, error) // tags/classes may be empty
-	Truth    *truth.Table
-	Model    model.Predictor // for "coscheml"; "oracle" gets Truth
+	Config Config
+	Jobs   func(seed int64) ([]trace.Job, error) // tags/classes may be empty
+	Truth  *truth.Table
+	Model  model.Predictor // for "coscheml"; "oracle" gets Truth
+	// PairMemory puts a fresh pair memory (package pairmem) in front of the
+	// model for each "coscheml" run: co-runs that end during the run feed it
+	// (Config.OnCoRunEnd), as the Epilog's observations would in production.
+	PairMemory bool
+	// MemoryOptions configure the pair memory (zero: its defaults).
+	MemoryOptions pairmem.Options
+	// WarmUp, when set with PairMemory, gives jobs that each coscheml run first
+	// runs on its own cluster, results discarded, only to fill the pair memory:
+	// the measured run then starts from a memory like that of a cluster that has
+	// been running for a while. It must be safe for concurrent use; its jobs get
+	// applications and classes like the measured ones (seed + WarmUpSeedOffset).
+	WarmUp   func(seed int64) ([]trace.Job, error)
 	Options  placement.Options
 	Policies []string
 	Seeds    []int64
@@ -39,7 +52,20 @@ type PolicyRun struct {
 	Overall Metrics                   `json:"overall"`
 	ByClass map[profile.Class]Metrics `json:"by_class"`
 	Result  *Result                   `json:"result"`
+	// BelowFloorPer lists the jobs below their floor in each block of
+	// BelowFloorBlock jobs, in order of start: how the floors hold over time.
+	BelowFloorPer []int `json:"below_floor_per_block"`
+	// MemoryPairs and MemoryKnown: pairs the pair memory had observed, and had
+	// enough evidence for, at the end of the run (0 without a memory).
+	MemoryPairs int `json:"memory_pairs"`
+	MemoryKnown int `json:"memory_known"`
 }
+
+// WarmUpSeedOffset separates the warm-up jobs' seed from the measured run's.
+const WarmUpSeedOffset = 1000
+
+// BelowFloorBlock is the block size of PolicyRun.BelowFloorPer.
+const BelowFloorBlock = 500
 
 // Execute runs every policy on every seed.
 func (e Experiment) Execute() ([]*PolicyRun, error) {
@@ -110,11 +136,30 @@ func (e Experiment) one(name string, seed int64, jobs []trace.Job) (*PolicyRun, 
 	opts := e.Options
 	opts.Seed = uint64(seed)
 	var pred model.Predictor
+	cfg := e.Config
+	cfg.Seed = uint64(seed)
+	var mem *pairmem.Memory
 	switch name {
 	case "coscheml":
 		pred = e.Model
 		if pred == nil {
 			return nil, fmt.Errorf("experiment: policy coscheml needs a model")
+		}
+		if e.PairMemory {
+			mem = pairmem.New(e.MemoryOptions)
+			mp, err := pairmem.NewPredictor(pred, mem)
+			if err != nil {
+				return nil, fmt.Errorf("experiment: %w", err)
+			}
+			pred = mp
+			cfg.OnCoRunEnd = func(job, co *profile.Profile, uid string, speed float64) {
+				_ = mp.Observe(job, []*profile.Profile{co}, uid, speed) // the simulator's tags and speeds are valid
+			}
+			if e.WarmUp != nil {
+				if err := e.warmUp(seed, mp, opts, cfg); err != nil {
+					return nil, err
+				}
+			}
 		}
 	case "oracle":
 		pred = e.Truth
@@ -123,7 +168,6 @@ func (e Experiment) one(name string, seed int64, jobs []trace.Job) (*PolicyRun, 
 	if err != nil {
 		return nil, fmt.Errorf("experiment: %w", err)
 	}
-	cfg := e.Config
 	if cfg.MaxCoRunners == 0 {
 		cfg.MaxCoRunners = opts.MaxCoRunners
 	}
@@ -134,7 +178,38 @@ func (e Experiment) one(name string, seed int64, jobs []trace.Job) (*PolicyRun, 
 	all, by := Summarize(res)
 	// Keep the policy's name as asked (ByName's Name() may differ in spelling).
 	res.Policy = name
-	return &PolicyRun{Policy: name, Seed: seed, Overall: all, ByClass: by, Result: res}, nil
+	run := &PolicyRun{Policy: name, Seed: seed, Overall: all, ByClass: by, Result: res,
+		BelowFloorPer: BelowFloorPer(res.Jobs, BelowFloorBlock)}
+	if mem != nil {
+		run.MemoryPairs, run.MemoryKnown = mem.Len(), mem.Known()
+	}
+	return run, nil
+}
+
+// warmUp runs the warm-up jobs of seed through a fresh coscheml policy on pred
+// (the pair memory's predictor), so that its memory learns; results are dropped.
+func (e Experiment) warmUp(seed int64, pred model.Predictor, opts placement.Options, cfg Config) error {
+	ws := seed + WarmUpSeedOffset
+	jobs, err := e.WarmUp(seed)
+	if err != nil {
+		return fmt.Errorf("experiment: warm-up jobs: %w", err)
+	}
+	if err := trace.Assign(jobs, e.Truth.Tags(), e.Mix, ws); err != nil {
+		return fmt.Errorf("experiment: warm-up jobs: %w", err)
+	}
+	pol, err := placement.ByName("coscheml", pred, opts)
+	if err != nil {
+		return fmt.Errorf("experiment: %w", err)
+	}
+	cfg.Seed = uint64(ws)
+	cfg.Progress = nil
+	if cfg.MaxCoRunners == 0 {
+		cfg.MaxCoRunners = opts.MaxCoRunners
+	}
+	if _, err := Run(cfg, jobs, e.Truth, pol); err != nil {
+		return fmt.Errorf("experiment: warm-up seed %d: %w", seed, err)
+	}
+	return nil
 }
 
 // Stat is a metric over seeds.

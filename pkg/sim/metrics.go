@@ -103,3 +103,37 @@ func Quantile(sorted []float64, q float64) float64 {
 	f := pos - float64(lo)
 	return sorted[lo]*(1-f) + sorted[hi]*f
 }
+
+// BelowFloorPer counts the jobs below their floor in each block of size
+// consecutive jobs, taken in order of start (ties by submission, then ID): the
+// first block is the first size jobs to start. A last, partial block is
+// counted too. Jobs that never started (Start and End 0 in a dropped run) are
+// not counted.
+func BelowFloorPer(jobs []JobResult, size int) []int {
+	if size < 1 {
+		return nil
+	}
+	idx := make([]int, 0, len(jobs))
+	for i := range jobs {
+		if jobs[i].End > 0 || jobs[i].Start > 0 {
+			idx = append(idx, i)
+		}
+	}
+	sort.SliceStable(idx, func(a, b int) bool {
+		ja, jb := &jobs[idx[a]], &jobs[idx[b]]
+		if ja.Start != jb.Start {
+			return ja.Start < jb.Start
+		}
+		return ja.Submit < jb.Submit
+	})
+	var out []int
+	for k, i := range idx {
+		if k%size == 0 {
+			out = append(out, 0)
+		}
+		if jobs[i].BelowFloor {
+			out[len(out)-1]++
+		}
+	}
+	return out
+}

@@ -23,8 +23,11 @@ package sim
 import (
 	"container/heap"
 	"fmt"
+	"hash/fnv"
 	"math"
+	"math/rand/v2"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/placement"
@@ -56,6 +59,15 @@ type Config struct {
 	// an Experiment share it: it must be safe for concurrent use).
 	Progress      func(finished int)
 	ProgressEvery int
+	// OnCoRunEnd, when set, is called whenever two jobs stop sharing a GPU (one
+	// of them ends), once per direction: job (its profile) ran at speed next to
+	// co, as the node's measurements would say. Speed is the true speed plus
+	// Gaussian noise of the truth's NoiseSD (seeded by Seed), clipped to
+	// [0.01, 1.2]. uid is the job's simulated user (see userOf). This is how
+	// the pair memory learns during a run (docs/evaluation.md).
+	OnCoRunEnd func(job, co *profile.Profile, uid string, speed float64)
+	// Seed drives the measurement noise.
+	Seed uint64
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -212,6 +224,7 @@ type simulator struct {
 	useInt    float64
 	kernInt   float64
 	tl        timeline
+	noise     *rand.Rand
 	done      int
 	decisions int
 	events    int
@@ -265,6 +278,7 @@ func Run(cfg Config, jobs []trace.Job, tt *truth.Table, pol placement.Policy) (*
 		s.res = append(s.res, JobResult{ID: j.ID, Tag: j.Tag, Class: j.Class, GPUs: j.GPUs, Submit: j.Submit, Duration: j.Duration, MinSpeed: 1})
 	}
 	s.tl = newTimeline(cfg.TimelineBuckets, s.jobs)
+	s.noise = rand.New(rand.NewPCG(cfg.Seed, 0x6e6f697365))
 	if err := s.loop(); err != nil {
 		return nil, err
 	}
@@ -441,6 +455,7 @@ func (s *simulator) finish(j int) {
 	st.rate = 0
 	s.res[j].End = s.now
 	s.cl.Remove(st.req.JobID)
+	s.coRunsEnd(j)
 	for k, g := range st.gpus {
 		wasOpen := s.isOpen(g)
 		s.used[g] -= st.slots[k]
@@ -461,6 +476,42 @@ func (s *simulator) finish(j int) {
 	s.refresh(st.gpus)
 	s.done++
 	s.dirty = true
+}
+
+// coRunsEnd reports, through OnCoRunEnd, the measured speeds of every pair of
+// jobs that stops sharing a GPU because job j ends. Only pairs are reported (a
+// GPU with exactly j and one other job): a measurement next to several
+// co-runners is not evidence about any one pair.
+func (s *simulator) coRunsEnd(j int) {
+	if s.cfg.OnCoRunEnd == nil {
+		return
+	}
+	for _, g := range s.st[j].gpus {
+		on := s.gpuOn[g]
+		if len(on) != 2 {
+			continue
+		}
+		o := int(on[0])
+		if o == j {
+			o = int(on[1])
+		}
+		for _, d := range [2][2]int{{j, o}, {o, j}} {
+			a, b := &s.st[d[0]], &s.st[d[1]]
+			sp := s.tt.Speed(int(a.tag), int(b.tag)) + s.tt.NoiseSD()*s.noise.NormFloat64()
+			s.cfg.OnCoRunEnd(a.req.Profile, b.req.Profile, userOf(s.jobs[d[0]].ID), min(max(sp, 0.01), 1.2))
+		}
+	}
+}
+
+// simUsers is how many users the simulator's jobs belong to.
+const simUsers = 100
+
+// userOf gives a job a simulated user: the traces carry none, so a hash of the
+// job ID picks one of simUsers (a job keeps its user across seeds and policies).
+func userOf(id string) string {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return "u" + strconv.Itoa(int(h.Sum32()%simUsers))
 }
 
 func (s *simulator) isOpen(g int32) bool {

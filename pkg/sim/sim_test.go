@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -308,4 +309,101 @@ func testModel(t testing.TB) model.Predictor {
 		t.Fatal(err)
 	}
 	return m
+}
+
+func TestBelowFloorPer(t *testing.T) {
+	mk := func(start float64, below bool) JobResult {
+		return JobResult{Start: start, End: start + 1, BelowFloor: below}
+	}
+	jobs := []JobResult{mk(5, true), mk(1, false), mk(3, true), mk(2, true), mk(4, false)}
+	tests := []struct {
+		size int
+		want []int
+	}{
+		{2, []int{1, 1, 1}}, // by start: 1 f, 2 t | 3 t, 4 f | 5 t
+		{5, []int{3}},
+		{10, []int{3}},
+		{0, nil},
+	}
+	for _, tc := range tests {
+		got := BelowFloorPer(jobs, tc.size)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("size %d: %v, want %v", tc.size, got, tc.want)
+		}
+	}
+}
+
+// Co-runs that end report both jobs' measured speeds (truth plus the truth's
+// noise), once per direction; a job alone reports nothing.
+func TestCoRunsFeedObservations(t *testing.T) {
+	tb := handTruth(t)
+	jobs := []trace.Job{
+		{ID: "A", Submit: 0, Duration: 100, GPUs: 1, Tag: "a", Class: profile.ClassTrain},
+		{ID: "B", Submit: 10, Duration: 40, GPUs: 1, Tag: "b", Class: profile.ClassTrain},
+	}
+	type got struct {
+		job, co string
+		speed   float64
+	}
+	var seen []got
+	cfg := Config{Nodes: 1, GPUsPerNode: 1, Seed: 7, OnCoRunEnd: func(job, co *profile.Profile, uid string, speed float64) {
+		if uid == "" {
+			t.Error("no user")
+		}
+		seen = append(seen, got{job.Tag, co.Tag, speed})
+	}}
+	if _, err := Run(cfg, jobs, tb, mustPolicy(t, "blind", nil)); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"b|a": 0.8, "a|b": 0.5}
+	if len(seen) != 2 {
+		t.Fatalf("%d observations %v, want 2 (B ends next to A)", len(seen), seen)
+	}
+	for _, g := range seen {
+		w, ok := want[g.job+"|"+g.co]
+		if !ok || math.Abs(g.speed-w) > 6*tb.NoiseSD() || g.speed == w {
+			t.Errorf("observation %v: want %v plus noise of sd %v", g, w, tb.NoiseSD())
+		}
+	}
+}
+
+// With the pair memory on, coscheml runs learn: the memory holds pairs at the
+// end, and the below-floor counts per block cover every job.
+func TestExperimentPairMemory(t *testing.T) {
+	tt := shipped(t)
+	exp := Experiment{
+		Config: Config{Nodes: 2, GPUsPerNode: 8}, Truth: tt, Model: testModel(t),
+		Options: placement.DefaultOptions(), Policies: []string{"coscheml", "blind"}, Seeds: []int64{1},
+		PairMemory: true,
+		Jobs: func(seed int64) ([]trace.Job, error) {
+			return phillySample(t, 600, 16, 1.5, seed, tt), nil
+		},
+	}
+	runs, err := exp.Execute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A warm-up run first fills the memory: the measured run ends knowing more.
+	warm := exp
+	warm.Policies = []string{"coscheml"}
+	warm.WarmUp = func(seed int64) ([]trace.Job, error) { return phillySample(t, 600, 16, 1.5, seed+WarmUpSeedOffset, tt), nil }
+	wruns, err := warm.Execute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cold := runs[0]; cold.Policy != "coscheml" || wruns[0].MemoryPairs <= cold.MemoryPairs || wruns[0].Overall.Jobs != cold.Overall.Jobs {
+		t.Errorf("warm-up: %d pairs in memory after, %d without; %d jobs measured, want %d", wruns[0].MemoryPairs, cold.MemoryPairs, wruns[0].Overall.Jobs, cold.Overall.Jobs)
+	}
+	for _, r := range runs {
+		total := 0
+		for _, v := range r.BelowFloorPer {
+			total += v
+		}
+		if len(r.BelowFloorPer) != 2 || total != r.Overall.BelowFloor {
+			t.Errorf("%s: blocks %v, below floor %d", r.Policy, r.BelowFloorPer, r.Overall.BelowFloor)
+		}
+		if (r.Policy == "coscheml") != (r.MemoryPairs > 0) || r.MemoryKnown > r.MemoryPairs {
+			t.Errorf("%s: memory pairs %d known %d", r.Policy, r.MemoryPairs, r.MemoryKnown)
+		}
+	}
 }

@@ -15,6 +15,10 @@
 //   - More than one co-runner: the product of the pairwise speeds (each co-runner
 //     slows the job independently). The project's placement allows two jobs per
 //     GPU by default, so this rule only matters for larger max_corunners.
+//   - Measurement noise (NoiseSD): the pooled standard deviation of repeated
+//     measurements of one ordered pair (after clipping), or DefaultNoiseSD when
+//     no pair was measured twice. The simulator's measured speeds (the pair
+//     memory's observations) are the true speed plus Gaussian noise of this size.
 //   - Kernel utilization of a GPU (NVML utilization.gpu, for the utilization
 //     metric): alone, the application's solo SM utilization; a measured pair, the
 //     mean measured utilization of the shared GPU; otherwise the sum over the jobs
@@ -43,6 +47,7 @@ type Table struct {
 	speed    []float64 // speed[i*n+j]: application i next to application j
 	measured []bool
 	samples  int
+	noiseSD  float64
 	pairUtil []float64 // pairUtil[i*n+j] = pairUtil[j*n+i]: measured shared-GPU util, 0 = none
 }
 
@@ -96,11 +101,29 @@ func New(profiles []*profile.Profile, pairs []Pair, opts Options) (*Table, error
 		sum[k] += min(s, 1)
 		cnt[k]++
 	}
+	// Noise: repeated measurements of an ordered pair. A row of A next to A
+	// measures that pair twice in one run: it counts once (the mean of its two
+	// speeds), as the two are not independent repeats.
+	nsum := make([]float64, n*n)
+	nsq := make([]float64, n*n)
+	ncnt := make([]int, n*n)
+	addNoise := func(a, b string, s float64) {
+		k := t.index[a]*n + t.index[b]
+		nsum[k] += s
+		nsq[k] += s * s
+		ncnt[k]++
+	}
 	usum := make([]float64, n*n)
 	ucnt := make([]int, n*n)
 	for _, pr := range pairs {
 		add(pr.A, pr.B, pr.SpeedA)
 		add(pr.B, pr.A, pr.SpeedB)
+		if pr.A == pr.B {
+			addNoise(pr.A, pr.B, (min(pr.SpeedA, 1)+min(pr.SpeedB, 1))/2)
+		} else {
+			addNoise(pr.A, pr.B, min(pr.SpeedA, 1))
+			addNoise(pr.B, pr.A, min(pr.SpeedB, 1))
+		}
 		t.samples += 2
 		if pr.Util > 0 {
 			i, j := t.index[pr.A], t.index[pr.B]
@@ -119,6 +142,17 @@ func New(profiles []*profile.Profile, pairs []Pair, opts Options) (*Table, error
 		if ucnt[k] > 0 {
 			t.pairUtil[k] = usum[k] / float64(ucnt[k])
 		}
+	}
+	t.noiseSD = DefaultNoiseSD
+	var dev2, dof float64
+	for k := range nsum {
+		if ncnt[k] >= 2 {
+			dev2 += max(nsq[k]-nsum[k]*nsum[k]/float64(ncnt[k]), 0)
+			dof += float64(ncnt[k] - 1)
+		}
+	}
+	if dof > 0 {
+		t.noiseSD = math.Sqrt(dev2 / dof)
 	}
 	t.speed = make([]float64, n*n)
 	t.measured = make([]bool, n*n)
@@ -194,6 +228,13 @@ func (t *Table) fill(known []int, k int) {
 		}
 	}
 }
+
+// DefaultNoiseSD is the measurement noise assumed when no pair was measured twice.
+const DefaultNoiseSD = 0.03
+
+// NoiseSD is the standard deviation of one measurement of a pair's speed around
+// its true (mean) speed, from repeated measurements (see the package comment).
+func (t *Table) NoiseSD() float64 { return t.noiseSD }
 
 // Tags is the simulated catalog, sorted.
 func (t *Table) Tags() []string { return append([]string(nil), t.tags...) }

@@ -211,3 +211,36 @@ func checkPairs(t *testing.T, ps []Pair, err error) {
 		}
 	}
 }
+
+// The noise is the pooled spread of repeated measurements of one ordered pair.
+func TestNoiseSD(t *testing.T) {
+	ps := []*profile.Profile{
+		{Tag: "a", SMUtil: profile.Stat{Mean: 50}},
+		{Tag: "b", SMUtil: profile.Stat{Mean: 30}},
+	}
+	tests := []struct {
+		name  string
+		pairs []Pair
+		want  float64
+	}{
+		{"none repeated", []Pair{{A: "a", B: "b", SpeedA: 0.8, SpeedB: 0.9}}, DefaultNoiseSD},
+		// a next to b: 0.8, 0.9 (sd of the pair: sqrt(0.005)); b next to a: 0.9, 0.9.
+		{"repeated", []Pair{{A: "a", B: "b", SpeedA: 0.8, SpeedB: 0.9}, {A: "b", B: "a", SpeedA: 0.9, SpeedB: 0.9}}, math.Sqrt(0.005 / 2)},
+		// values above 1 are clipped before the spread is taken
+		{"clipped", []Pair{{A: "a", B: "b", SpeedA: 1.2, SpeedB: 1}, {A: "a", B: "b", SpeedA: 1, SpeedB: 1.1}}, 0},
+		// one row of a next to a is one measurement, not two repeats
+		{"self pair once", []Pair{{A: "a", B: "a", SpeedA: 0.6, SpeedB: 0.7}}, DefaultNoiseSD},
+		{"self pair twice", []Pair{{A: "a", B: "a", SpeedA: 0.6, SpeedB: 0.6}, {A: "a", B: "a", SpeedA: 0.8, SpeedB: 0.8}}, math.Sqrt(0.02)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tt, err := New(ps, tc.pairs, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tt.NoiseSD(); math.Abs(got-tc.want) > 1e-12 {
+				t.Fatalf("NoiseSD %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

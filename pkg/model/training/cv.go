@@ -25,17 +25,26 @@ type CVReport struct {
 	Params  model.Params  `json:"params"`
 	Metrics model.Metrics `json:"metrics"`
 	Folds   []Fold        `json:"folds"`
+	// OutOfFold holds every sample's out-of-fold prediction, with the fold
+	// (application) it was held out in: the residuals Calibrate uses.
+	OutOfFold []OutOfFold `json:"-"`
+}
+
+// OutOfFold is one sample's prediction by a model that did not see it.
+type OutOfFold struct {
+	Fold        string
+	Pred, Truth float64
 }
 
 // KFold runs k-fold cross-validation with a seeded shuffle.
-func KFold(ds model.Dataset, k int, p model.Params, seed int64) (CVReport, error) {
+func KFold(ds Dataset, k int, p model.Params, seed int64) (CVReport, error) {
 	n := ds.Len()
 	if k < 2 || k > n {
 		return CVReport{}, fmt.Errorf("k-fold: k=%d with %d samples: want 2..%d", k, n, n)
 	}
 	perm := rand.New(rand.NewPCG(uint64(seed), 0x6b666f6c64)).Perm(n)
 	rep := CVReport{Kind: "kfold", Params: p}
-	var all []model.Scored
+	var all []Scored
 	for f := 0; f < k; f++ {
 		var train, test []int
 		for j, i := range perm {
@@ -49,18 +58,28 @@ func KFold(ds model.Dataset, k int, p model.Params, seed int64) (CVReport, error
 		if err != nil {
 			return CVReport{}, fmt.Errorf("k-fold: fold %d: %w", f+1, err)
 		}
-		rep.Folds = append(rep.Folds, Fold{Name: "fold " + strconv.Itoa(f+1), Train: len(train), Test: len(test), Metrics: model.MetricsOf(r)})
+		rep.Folds = append(rep.Folds, Fold{Name: "fold " + strconv.Itoa(f+1), Train: len(train), Test: len(test), Metrics: MetricsOf(r)})
+		for j, x := range r {
+			rep.OutOfFold = append(rep.OutOfFold, OutOfFold{Fold: model.Family(ds.Samples[test[j]].Tag), Pred: x.Pred, Truth: x.Truth})
+		}
 		all = append(all, r...)
 	}
-	rep.Metrics = model.MetricsOf(all)
+	rep.Metrics = MetricsOf(all)
 	return rep, nil
+}
+
+// LeaveFamiliesOut is LeaveAppsOut with the default grouping: a family is a
+// model name (model.Family: every batch size and precision of resnet18 is one
+// family), so the model is scored on families it has never seen.
+func LeaveFamiliesOut(ds Dataset, p model.Params) (CVReport, error) {
+	return LeaveAppsOut(ds, p, model.Family)
 }
 
 // LeaveAppsOut holds out one application at a time: the test set is every sample
 // whose job belongs to the application, and the training set is every sample in
 // which the application appears neither as the job nor as a co-runner, so the
 // model has never seen it. group maps a tag to its application (nil: model.Family).
-func LeaveAppsOut(ds model.Dataset, p model.Params, group func(tag string) string) (CVReport, error) {
+func LeaveAppsOut(ds Dataset, p model.Params, group func(tag string) string) (CVReport, error) {
 	if group == nil {
 		group = model.Family
 	}
@@ -77,7 +96,7 @@ func LeaveAppsOut(ds model.Dataset, p model.Params, group func(tag string) strin
 		return CVReport{}, errors.New("leave-apps-out: need at least 2 applications")
 	}
 	rep := CVReport{Kind: "leave-apps-out", Params: p}
-	var all []model.Scored
+	var all []Scored
 	for _, app := range apps {
 		var train, test []int
 		for i := range ds.Samples {
@@ -101,22 +120,25 @@ func LeaveAppsOut(ds model.Dataset, p model.Params, group func(tag string) strin
 		if err != nil {
 			return CVReport{}, fmt.Errorf("leave-apps-out: holding out %s: %w", app, err)
 		}
-		rep.Folds = append(rep.Folds, Fold{Name: app, Train: len(train), Test: len(test), Metrics: model.MetricsOf(r)})
+		rep.Folds = append(rep.Folds, Fold{Name: app, Train: len(train), Test: len(test), Metrics: MetricsOf(r)})
+		for _, x := range r {
+			rep.OutOfFold = append(rep.OutOfFold, OutOfFold{Fold: app, Pred: x.Pred, Truth: x.Truth})
+		}
 		all = append(all, r...)
 	}
-	rep.Metrics = model.MetricsOf(all)
+	rep.Metrics = MetricsOf(all)
 	return rep, nil
 }
 
-func runFold(ds model.Dataset, train, test []int, p model.Params) ([]model.Scored, error) {
+func runFold(ds Dataset, train, test []int, p model.Params) ([]Scored, error) {
 	m, err := Train(ds.Subset(train), p)
 	if err != nil {
 		return nil, err
 	}
-	r := make([]model.Scored, len(test))
+	r := make([]Scored, len(test))
 	for j, i := range test {
 		s := &ds.Samples[i]
-		r[j] = model.Scored{Truth: s.Speed, Pred: m.PredictSpeed(s.Job, s.Co), MeanPred: m.TrainMean, UtilSum: s.UtilSum()}
+		r[j] = Scored{Truth: s.Speed, Pred: m.PredictSpeed(s.Job, s.Co), MeanPred: m.TrainMean, UtilSum: s.UtilSum()}
 	}
 	return r, nil
 }

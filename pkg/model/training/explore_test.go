@@ -15,24 +15,32 @@ func TestExplore(t *testing.T) {
 	}
 	ds := lucidDataset(t)
 	sm := []string{"job_sm_util_mean", "co_sm_util_sum", "total_sm_util", "job_sm_share", "sm_overlap"}
+	mb := append(append([]string(nil), sm...), "membw_overlap")
 	for _, p := range []model.Params{
-		{MaxDepth: 6, MinLeaf: 10, Trees: 10, MaxFeatures: 2, Bins: 32, Seed: 1, Features: sm},
-		{MaxDepth: 6, MinLeaf: 10, Trees: 15, MaxFeatures: 2, Bins: 32, Seed: 1, Features: sm},
-		{MaxDepth: 6, MinLeaf: 10, Trees: 10, MaxFeatures: 2, Bins: 32, Seed: 2, Features: sm},
+		{MaxDepth: 6, MinLeaf: 10, Trees: 30, MaxFeatures: 2, Bins: 32, Seed: 1, Features: sm},
+		{MaxDepth: 6, MinLeaf: 5, Trees: 60, MaxFeatures: 2, Bins: 32, Seed: 1, Features: sm},
+		{MaxDepth: 6, MinLeaf: 5, Trees: 60, MaxFeatures: 2, Bins: 32, Seed: 1, Features: mb},
+		{MaxDepth: 6, MinLeaf: 5, Trees: 60, MaxFeatures: 2, Bins: 32, Seed: 2, Features: mb},
+		{MaxDepth: 6, MinLeaf: 5, Trees: 40, MaxFeatures: 2, Bins: 32, Seed: 1, Features: mb},
 	} {
 		t0 := time.Now()
-		kf, err := KFold(ds, 5, p, 1)
+		lao, err := LeaveFamiliesOut(ds, p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		lao, err := LeaveAppsOut(ds, p, nil)
+		cal, ch, err := Calibrate(lao.OutOfFold, CalibrationOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("d%d l%d t%d mf%d s%d f%d: kf mae %.4f rmse %.4f auc %s | lao mae %.4f rmse %.4f mean %.4f auc %s/%s (%v)",
-			p.MaxDepth, p.MinLeaf, p.Trees, p.MaxFeatures, p.Seed, len(p.Features),
-			kf.Metrics.MAE, kf.Metrics.RMSE, kf.Metrics.ModelAUC,
-			lao.Metrics.MAE, lao.Metrics.RMSE, lao.Metrics.MeanPredictorMAE, lao.Metrics.ModelAUC, lao.Metrics.UtilSumAUC,
+		acc := 0.0
+		for l, lv := range ch.Levels {
+			if lv == cal.DefaultCoverage {
+				acc = ch.Accepted[l]
+			}
+		}
+		t.Logf("d%d l%d t%d mf%d s%d f%v: lfo mae %.4f rmse %.4f auc %s | default coverage %.3g accepted %.3f (%v)",
+			p.MaxDepth, p.MinLeaf, p.Trees, p.MaxFeatures, p.Seed, p.Features,
+			lao.Metrics.MAE, lao.Metrics.RMSE, lao.Metrics.ModelAUC, cal.DefaultCoverage, acc,
 			time.Since(t0).Round(time.Millisecond))
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/coscheml/coscheml/models"
-	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/observation"
 	"github.com/coscheml/coscheml/pkg/profile"
 )
@@ -63,10 +62,10 @@ func lucidData(t testing.TB) (profile.Catalog, []observation.Observation) {
 	return cat, obs
 }
 
-func lucidDataset(t testing.TB) model.Dataset {
+func lucidDataset(t testing.TB) Dataset {
 	t.Helper()
 	cat, obs := lucidData(t)
-	ds, err := model.BuildDataset(cat, obs)
+	ds, err := BuildDataset(cat, obs)
 	if err != nil {
 		t.Fatal(err)
 	}

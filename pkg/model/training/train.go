@@ -43,17 +43,17 @@ func offered(p model.Params) ([]bool, error) {
 // docs/model.md for the leave-applications-out validation behind them.
 func DefaultParams() model.Params {
 	return model.Params{
-		MaxDepth: 6, MinLeaf: 10, Trees: 30, MaxFeatures: 2, Bins: 32, Seed: 1,
+		MaxDepth: 6, MinLeaf: 5, Trees: 60, MaxFeatures: 2, Bins: 32, Seed: 1,
 		Features: DefaultFeatures(),
 	}
 }
 
 // DefaultFeatures are the features the default model splits on: the ones built
-// from SM (kernel) utilization. Offering memory-bandwidth and memory-size
-// features as well fits k-fold better but generalizes worse to unseen
-// applications (docs/model.md).
+// from SM (kernel) utilization, and the memory-traffic overlap. Offering the
+// other memory-bandwidth and memory-size features as well fits k-fold better
+// but generalizes worse to unseen families (docs/model.md).
 func DefaultFeatures() []string {
-	return []string{"job_sm_util_mean", "co_sm_util_sum", "total_sm_util", "job_sm_share", "sm_overlap"}
+	return []string{"job_sm_util_mean", "co_sm_util_sum", "total_sm_util", "job_sm_share", "sm_overlap", "membw_overlap"}
 }
 
 // Validate reports out-of-range settings by name.
@@ -77,7 +77,7 @@ func Validate(p model.Params) error {
 
 // Train fits a tree (or a bagged forest) on ds and compiles it. The splits are
 // chosen by golearn's CART regressor (MSE criterion); see grow for how it is fed.
-func Train(ds model.Dataset, p model.Params) (*model.Model, error) {
+func Train(ds Dataset, p model.Params) (*model.Model, error) {
 	if err := Validate(p); err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
@@ -118,7 +118,7 @@ func Train(ds model.Dataset, p model.Params) (*model.Model, error) {
 	return m, nil
 }
 
-func meanSpeed(ds model.Dataset, idx []int) float64 {
+func meanSpeed(ds Dataset, idx []int) float64 {
 	if idx == nil {
 		s := 0.0
 		for i := range ds.Samples {
@@ -147,7 +147,7 @@ func meanSpeed(ds model.Dataset, idx []int) float64 {
 //     values it separates), so the compiled tree routes training data exactly as
 //     golearn split it;
 //   - leave out features that are constant in the node.
-func grow(ds model.Dataset, idx []int, p model.Params, use []bool, rng *rand.Rand) (model.Tree, error) {
+func grow(ds Dataset, idx []int, p model.Params, use []bool, rng *rand.Rand) (model.Tree, error) {
 	type pending struct {
 		idx   []int
 		depth int
@@ -195,7 +195,7 @@ func grow(ds model.Dataset, idx []int, p model.Params, use []bool, rng *rand.Ran
 	return t, nil
 }
 
-func sse(ds model.Dataset, idx []int) float64 {
+func sse(ds Dataset, idx []int) float64 {
 	m := meanSpeed(ds, idx)
 	s := 0.0
 	for _, i := range idx {
@@ -264,7 +264,7 @@ func binFeature(vals []float64, minLeaf, bins int) (z, edges []float64, ok bool)
 }
 
 // bestSplit asks golearn for the best single split of the node's samples.
-func bestSplit(ds model.Dataset, idx []int, p model.Params, use []bool, rng *rand.Rand) (feature int, cut float64, ok bool, err error) {
+func bestSplit(ds Dataset, idx []int, p model.Params, use []bool, rng *rand.Rand) (feature int, cut float64, ok bool, err error) {
 	var feats []binned
 	vals := make([]float64, len(idx))
 	offer := slices.Clone(use)

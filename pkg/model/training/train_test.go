@@ -18,7 +18,7 @@ func prof(tag string, sm, bw, memMiB float64) *profile.Profile {
 
 // synthetic builds a dataset whose speed depends only on the co-runner's SM
 // utilization: 0.6 above 50%, 1.0 below.
-func synthetic(t *testing.T) model.Dataset {
+func synthetic(t *testing.T) Dataset {
 	t.Helper()
 	cat := profile.Catalog{}
 	var obs []observation.Observation
@@ -42,7 +42,7 @@ func synthetic(t *testing.T) model.Dataset {
 			obs = append(obs, observation.Observation{Tag: a, CoTags: []string{b}, Speed: s})
 		}
 	}
-	ds, err := model.BuildDataset(cat, obs)
+	ds, err := BuildDataset(cat, obs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestTrainFindsTheSplit(t *testing.T) {
 	if th := tr.Threshold[0]; th <= 49 || th > 51 {
 		t.Fatalf("root threshold %v, want between the co-runner utils 49 and 51", th)
 	}
-	if met := model.Evaluate(m, ds); met.MAE > 1e-9 || float64(met.ModelAUC) != 1 {
+	if met := Evaluate(m, ds); met.MAE > 1e-9 || float64(met.ModelAUC) != 1 {
 		t.Fatalf("on its training set: MAE %v AUC %v, want 0 and 1", met.MAE, met.ModelAUC)
 	}
 	// The split is pure, so both children are leaves.
@@ -108,7 +108,7 @@ func TestMatchesGolearn(t *testing.T) {
 	}
 }
 
-func golearnInstances(t testing.TB, ds model.Dataset) *base.DenseInstances {
+func golearnInstances(t testing.TB, ds Dataset) *base.DenseInstances {
 	t.Helper()
 	inst := base.NewDenseInstances()
 	names := model.FeatureNames()
@@ -246,7 +246,7 @@ func depth(t *model.Tree) int {
 }
 
 // path is the node indices from the root to s's leaf.
-func path(t *model.Tree, s *model.Sample) []int32 {
+func path(t *model.Tree, s *Sample) []int32 {
 	var p []int32
 	i := int32(0)
 	for {

@@ -1,4 +1,4 @@
-package model
+package training
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/profile"
 )
 
@@ -33,7 +34,7 @@ func TestROCAUC(t *testing.T) {
 					r[i].Truth = 0.5
 				}
 			}
-			got := float64(rocAUC(r, func(s Scored) bool { return s.Truth < SlowSpeed }, func(s Scored) float64 { return s.UtilSum }))
+			got := float64(rocAUC(r, func(s Scored) bool { return s.Truth < model.SlowSpeed }, func(s Scored) float64 { return s.UtilSum }))
 			if tc.undef {
 				if !math.IsNaN(got) {
 					t.Fatalf("AUC %v, want undefined", got)
@@ -76,7 +77,7 @@ func TestEvaluate(t *testing.T) {
 	}
 	// Without a training mean the mean predictor uses the data's own mean, so a
 	// constant predictor at that mean scores exactly the baseline.
-	mean := meanSpeed(ds)
+	mean := meanSpeed(ds, nil)
 	c := Evaluate(constant(mean), ds)
 	if math.Abs(c.MAE-c.MeanPredictorMAE) > 1e-12 || float64(c.ModelAUC) != 0.5 {
 		t.Fatalf("constant: %+v", c)
@@ -90,7 +91,7 @@ func TestEvaluate(t *testing.T) {
 			t.Errorf("JSON %s lacks %s", b, k)
 		}
 	}
-	var back Metrics
+	var back model.Metrics
 	if err := json.Unmarshal([]byte(`{"model_auc":null,"utilsum_auc":0.9}`), &back); err != nil || !math.IsNaN(float64(back.ModelAUC)) || back.UtilSumAUC != 0.9 {
 		t.Fatalf("unmarshal: %+v %v", back, err)
 	}

@@ -1,4 +1,4 @@
-package model
+package training
 
 import (
 	"crypto/sha256"
@@ -9,6 +9,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/observation"
 	"github.com/coscheml/coscheml/pkg/profile"
 )
@@ -21,12 +22,12 @@ type Sample struct {
 	Job    *profile.Profile
 	Co     []*profile.Profile
 	Speed  float64
-	x      featureVec
+	x      model.FeatureVec
 }
 
 // Features returns a copy of the sample's feature vector (see FeatureNames).
 func (s *Sample) Features() []float64 {
-	out := make([]float64, numFeatures)
+	out := make([]float64, model.NumFeatures)
 	copy(out, s.x[:])
 	return out
 }
@@ -37,7 +38,7 @@ func (s *Sample) Feature(f int) float64 { return s.x[f] }
 
 // UtilSum is the baseline heuristic's score: the sum of the solo SM utilizations of
 // the job and its co-runners (higher = more likely slow).
-func (s *Sample) UtilSum() float64 { return s.x[fTotalSM] }
+func (s *Sample) UtilSum() float64 { return s.x[model.TotalSMFeature] }
 
 // Dataset is a set of samples with their features computed from profiles. Build
 // it with BuildDataset (or Subset of one): a Sample made by hand lacks the
@@ -114,7 +115,7 @@ func BuildDataset(cat profile.Catalog, obs []observation.Observation) (Dataset, 
 				return Dataset{}, fmt.Errorf("observation %d (%s): co-runner %w", i+1, o.Tag, err)
 			}
 		}
-		computeFeatures(s.Job, s.Co, &s.x)
+		model.ComputeFeatures(s.Job, s.Co, &s.x)
 		ds.Samples = append(ds.Samples, s)
 	}
 	return ds, nil
@@ -142,15 +143,4 @@ func FilterKnown(cat profile.Catalog, obs []observation.Observation) (kept []obs
 		}
 	}
 	return kept, dropped, missing
-}
-
-// Family is the default application grouping for leave-applications-out
-// validation: the tag up to "-bs" (all batch sizes and precisions of one model are
-// one application: "resnet18-bs32-amp" -> "resnet18"); a tag without "-bs" is its
-// own application.
-func Family(tag string) string {
-	if i := strings.Index(tag, "-bs"); i > 0 {
-		return tag[:i]
-	}
-	return tag
 }

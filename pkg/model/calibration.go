@@ -1,0 +1,133 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/coscheml/coscheml/pkg/profile"
+)
+
+// Calibration holds conformal margins measured at training time: for each
+// coverage level and each predicted speed, how far the model's prediction may
+// lie above the measured speed. It is built by package training from the
+// model's own leave-families-out cross-validation residuals (prediction -
+// measured speed of samples whose family the fold model never saw) on the
+// training data only, and stored in the model file (format 2).
+//
+// The margins are conditional on the predicted speed (Mondrian conformal
+// prediction over a grid of predicted speeds): the model errs differently for
+// pairs it calls safe and pairs it calls slow, and a floor is only ever tested
+// near it. So the margin a class gets is the grid's value at a prediction near
+// the class's floor (see ClassMargins): a per-class margin that follows the
+// configured floors instead of being fixed at training time.
+type Calibration struct {
+	// Levels are the coverage levels, ascending, each in (0, 1).
+	Levels []float64 `codec:"levels" json:"levels"`
+	// Margins[l][g] is the conformal quantile at Levels[l] of (prediction -
+	// measured) among the residuals whose prediction lies near Grid(g) =
+	// g/GridSteps. A margin is never negative: a model that underestimates is
+	// not given credit for it.
+	Margins [][]float64 `codec:"margins" json:"margins"`
+	// Window is the half-width in predicted speed of the residuals used at
+	// each grid point (widened, per point, until MinResiduals are inside).
+	Window float64 `codec:"window" json:"window"`
+	// MinResiduals is the fewest residuals behind any grid point's quantile.
+	MinResiduals int `codec:"min_residuals" json:"min_residuals"`
+	// Residuals is how many cross-validation residuals it was built from.
+	Residuals int `codec:"residuals" json:"residuals"`
+	// DefaultCoverage is the coverage level chosen by cross-validation on the
+	// training data (the one a configuration's floor_confidence 0 asks for).
+	DefaultCoverage float64 `codec:"default_coverage" json:"default_coverage"`
+	// Method says how the residuals and the default were obtained, in words.
+	Method string `codec:"method" json:"method"`
+}
+
+// GridSteps is the resolution of the predicted-speed grid: margins are kept
+// for predicted speeds 0, 0.01, ..., 1 (a prediction above 1 uses the last).
+const GridSteps = 100
+
+// Valid checks the calibration's shape and numbers (an empty one is valid:
+// a model without calibration).
+func (c *Calibration) Valid() error {
+	if len(c.Levels) == 0 && len(c.Margins) == 0 {
+		return nil
+	}
+	if len(c.Levels) != len(c.Margins) || len(c.Levels) > 64 {
+		return fmt.Errorf("calibration: %d levels, %d margin rows", len(c.Levels), len(c.Margins))
+	}
+	prev := 0.0
+	for l, lv := range c.Levels {
+		if !(lv > prev && lv < 1) {
+			return fmt.Errorf("calibration: level %v: want ascending values in (0, 1)", lv)
+		}
+		prev = lv
+		if len(c.Margins[l]) != GridSteps+1 {
+			return fmt.Errorf("calibration: level %v has %d grid points, want %d", lv, len(c.Margins[l]), GridSteps+1)
+		}
+		for _, v := range c.Margins[l] {
+			if !(v >= 0 && v <= 10) {
+				return fmt.Errorf("calibration: level %v: margin %v outside [0, 10]", lv, v)
+			}
+		}
+	}
+	if c.DefaultCoverage != 0 && !(c.DefaultCoverage > 0 && c.DefaultCoverage < 1) {
+		return fmt.Errorf("calibration: default coverage %v outside (0, 1)", c.DefaultCoverage)
+	}
+	return nil
+}
+
+// Calibrated reports whether the model carries conformal margins.
+func (m *Model) Calibrated() bool { return len(m.Calibration.Levels) > 0 }
+
+// Margin is how far below a prediction of speed the measured speed may lie
+// at the given coverage (0: the model's DefaultCoverage). Coverage between two
+// stored levels uses the higher one (never less safe than asked); above the
+// highest, the highest. A model without calibration has margin 0.
+func (m *Model) Margin(speed, coverage float64) float64 {
+	c := &m.Calibration
+	if len(c.Levels) == 0 {
+		return 0
+	}
+	if coverage <= 0 {
+		coverage = c.DefaultCoverage
+	}
+	l := len(c.Levels) - 1
+	for i, lv := range c.Levels {
+		if lv >= coverage-1e-9 {
+			l = i
+			break
+		}
+	}
+	g := 0
+	switch {
+	case speed >= 1 || math.IsNaN(speed):
+		g = GridSteps // NaN is refused by the caller's floor test anyway
+	case speed > 0:
+		g = int(math.Round(speed * GridSteps))
+	}
+	return c.Margins[l][g]
+}
+
+// PredictSpeedLower returns the prediction and its lower bound at coverage
+// (0: the model's default): the prediction less Margin. Placement tests the
+// floors against the lower bound. Like PredictSpeed it does not allocate.
+func (m *Model) PredictSpeedLower(job *profile.Profile, co []*profile.Profile, coverage float64) (speed, lower float64) {
+	var x featureVec
+	computeFeatures(job, co, &x)
+	if x[fCoCount] == 0 || len(m.Trees) == 0 {
+		return 1, 1 // alone: 1 by definition, no error to allow for
+	}
+	speed, _ = m.predictVec(&x)
+	return speed, speed - m.Margin(speed, coverage)
+}
+
+// ClassMargins is the margin each class's floor is cleared with at coverage (0:
+// the default): the calibration's margin for a prediction at the floor, which
+// is where the floor test is decided. For reports (coscheml-train info).
+func (m *Model) ClassMargins(floors map[profile.Class]float64, coverage float64) map[profile.Class]float64 {
+	out := make(map[profile.Class]float64, len(floors))
+	for c, f := range floors {
+		out[c] = m.Margin(f, coverage)
+	}
+	return out
+}

@@ -1,0 +1,138 @@
+package model
+
+import (
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/coscheml/coscheml/pkg/profile"
+)
+
+// rampCalibration: at level l the margin is (l+1) x 0.01 everywhere, except that
+// predictions at or above 0.9 get twice that.
+func rampCalibration() Calibration {
+	c := Calibration{Levels: []float64{0.5, 0.9, 0.99}, DefaultCoverage: 0.9, Window: 0.05, MinResiduals: 10, Residuals: 100}
+	for l := range c.Levels {
+		row := make([]float64, GridSteps+1)
+		for g := range row {
+			row[g] = float64(l+1) * 0.01
+			if g >= 90 {
+				row[g] *= 2
+			}
+		}
+		c.Margins = append(c.Margins, row)
+	}
+	return c
+}
+
+func TestMargin(t *testing.T) {
+	m := smallModel(t)
+	m.Calibration = Calibration{}
+	if m.Calibrated() || m.Margin(0.8, 0.9) != 0 {
+		t.Fatal("a model without calibration must have margin 0")
+	}
+	m.Calibration = rampCalibration()
+	tests := []struct {
+		speed, coverage, want float64
+	}{
+		{0.8, 0.5, 0.01},
+		{0.8, 0.9, 0.02},
+		{0.8, 0, 0.02},     // the default coverage
+		{0.8, 0.6, 0.02},   // between levels: the higher (safer) one
+		{0.8, 0.999, 0.03}, // above the highest: the highest
+		{0.95, 0.9, 0.04},
+		{1.3, 0.9, 0.04},  // above 1: the last grid point
+		{-0.2, 0.9, 0.02}, // below 0: the first
+		{math.NaN(), 0.9, 0.04},
+	}
+	for _, tc := range tests {
+		if got := m.Margin(tc.speed, tc.coverage); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("Margin(%v, %v) = %v, want %v", tc.speed, tc.coverage, got, tc.want)
+		}
+	}
+	cm := m.ClassMargins(map[profile.Class]float64{profile.ClassInfer: 0.9, profile.ClassTrain: 0.75}, 0)
+	if cm[profile.ClassInfer] != 0.04 || cm[profile.ClassTrain] != 0.02 {
+		t.Fatalf("class margins %v", cm)
+	}
+}
+
+func TestPredictSpeedLower(t *testing.T) {
+	m, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Calibrated() {
+		t.Fatal("the default model carries no calibration")
+	}
+	job := prof("j", 70, 40, 4000)
+	co := []*profile.Profile{prof("a", 60, 30, 3000)}
+	speed, lower := m.PredictSpeedLower(job, co, 0)
+	if speed != m.PredictSpeed(job, co) || math.Abs(speed-lower-m.Margin(speed, 0)) > 1e-12 {
+		t.Fatalf("(%v, %v): want the prediction and the prediction less its margin %v", speed, lower, m.Margin(speed, 0))
+	}
+	_, lo50 := m.PredictSpeedLower(job, co, 0.5)
+	_, lo99 := m.PredictSpeedLower(job, co, 0.99)
+	if !(lo99 <= lower && lower <= lo50) {
+		t.Fatalf("lower bounds not ordered by coverage: 0.5 %v, default %v, 0.99 %v", lo50, lower, lo99)
+	}
+	if s, l := m.PredictSpeedLower(job, nil, 0.99); s != 1 || l != 1 {
+		t.Fatalf("alone: (%v, %v), want (1, 1)", s, l)
+	}
+	if a := testing.AllocsPerRun(100, func() { _, _ = m.PredictSpeedLower(job, co, 0.9) }); a != 0 {
+		t.Fatalf("PredictSpeedLower allocates %v times per call", a)
+	}
+}
+
+// A calibrated model survives the file round trip; invalid calibrations are refused.
+func TestCalibrationFile(t *testing.T) {
+	m := smallModel(t)
+	m.Calibration = rampCalibration()
+	path := filepath.Join(t.TempDir(), "c.model")
+	if err := m.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Margin(0.95, 0.99) != 0.06 || got.Calibration.DefaultCoverage != 0.9 {
+		t.Fatalf("after reload: margin %v, default %v", got.Margin(0.95, 0.99), got.Calibration.DefaultCoverage)
+	}
+	bad := []func(c *Calibration){
+		func(c *Calibration) { c.Levels[1] = 0.4 },               // not ascending
+		func(c *Calibration) { c.Levels[2] = 1 },                 // not below 1
+		func(c *Calibration) { c.Margins[0] = c.Margins[0][:5] }, // short row
+		func(c *Calibration) { c.Margins[1][3] = math.NaN() },
+		func(c *Calibration) { c.Margins[1][3] = -0.1 },
+		func(c *Calibration) { c.Margins = c.Margins[:2] },
+		func(c *Calibration) { c.DefaultCoverage = 1.5 },
+	}
+	for i, f := range bad {
+		c := rampCalibration()
+		f(&c)
+		m.Calibration = c
+		b, err := m.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Decode(b); err == nil {
+			t.Errorf("case %d: invalid calibration accepted", i)
+		}
+	}
+}
+
+// Files of format 1 (before calibration) still load, with margin 0.
+func TestReadsFormat1(t *testing.T) {
+	m, err := Load(filepath.Join("testdata", "format1.model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Calibrated() || len(m.Trees) == 0 {
+		t.Fatalf("format 1 model: calibrated %v, %d trees", m.Calibrated(), len(m.Trees))
+	}
+	job := prof("j", 70, 40, 4000)
+	co := []*profile.Profile{prof("a", 60, 30, 3000)}
+	if s, l := m.PredictSpeedLower(job, co, 0.9); s != l {
+		t.Fatalf("uncalibrated lower bound %v differs from the prediction %v", l, s)
+	}
+}

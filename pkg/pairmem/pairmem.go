@@ -1,0 +1,429 @@
+// Package pairmem is the pair memory: measured co-located speeds (the Epilog's
+// observations) aggregated per ordered application pair, with evidence counts
+// and a confidence of their own, and a model.Predictor that lets them override
+// the model for a pair once there is enough evidence (docs/model.md).
+//
+// Rules:
+//   - A pair is ordered: "A next to B" (A's speed while sharing with B). Only
+//     observations with exactly one co-runner are pair evidence.
+//   - Speeds outside (0, MaxSpeed] are refused; values above 1 are clipped to 1
+//     (measurement noise), as the ground truth does.
+//   - One user's evidence on a pair is capped: each user counts for at most
+//     MaxPerUser observations (their mean speed is used, weighted by the capped
+//     count), so one user cannot outvote the others or make a pair "known" alone.
+//   - Per application, the memory also keeps the model's residuals (prediction
+//   - measured) over every observation of the application as the job, with
+//     the same per-user cap. For a pair the memory does not know, once an
+//     application has AppMinEvidence of them, the prediction is corrected by
+//     their mean and its lower bound is the corrected prediction less a
+//     prediction interval of their spread: z'(c) x s x sqrt(1 + 1/n), z' a
+//     Student-t-like widening of the normal quantile for small n. So the model
+//     learns an unseen application's bias from a few co-runs, instead of
+//     carrying the training-time margin for every application forever.
+//   - The memory overrides the model for a pair once the capped evidence reaches
+//     MinEvidence. Before that, any evidence can only make the decision more
+//     cautious: the lower bound is the smaller of the model's and the memory's,
+//     so a bad pair is not repeated, and one user alone can at worst stop a
+//     pair from sharing, never make a pair share. Its estimate is the weighted mean; its lower bound at
+//     coverage c is mean - z(c) x s / sqrt(n), s = max(the observations' spread,
+//     NoiseSD), n = the capped evidence: a bound on the pair's mean speed that
+//     tightens as evidence accumulates.
+package pairmem
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/observation"
+	"github.com/coscheml/coscheml/pkg/profile"
+)
+
+// Options configure a Memory; zero fields take the defaults.
+type Options struct {
+	// MinEvidence is the capped evidence (observations) a pair needs before it
+	// overrides the model (default 2).
+	MinEvidence float64
+	// MaxPerUser is the most observations one user counts for on one pair
+	// (default 1: a pair becomes known only from MinEvidence distinct users).
+	MaxPerUser float64
+	// NoiseSD is the least spread assumed for one measurement (default 0.03:
+	// repeated Lucid measurements of one pair differ by about that much).
+	NoiseSD float64
+	// AppMinEvidence is the capped evidence (observations) an application needs
+	// before its residuals correct the model (default 5).
+	AppMinEvidence float64
+	// MaxPerUserApp is the most observations one user counts for on one
+	// application's residuals (default 3).
+	MaxPerUserApp float64
+	// MaxUsersPerPair bounds the users tracked per pair (default 64); later users
+	// are ignored for that pair, so memory stays bounded.
+	MaxUsersPerPair int
+	// MaxPairs bounds the pairs tracked (default 1<<20); later pairs are ignored.
+	MaxPairs int
+}
+
+func (o Options) withDefaults() Options {
+	if o.MinEvidence <= 0 {
+		o.MinEvidence = 2
+	}
+	if o.MaxPerUser <= 0 {
+		o.MaxPerUser = 1
+	}
+	if o.AppMinEvidence <= 0 {
+		o.AppMinEvidence = 5
+	}
+	if o.MaxPerUserApp <= 0 {
+		o.MaxPerUserApp = 3
+	}
+	if o.NoiseSD <= 0 {
+		o.NoiseSD = 0.03
+	}
+	if o.MaxUsersPerPair <= 0 {
+		o.MaxUsersPerPair = 64
+	}
+	if o.MaxPairs <= 0 {
+		o.MaxPairs = 1 << 20
+	}
+	return o
+}
+
+type key struct{ job, co string }
+
+// userStats is one user's observations of one pair.
+type userStats struct {
+	uid      string
+	n, s, ss float64
+}
+
+// pairStats is what is known of one pair, kept summarized for lock-free-ish
+// reads: the estimate is recomputed when an observation is added.
+type pairStats struct {
+	users    []userStats
+	raw      int     // observations accepted, before capping
+	evidence float64 // sum over users of min(n, MaxPerUser)
+	mean     float64
+	sd       float64 // spread of the capped-weighted observations
+}
+
+// Memory aggregates observations per ordered pair. It is safe for concurrent
+// use; Estimate does not allocate.
+type Memory struct {
+	opts    Options
+	mu      sync.RWMutex
+	pairs   map[key]*pairStats
+	apps    map[string]*pairStats // residuals (prediction - measured) per job application
+	version atomic.Uint64
+}
+
+// New returns an empty memory.
+func New(opts Options) *Memory {
+	return &Memory{opts: opts.withDefaults(), pairs: map[key]*pairStats{}, apps: map[string]*pairStats{}}
+}
+
+// Options returns the options in effect.
+func (m *Memory) Options() Options { return m.opts }
+
+// ErrSpeed is wrapped by Add's error for a speed outside (0, MaxSpeed].
+var ErrSpeed = errors.New("pair memory: speed out of range")
+
+// Add records that job ran at speed next to co, measured for user uid. It
+// refuses invalid tags and speeds; an empty uid counts as one anonymous user.
+func (m *Memory) Add(job, co, uid string, speed float64) error {
+	if err := profile.ValidateTag(job); err != nil {
+		return fmt.Errorf("pair memory: job: %w", err)
+	}
+	if err := profile.ValidateTag(co); err != nil {
+		return fmt.Errorf("pair memory: co-runner: %w", err)
+	}
+	if !(speed > 0 && speed <= observation.MaxSpeed) {
+		return fmt.Errorf("%w: %v outside (0, %v]", ErrSpeed, speed, observation.MaxSpeed)
+	}
+	speed = min(speed, 1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := key{job, co}
+	p := m.pairs[k]
+	if p == nil {
+		if len(m.pairs) >= m.opts.MaxPairs {
+			return nil
+		}
+		p = &pairStats{}
+		m.pairs[k] = p
+	}
+	m.record(p, uid, speed, m.opts.MaxPerUser)
+	return nil
+}
+
+// AddResidual records one residual of the model (prediction - measured speed)
+// for job application job, measured for user uid.
+func (m *Memory) AddResidual(job, uid string, residual float64) error {
+	if err := profile.ValidateTag(job); err != nil {
+		return fmt.Errorf("pair memory: job: %w", err)
+	}
+	if !(residual >= -2 && residual <= 2) {
+		return fmt.Errorf("%w: residual %v outside [-2, 2]", ErrSpeed, residual)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.apps[job]
+	if p == nil {
+		if len(m.apps) >= m.opts.MaxPairs {
+			return nil
+		}
+		p = &pairStats{}
+		m.apps[job] = p
+	}
+	m.record(p, uid, residual, m.opts.MaxPerUserApp)
+	return nil
+}
+
+// record adds value v for user uid to p (under m.mu) and bumps the version.
+func (m *Memory) record(p *pairStats, uid string, v, perUser float64) {
+	u := -1
+	for i := range p.users {
+		if p.users[i].uid == uid {
+			u = i
+			break
+		}
+	}
+	if u < 0 {
+		if len(p.users) >= m.opts.MaxUsersPerPair {
+			return
+		}
+		p.users = append(p.users, userStats{uid: uid})
+		u = len(p.users) - 1
+	}
+	us := &p.users[u]
+	us.n++
+	us.s += v
+	us.ss += v * v
+	p.raw++
+	summarize(p, perUser)
+	m.version.Add(1)
+}
+
+// summarize recomputes capped evidence, mean and spread: each user's
+// observations count with weight min(n, perUser)/n.
+func summarize(p *pairStats, perUser float64) {
+	var w, s, ss float64
+	for _, u := range p.users {
+		cw := min(u.n, perUser)
+		f := cw / u.n
+		w += cw
+		s += f * u.s
+		ss += f * u.ss
+	}
+	p.evidence = w
+	if w == 0 {
+		p.mean, p.sd = 0, 0
+		return
+	}
+	p.mean = s / w
+	p.sd = math.Sqrt(max(ss/w-p.mean*p.mean, 0))
+}
+
+// AddObservations adds every one-co-runner observation; uid gives an
+// observation's user ("" when unknown). It returns how many were used and the
+// first error met (the others are still added).
+func (m *Memory) AddObservations(obs []observation.Observation, uid func(*observation.Observation) string) (used int, err error) {
+	for i := range obs {
+		o := &obs[i]
+		if len(o.CoTags) != 1 {
+			continue
+		}
+		u := ""
+		if uid != nil {
+			u = uid(o)
+		}
+		if e := m.Add(o.Tag, o.CoTags[0], u, o.Speed); e != nil {
+			if err == nil {
+				err = fmt.Errorf("observation %d: %w", i+1, e)
+			}
+			continue
+		}
+		used++
+	}
+	return used, err
+}
+
+// Estimate is what the memory knows of one pair.
+type Estimate struct {
+	Speed    float64 // weighted mean measured speed
+	Lower    float64 // lower bound at the coverage asked
+	Evidence float64 // capped evidence
+	Raw      int     // observations accepted
+}
+
+// Estimate returns the memory's estimate for job next to co at coverage (in
+// (0, 1)), and whether the pair has enough evidence to override the model.
+// With some evidence but not enough, the estimate is filled in (Evidence > 0)
+// and ok is false.
+func (m *Memory) Estimate(job, co string, coverage float64) (Estimate, bool) {
+	m.mu.RLock()
+	p := m.pairs[key{job, co}]
+	var e Estimate
+	var sd float64
+	if p != nil {
+		e = Estimate{Speed: p.mean, Evidence: p.evidence, Raw: p.raw}
+		sd = p.sd
+	}
+	m.mu.RUnlock()
+	if p == nil || e.Evidence <= 0 {
+		return e, false
+	}
+	s := max(sd, m.opts.NoiseSD)
+	e.Lower = e.Speed - z(coverage)*s/math.Sqrt(e.Evidence)
+	return e, e.Evidence >= m.opts.MinEvidence
+}
+
+// AppResidual returns the capped-weighted mean and spread of the model's
+// residuals for job application job, its capped evidence, and whether that is
+// enough (AppMinEvidence) to correct the model.
+func (m *Memory) AppResidual(job string) (mean, sd, evidence float64, ok bool) {
+	m.mu.RLock()
+	p := m.apps[job]
+	if p != nil {
+		mean, sd, evidence = p.mean, p.sd, p.evidence
+	}
+	m.mu.RUnlock()
+	return mean, sd, evidence, p != nil && evidence >= m.opts.AppMinEvidence
+}
+
+// Len is the number of pairs with any observation.
+func (m *Memory) Len() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return len(m.pairs)
+}
+
+// Known is the number of pairs with enough evidence to override the model.
+func (m *Memory) Known() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	n := 0
+	for _, p := range m.pairs {
+		if p.evidence >= m.opts.MinEvidence {
+			n++
+		}
+	}
+	return n
+}
+
+// Version changes whenever an observation is added, so callers that cache
+// predictions (placement's memo) know to drop them.
+func (m *Memory) Version() uint64 { return m.version.Load() }
+
+// zt widens z(c) for a spread estimated from n observations (first
+// Cornish-Fisher term of Student's t with n-1 degrees of freedom).
+func zt(c, n float64) float64 {
+	q := z(c)
+	if n <= 1 {
+		return 3 * q
+	}
+	return q + (q*q*q+q)/(4*(n-1))
+}
+
+// z is the standard normal quantile at coverage c (one-sided), 0 for c <= 0.5.
+func z(c float64) float64 {
+	if !(c > 0.5) {
+		return 0
+	}
+	c = min(c, 0.9999)
+	return math.Sqrt2 * math.Erfinv(2*c-1)
+}
+
+// Predictor puts a Memory in front of a model: for a job with exactly one
+// co-runner whose pair the memory knows, the memory's estimate and lower bound;
+// for a pair with some evidence but not enough, the model's prediction with the
+// smaller of the two lower bounds; otherwise the model's. It implements model.LowerPredictor and model.Versioned.
+type Predictor struct {
+	model model.Predictor
+	lower model.LowerPredictor // model's lower bound, when it has one
+	mem   *Memory
+	def   float64 // coverage used when asked for 0
+}
+
+// NewPredictor wraps m with mem. Coverage 0 means the model's default coverage
+// (a calibrated *model.Model's), else 0.9.
+func NewPredictor(m model.Predictor, mem *Memory) (*Predictor, error) {
+	if m == nil || mem == nil {
+		return nil, errors.New("pair memory predictor: nil model or memory")
+	}
+	p := &Predictor{model: m, mem: mem, def: 0.9}
+	p.lower, _ = m.(model.LowerPredictor)
+	if mm, ok := m.(*model.Model); ok && mm.Calibration.DefaultCoverage > 0 {
+		p.def = mm.Calibration.DefaultCoverage
+	}
+	return p, nil
+}
+
+var (
+	_ model.LowerPredictor = (*Predictor)(nil)
+	_ model.Versioned      = (*Predictor)(nil)
+)
+
+// PredictSpeed is the memory's estimate for a known pair, else the model's.
+func (p *Predictor) PredictSpeed(job *profile.Profile, co []*profile.Profile) float64 {
+	s, _ := p.PredictSpeedLower(job, co, 0)
+	return s
+}
+
+// PredictSpeedLower returns the memory's estimate and lower bound for a known
+// pair, else the model's (the model's prediction itself when it has no bound).
+func (p *Predictor) PredictSpeedLower(job *profile.Profile, co []*profile.Profile, coverage float64) (speed, lower float64) {
+	if coverage <= 0 {
+		coverage = p.def
+	}
+	var e Estimate
+	if job != nil && len(co) == 1 && co[0] != nil {
+		var ok bool
+		if e, ok = p.mem.Estimate(job.Tag, co[0].Tag, coverage); ok {
+			return e.Speed, e.Lower
+		}
+	}
+	if p.lower != nil {
+		speed, lower = p.lower.PredictSpeedLower(job, co, coverage)
+	} else {
+		speed = p.model.PredictSpeed(job, co)
+		lower = speed
+	}
+	if job != nil && len(co) > 0 {
+		if r, sd, n, ok := p.mem.AppResidual(job.Tag); ok {
+			speed -= r
+			lower = speed - zt(coverage, n)*max(sd, p.mem.opts.NoiseSD)*math.Sqrt(1+1/n)
+		}
+	}
+	if e.Evidence > 0 {
+		lower = min(lower, e.Lower)
+	}
+	return speed, lower
+}
+
+// Observe records one measurement: job ran at speed next to co, for user uid.
+// With one co-runner it is pair evidence; with any, a residual of the model
+// for the job's application (prediction - measured, the speed clipped to 1).
+func (p *Predictor) Observe(job *profile.Profile, co []*profile.Profile, uid string, speed float64) error {
+	if job == nil || len(co) == 0 {
+		return errors.New("pair memory: observation without a job or co-runners")
+	}
+	for _, c := range co {
+		if c == nil {
+			return errors.New("pair memory: nil co-runner")
+		}
+	}
+	if len(co) == 1 {
+		if err := p.mem.Add(job.Tag, co[0].Tag, uid, speed); err != nil {
+			return err
+		}
+	} else if !(speed > 0 && speed <= observation.MaxSpeed) {
+		return fmt.Errorf("%w: %v outside (0, %v]", ErrSpeed, speed, observation.MaxSpeed)
+	}
+	return p.mem.AddResidual(job.Tag, uid, p.model.PredictSpeed(job, co)-min(speed, 1))
+}
+
+// Version is the memory's version.
+func (p *Predictor) Version() uint64 { return p.mem.Version() }

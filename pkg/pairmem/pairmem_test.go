@@ -1,0 +1,241 @@
+package pairmem
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/coscheml/coscheml/pkg/observation"
+	"github.com/coscheml/coscheml/pkg/profile"
+)
+
+func prof(tag string) *profile.Profile { return &profile.Profile{Tag: tag, Class: profile.ClassTrain} }
+
+// constModel predicts a fixed speed with a fixed margin.
+type constModel struct{ speed, margin float64 }
+
+func (c constModel) PredictSpeed(job *profile.Profile, co []*profile.Profile) float64 {
+	if len(co) == 0 {
+		return 1
+	}
+	return c.speed
+}
+
+func (c constModel) PredictSpeedLower(job *profile.Profile, co []*profile.Profile, _ float64) (float64, float64) {
+	s := c.PredictSpeed(job, co)
+	if len(co) == 0 {
+		return s, s
+	}
+	return s, s - c.margin
+}
+
+type obs struct {
+	job, co, uid string
+	speed        float64
+}
+
+func TestEstimate(t *testing.T) {
+	tests := []struct {
+		name      string
+		obs       []obs
+		known     bool
+		evidence  float64
+		speed     float64
+		wantErrAt int // index of an observation Add must refuse, -1 none
+	}{
+		{"empty", nil, false, 0, 0, -1},
+		{"one user is not enough", []obs{{"a", "b", "u1", 0.8}, {"a", "b", "u1", 0.8}, {"a", "b", "u1", 0.8}}, false, 1, 0.8, -1},
+		{"two users", []obs{{"a", "b", "u1", 0.8}, {"a", "b", "u2", 0.6}}, true, 2, 0.7, -1},
+		// u1 floods the pair with 0.1; capped at one observation's weight, its mean counts once.
+		{"one user capped", []obs{{"a", "b", "u1", 0.1}, {"a", "b", "u1", 0.1}, {"a", "b", "u1", 0.1}, {"a", "b", "u2", 0.9}, {"a", "b", "u3", 0.9}}, true, 3, (0.1 + 0.9 + 0.9) / 3, -1},
+		{"clipped to 1", []obs{{"a", "b", "u1", 1.1}, {"a", "b", "u2", 0.9}}, true, 2, 0.95, -1},
+		{"other direction is another pair", []obs{{"b", "a", "u1", 0.5}, {"b", "a", "u2", 0.5}}, false, 0, 0, -1},
+		{"bad speed", []obs{{"a", "b", "u1", 0}}, false, 0, 0, 0},
+		{"NaN speed", []obs{{"a", "b", "u1", math.NaN()}}, false, 0, 0, 0},
+		{"bad tag", []obs{{"../a", "b", "u1", 0.5}}, false, 0, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := New(Options{})
+			v0 := m.Version()
+			for i, o := range tc.obs {
+				err := m.Add(o.job, o.co, o.uid, o.speed)
+				if (err != nil) != (i == tc.wantErrAt) {
+					t.Fatalf("observation %d: err %v", i, err)
+				}
+			}
+			e, ok := m.Estimate("a", "b", 0.9)
+			if ok != tc.known || math.Abs(e.Evidence-tc.evidence) > 1e-12 || (tc.evidence > 0 && math.Abs(e.Speed-tc.speed) > 1e-12) {
+				t.Fatalf("estimate %+v known %v; want known %v evidence %v speed %v", e, ok, tc.known, tc.evidence, tc.speed)
+			}
+			if e.Evidence > 0 && !(e.Lower < e.Speed) {
+				t.Fatalf("lower bound %v not below the estimate %v", e.Lower, e.Speed)
+			}
+			if tc.wantErrAt < 0 && len(tc.obs) > 0 && m.Version() == v0 {
+				t.Fatal("version did not change")
+			}
+		})
+	}
+	if err := New(Options{}).Add("a", "b", "u", -1); !errors.Is(err, ErrSpeed) {
+		t.Fatalf("negative speed: %v, want ErrSpeed", err)
+	}
+}
+
+// More evidence and a lower coverage tighten the bound.
+func TestLowerBoundTightens(t *testing.T) {
+	m := New(Options{})
+	var prev float64 = -1
+	for i, s := range []float64{0.8, 0.84, 0.82, 0.81, 0.83, 0.8} {
+		if err := m.Add("a", "b", string(rune('a'+i)), s); err != nil {
+			t.Fatal(err)
+		}
+		e, ok := m.Estimate("a", "b", 0.9)
+		if !ok {
+			continue
+		}
+		if prev >= 0 && e.Lower < prev-0.02 {
+			t.Errorf("after %d observations the bound fell from %v to %v", i+1, prev, e.Lower)
+		}
+		prev = e.Lower
+	}
+	lo, _ := m.Estimate("a", "b", 0.99)
+	hi, _ := m.Estimate("a", "b", 0.6)
+	if !(lo.Lower < hi.Lower) {
+		t.Fatalf("coverage 0.99 bound %v not below coverage 0.6 bound %v", lo.Lower, hi.Lower)
+	}
+}
+
+func TestPredictor(t *testing.T) {
+	a, b := prof("a"), prof("b")
+	co := []*profile.Profile{b}
+	tests := []struct {
+		name            string
+		obs             []obs
+		speed, lower    float64
+		useLowerAtLeast bool
+	}{
+		{"no evidence: the model", nil, 0.9, 0.85, false},
+		// one user's bad measurement can only lower the bound, not the prediction
+		{"partial evidence lowers the bound", []obs{{"a", "b", "u1", 0.5}}, 0.9, math.NaN(), false},
+		// one user's good measurement does not raise it
+		{"partial good evidence changes nothing", []obs{{"a", "b", "u1", 1}}, 0.9, 0.85, false},
+		{"known pair overrides", []obs{{"a", "b", "u1", 0.7}, {"a", "b", "u2", 0.7}}, 0.7, math.NaN(), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := New(Options{})
+			p, err := NewPredictor(constModel{0.9, 0.05}, mem)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range tc.obs {
+				if err := mem.Add(o.job, o.co, o.uid, o.speed); err != nil {
+					t.Fatal(err)
+				}
+			}
+			speed, lower := p.PredictSpeedLower(a, co, 0.9)
+			if math.Abs(speed-tc.speed) > 1e-12 {
+				t.Fatalf("speed %v, want %v", speed, tc.speed)
+			}
+			if !math.IsNaN(tc.lower) && math.Abs(lower-tc.lower) > 1e-12 {
+				t.Fatalf("lower %v, want %v", lower, tc.lower)
+			}
+			if lower > speed || lower > 0.85+1e-12 && len(tc.obs) > 0 && tc.obs[0].speed < 0.9 {
+				t.Fatalf("lower %v with speed %v", lower, speed)
+			}
+			if p.PredictSpeed(a, co) != speed {
+				t.Fatal("PredictSpeed differs from PredictSpeedLower's speed")
+			}
+		})
+	}
+	if _, err := NewPredictor(nil, New(Options{})); err == nil {
+		t.Fatal("nil model accepted")
+	}
+}
+
+// The model's residuals for an application correct it once there are enough,
+// from enough users, and Observe feeds both the pair and the residuals.
+func TestAppCorrection(t *testing.T) {
+	mem := New(Options{})
+	p, err := NewPredictor(constModel{0.9, 0.05}, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := prof("x")
+	// x measured at 0.7 next to five different co-runners, five users: the model
+	// (0.9) is 0.2 too optimistic for x.
+	for i := range 5 {
+		co := prof("c" + string(rune('a'+i)))
+		if err := p.Observe(job, []*profile.Profile{co}, string(rune('a'+i)), 0.7); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, _, n, ok := mem.AppResidual("x")
+	if !ok || n != 5 || math.Abs(r-0.2) > 1e-12 {
+		t.Fatalf("residual %v over %v, ok %v", r, n, ok)
+	}
+	speed, lower := p.PredictSpeedLower(job, []*profile.Profile{prof("new")}, 0.9)
+	if math.Abs(speed-0.7) > 1e-12 || !(lower < speed) {
+		t.Fatalf("unseen pair of x: (%v, %v), want the corrected 0.7 and a bound below it", speed, lower)
+	}
+	// one user alone cannot correct an application: capped at MaxPerUserApp
+	mem2 := New(Options{})
+	p2, _ := NewPredictor(constModel{0.9, 0.05}, mem2)
+	for i := range 10 {
+		_ = p2.Observe(job, []*profile.Profile{prof("c" + string(rune('a'+i)))}, "mallory", 1)
+	}
+	if _, _, n, ok := mem2.AppResidual("x"); ok || n != 3 {
+		t.Fatalf("one user's 10 residuals count %v (ok %v), want 3 and not enough", n, ok)
+	}
+	if err := p.Observe(nil, nil, "u", 0.5); err == nil {
+		t.Fatal("observation without a job accepted")
+	}
+}
+
+func TestAddObservations(t *testing.T) {
+	mem := New(Options{})
+	obs := []observation.Observation{
+		{Tag: "a", CoTags: []string{"b"}, Speed: 0.8, JobID: "1"},
+		{Tag: "a", CoTags: []string{"b"}, Speed: 0.6, JobID: "2"},
+		{Tag: "a", CoTags: []string{"b", "c"}, Speed: 0.5}, // not a pair
+		{Tag: "a", CoTags: []string{"b"}, Speed: 7e9},      // refused
+	}
+	used, err := mem.AddObservations(obs, func(o *observation.Observation) string { return o.JobID })
+	if used != 2 || err == nil {
+		t.Fatalf("used %d, err %v", used, err)
+	}
+	if e, ok := mem.Estimate("a", "b", 0.9); !ok || math.Abs(e.Speed-0.7) > 1e-12 {
+		t.Fatalf("estimate %+v %v", e, ok)
+	}
+}
+
+func TestPredictNoAlloc(t *testing.T) {
+	mem := New(Options{})
+	p, _ := NewPredictor(constModel{0.9, 0.05}, mem)
+	a, co := prof("a"), []*profile.Profile{prof("b")}
+	_ = mem.Add("a", "b", "u1", 0.8)
+	_ = mem.Add("a", "b", "u2", 0.8)
+	if n := testing.AllocsPerRun(100, func() { _, _ = p.PredictSpeedLower(a, co, 0.9) }); n != 0 {
+		t.Fatalf("PredictSpeedLower allocates %v times", n)
+	}
+}
+
+// FuzzAdd: whatever a user's observation holds, Add either refuses it or keeps
+// the memory's estimates finite, within (0, 1], with bounds below estimates.
+func FuzzAdd(f *testing.F) {
+	f.Add("a", "b", "u1", 0.8)
+	f.Add("a", "a", "", 1e9)
+	f.Add("../x", "b\n", "u", math.NaN())
+	f.Fuzz(func(t *testing.T, job, co, uid string, speed float64) {
+		m := New(Options{})
+		for i := range 3 {
+			if err := m.Add(job, co, uid+string(rune('0'+i)), speed); err != nil {
+				return
+			}
+		}
+		e, ok := m.Estimate(job, co, 0.9)
+		if !ok || !(e.Speed > 0 && e.Speed <= 1) || !(e.Lower <= e.Speed) || math.IsNaN(e.Lower) {
+			t.Fatalf("after 3 accepted observations of %v: %+v (known %v)", speed, e, ok)
+		}
+	})
+}
