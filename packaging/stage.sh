@@ -16,14 +16,15 @@ for p in coscheml coscheml-train; do
 done
 gzip -9n <"$here/man/coscheml-node.8" >"$stage/man/coscheml-node.8.gz"
 for f in prolog.sh epilog.sh; do
-	sed -e 's|/usr/local/bin|/usr/bin|g' -e 's|/usr/local/libexec|/usr/libexec|g' "$here/../slurm/$f" >"$stage/libexec/$f"
+	sed -e 's|COSCHEML_BIN:-/usr/local/bin}|COSCHEML_BIN:-/usr/bin}|' -e 's|(default /usr/local/bin)|(default /usr/bin)|' \
+		-e 's|/usr/local/libexec|/usr/libexec|g' "$here/../slurm/$f" >"$stage/libexec/$f"
 	chmod 0755 "$stage/libexec/$f"
 done
 for f in slurm.conf.example gres.conf.example; do
 	sed -e 's|/usr/local/libexec|/usr/libexec|g' -e 's|/usr/local/lib/coscheml|/usr/lib/coscheml|g' "$here/../slurm/$f" >"$stage/slurm/$f"
 done
 # The hooks must still find the binary where the package puts it.
-grep -q '/usr/bin}/coscheml-node' "$stage/libexec/prolog.sh" || {
-	echo "stage.sh: prolog.sh no longer defaults COSCHEML_BIN to /usr/local/bin; update the sed above" >&2
+grep -q '/usr/bin}/coscheml-node' "$stage/libexec/prolog.sh" && grep -q '/usr/bin}/coscheml-node' "$stage/libexec/epilog.sh" || {
+	echo "stage.sh: prolog.sh or epilog.sh no longer defaults COSCHEML_BIN to /usr/local/bin; update the sed above" >&2
 	exit 1
 }

@@ -40,6 +40,8 @@ check "man coscheml-train" sh -c 'man -P cat coscheml-train 2>/dev/null | grep -
 check "man 8 coscheml-node" sh -c 'man -P cat 8 coscheml-node 2>/dev/null | grep -q reconcile'
 check "prolog hook finds /usr/bin/coscheml-node" grep -q 'COSCHEML_BIN:-/usr/bin}' /usr/libexec/coscheml/prolog.sh
 check "prolog hook exits 0 outside Slurm" sh -c 'COSCHEML_CONFIG=/nonexistent /usr/libexec/coscheml/prolog.sh'
+check "epilog hook finds /usr/bin/coscheml-node" grep -q 'COSCHEML_BIN:-/usr/bin}' /usr/libexec/coscheml/epilog.sh
+check "epilog hook exits 0 outside Slurm" sh -c 'COSCHEML_CONFIG=/nonexistent /usr/libexec/coscheml/epilog.sh'
 tmp=$(mktemp -d)
 printf 'profile_dir: %s/profiles\nresidency_dir: %s/residency\n' "$tmp" "$tmp" >"$tmp/c.yaml"
 check "profile import of the packaged Lucid data" /usr/bin/coscheml --config "$tmp/c.yaml" profile import --format lucid /usr/share/coscheml/data/lucid-train/solo_profiles.csv
