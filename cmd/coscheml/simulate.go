@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/coscheml/coscheml/models"
+	"github.com/coscheml/coscheml/pkg/config"
+	"github.com/coscheml/coscheml/pkg/placeconf"
 	"github.com/coscheml/coscheml/pkg/placement"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/report"
@@ -59,6 +61,7 @@ func simulateCommand() *cli.Command {
 			&cli.IntFlag{Name: "jobs", Value: 0, Usage: "sample this many jobs of the trace per seed (0: all)"},
 			&cli.Float64Flag{Name: "load", Value: 0, Usage: "compress arrivals so that offered load = X x cluster capacity (0: as in the trace)"},
 			&cli.IntFlag{Name: "seeds", Value: 3, Usage: "seeds (1..K): job sample, applications, classes, random policy"},
+			&cli.StringFlag{Name: "shard-pinning", Usage: "how Slurm reaches a GPU: first-fit or typed (default: the config's shard_pinning; typed with --demo)"},
 			&cli.StringFlag{Name: "policies", Value: strings.Join(placement.Names(), ","), Usage: "policies to compare, comma-separated"},
 			&cli.StringFlag{Name: "report", Usage: "write the report files into this directory"},
 			&cli.IntFlag{Name: "backfill-depth", Value: 100, Usage: "queued jobs the backfill pass considers (-1: no backfill)"},
@@ -125,6 +128,23 @@ func runSimulate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	reach := placeconf.Reach(cfg)
+	pin := c.String("shard-pinning")
+	if demo && pin == "" {
+		// The demo compares the policies themselves: every GPU reachable, as with
+		// per-GPU Slurm types. --shard-pinning first-fit shows what Slurm 22.05's
+		// first-fit shard allocator costs them.
+		pin = config.PinTyped
+	}
+	switch p := pin; p {
+	case "":
+	case config.PinFirstFit:
+		reach = placement.ReachFirstFit
+	case config.PinTyped:
+		reach = placement.ReachTyped
+	default:
+		return usageErrorf("--shard-pinning %q: want first-fit or typed", sanitize(p))
+	}
 	tt, err := loadTruth(c)
 	if err != nil {
 		return err
@@ -146,9 +166,9 @@ func runSimulate(c *cli.Context) error {
 	}
 	exp := sim.Experiment{
 		Config: sim.Config{Nodes: nodes, GPUsPerNode: gpn, GPUMemMiB: c.Float64("gpu-mem-mib"), Slots: cfg.SlotsPerGPU,
-			Floors: placement.Floors(cfg.SpeedFloor), BackfillDepth: c.Int("backfill-depth")},
+			Floors: cfg.SpeedFloor, BackfillDepth: c.Int("backfill-depth"), Reach: reach},
 		Truth:    tt,
-		Options:  placement.OptionsFromConfig(cfg),
+		Options:  placeconf.Options(cfg),
 		Policies: pols,
 		Mix:      trace.DefaultClassMix,
 
