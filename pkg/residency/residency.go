@@ -34,6 +34,7 @@ import (
 	"github.com/coscheml/coscheml/pkg/atomicfile"
 	"github.com/coscheml/coscheml/pkg/hostlist"
 	"github.com/coscheml/coscheml/pkg/profile"
+	"github.com/coscheml/coscheml/pkg/safeopen"
 )
 
 // Version is the entry format version.
@@ -459,7 +460,9 @@ func ParseLiveJobs(r io.Reader) (map[string]bool, error) {
 }
 
 func readLimited(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	// active/ is written by the nodes' prologs: regular files only, no symlink,
+	// never blocking on a FIFO (slurmctld's refresh reads these).
+	f, err := safeopen.Regular(path, safeopen.NoFollow)
 	if err != nil {
 		return nil, err
 	}
