@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/coscheml/coscheml/pkg/safeopen"
 )
 
 // Since returns the records logged at or after since, oldest first, from the
@@ -17,7 +19,7 @@ import (
 func Since(path string, since time.Time) ([]Record, error) {
 	var out []Record
 	for _, p := range []string{path + ".1", path} {
-		f, err := os.Open(p)
+		f, err := safeopen.Regular(p, safeopen.NoFollow)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
