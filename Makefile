@@ -1,14 +1,17 @@
 # coscheml: interference-aware GPU co-location for Slurm.
 #
 #   make build        programs into bin/, libcoscheml.so and the Slurm plugin into lib/
-#   make test         go vet, unit tests, and the Slurm integration suite (root)
+#   make test         go vet, unit tests, race, fuzz-short, and the Slurm integration suite (root)
 #   make vet          go vet ./...
 #   make unit         the unit tests alone (go test ./...)
 #   make integration  the Slurm integration suite alone (real daemons, root)
 #   make demo         the simulator on the shipped data: comparison table + report
 #   make bench        benchmarks, short
 #   make fuzz         every fuzz target for FUZZTIME each
+#   make race         go test -race of the packages slurmctld runs (libcoscheml's closure)
+#   make fuzz-short   every fuzz target briefly (FUZZTIME_SHORT each; part of make test)
 #   make install      PREFIX/DESTDIR-aware install (see docs/install.md)
+#   make install-data the /var/lib/coscheml tree with its owners and modes (part of install)
 #   make uninstall    removes what install put in place, keeps /etc/coscheml
 #   make package      .deb and .rpm packages into dist/ (nfpm; docs/packaging.md)
 #   make clean
@@ -37,6 +40,7 @@ VERSION   ?= 0.1.0
 GOFLAGS_BUILD ?= -trimpath -ldflags "-X github.com/coscheml/coscheml/pkg/version.Version=$(VERSION)"
 BENCHTIME ?= 200ms
 FUZZTIME  ?= 10s
+FUZZTIME_SHORT ?= 2s
 # go-nvml's cgo preamble uses deprecated NVML declarations; Go's own default
 # CGO_CFLAGS is "-O2 -g".
 CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
@@ -45,8 +49,8 @@ export CGO_CFLAGS
 PROGRAMS := coscheml coscheml-train coscheml-node
 BINS     := $(addprefix bin/,$(PROGRAMS))
 
-.PHONY: all build programs libcoscheml plugin test vet unit integration bench fuzz \
-        demo install uninstall package clean help
+.PHONY: all build programs libcoscheml plugin test vet unit race fuzz-short integration bench fuzz \
+        demo install install-data uninstall package clean help
 
 all: build
 
@@ -75,14 +79,20 @@ plugin:
 		echo "make: install the headers (Debian/Ubuntu: apt-get install libslurm-dev) and run make build again."; \
 	fi
 
-# make test: static checks, unit tests, then the Slurm integration suite.
-test: vet unit integration
+# make test: static checks, unit tests, the race detector on what runs inside
+# slurmctld, every fuzz target briefly, then the Slurm integration suite.
+test: vet unit race fuzz-short integration
 
 vet:
 	$(GO) vet ./...
 
 unit:
 	$(GO) test ./...
+
+# The packages linked into slurmctld (libcoscheml's dependency closure within this
+# module) under the race detector: a data race there corrupts slurmctld's process.
+race:
+	$(GO) test -race $$($(GO) list -deps ./cmd/libcoscheml | grep '^github.com/coscheml/coscheml/')
 
 # Real slurmctld/slurmd/munge on loopback; needs root, installs the Debian packages
 # slurm-wlm, munge and libslurm-dev when missing, builds what it needs itself, and
@@ -102,11 +112,16 @@ fuzz:
 		done; \
 	done
 
+# Each fuzz target briefly: catches a parser that panics on its seeds or on what a
+# few seconds of mutation find (31 targets: about two minutes on 2 cores).
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
+
 # The main job on the embedded default: no cluster, no GPU.
 demo: programs
 	bin/coscheml simulate --demo --report demo-report
 
-install: build
+install: build install-data
 	install -d "$(DESTDIR)$(BINDIR)"
 	install -m 0755 $(BINS) "$(DESTDIR)$(BINDIR)/"
 	install -d "$(DESTDIR)$(COSCHEML_LIBDIR)"
@@ -146,8 +161,29 @@ install: build
 	done
 	install -m 0644 etc/examples/*.yaml "$(DESTDIR)$(DOCDIR)/examples/"
 
-# Removes what install put in place except the configuration (and the data under
-# /var/lib/coscheml, which install never creates).
+# The data tree the plugin and the node hooks need (docs/install.md, "Files and
+# folders"): slurmctld (SLURM_USER) creates and rotates the decision log in
+# STATEDIR and removes the Epilog's done markers; root (the Prolog/Epilog, the
+# admin) writes the rest. No folder is group- or world-writable: the node hooks
+# refuse to write in one as root. Owners are set only when run as root and
+# SLURM_USER exists (a DESTDIR staged by a user gets the modes alone); existing
+# folders keep their contents.
+SLURM_USER ?= slurm
+STATEDIR   ?= /var/lib/coscheml
+install-data:
+	install -d -m 0755 "$(DESTDIR)$(STATEDIR)" "$(DESTDIR)$(STATEDIR)/profiles" \
+		"$(DESTDIR)$(STATEDIR)/residency" "$(DESTDIR)$(STATEDIR)/residency/active" \
+		"$(DESTDIR)$(STATEDIR)/residency/done" "$(DESTDIR)$(STATEDIR)/observations" \
+		"$(DESTDIR)$(STATEDIR)/run" "$(DESTDIR)$(STATEDIR)/run/profiling"
+	@if [ "$$(id -u)" = 0 ] && id -u "$(SLURM_USER)" >/dev/null 2>&1; then \
+		echo "chown $(SLURM_USER): $(DESTDIR)$(STATEDIR) $(DESTDIR)$(STATEDIR)/residency/done"; \
+		chown "$(SLURM_USER):" "$(DESTDIR)$(STATEDIR)" "$(DESTDIR)$(STATEDIR)/residency/done"; \
+	else \
+		echo "make: NOT setting owners (needs root and the user $(SLURM_USER), SLURM_USER=...): chown $(SLURM_USER): $(STATEDIR) $(STATEDIR)/residency/done"; \
+	fi
+
+# Removes what install put in place except the configuration and the data under
+# STATEDIR (profiles, observations and logs are the site's).
 uninstall:
 	rm -f $(addprefix "$(DESTDIR)$(BINDIR)"/,$(PROGRAMS))
 	rm -f "$(DESTDIR)$(COSCHEML_LIBDIR)/libcoscheml.so"
