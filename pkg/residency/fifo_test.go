@@ -67,3 +67,27 @@ func TestReadRefusesNonRegular(t *testing.T) {
 		t.Fatal("Get blocked on a FIFO")
 	}
 }
+
+// A FIFO where active/ or done/ should be is an error (or, for done/, no markers),
+// never a hang of the reader slurmctld runs.
+func TestReadRefusesFIFOFolders(t *testing.T) {
+	for _, sub := range []string{"active", "done"} {
+		t.Run(sub, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := syscall.Mkfifo(filepath.Join(dir, sub), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s, _ := Open(dir)
+			done := make(chan error, 1)
+			go func() { _, err := s.List(time.Now(), time.Minute); done <- err }()
+			select {
+			case err := <-done:
+				if sub == "active" && (err == nil || !strings.Contains(err.Error(), "not a folder")) {
+					t.Fatalf("List with a FIFO for active/: %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("List blocked on a FIFO for %s/", sub)
+			}
+		})
+	}
+}

@@ -398,7 +398,7 @@ func (s *Store) pruneTmp(name string, now time.Time, grace time.Duration, res *R
 
 // pruneDone removes done markers older than DoneTTL + grace.
 func (s *Store) pruneDone(now time.Time, grace time.Duration, res *ReconcileResult) {
-	d, err := os.Open(s.doneDir())
+	d, err := safeopen.Dir(s.doneDir())
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			res.Problems = append(res.Problems, fmt.Errorf("done markers: %w", err))

@@ -72,3 +72,20 @@ func kind(m os.FileMode) string {
 	}
 	return "mode " + m.String()
 }
+
+// ErrNotDir is returned (wrapped) for a path that is not a folder.
+var ErrNotDir = errors.New("not a folder")
+
+// Dir opens a folder for listing. O_DIRECTORY makes the kernel refuse anything
+// else before opening it, so a FIFO there is ENOTDIR, never a wait for a writer.
+// Symlinks to folders are followed (admins link data folders to shared storage).
+func Dir(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ENOTDIR) {
+			return nil, fmt.Errorf("%s: %w", path, ErrNotDir)
+		}
+		return nil, err
+	}
+	return f, nil
+}

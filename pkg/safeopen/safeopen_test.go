@@ -91,3 +91,30 @@ func TestRegular(t *testing.T) {
 		})
 	}
 }
+
+func TestDir(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg := filepath.Join(dir, "reg")
+	os.WriteFile(reg, nil, 0o644)
+	link := filepath.Join(dir, "link")
+	os.Symlink(dir, link)
+	for _, tc := range []struct {
+		path string
+		ok   bool
+	}{{dir, true}, {link, true}, {fifo, false}, {reg, false}} {
+		err := openWithin(t, func() error {
+			f, err := Dir(tc.path)
+			if err == nil {
+				f.Close()
+			}
+			return err
+		})
+		if tc.ok != (err == nil) || (!tc.ok && (!errors.Is(err, ErrNotDir) || !strings.Contains(err.Error(), tc.path))) {
+			t.Errorf("Dir(%s) = %v, want ok=%v", tc.path, err, tc.ok)
+		}
+	}
+}
