@@ -467,8 +467,15 @@ func (p *Predictor) PredictSpeedLower(job *profile.Profile, co []*profile.Profil
 			r, sd, n, ok = p.mem.AppResidual(job.Tag)
 		}
 		if ok {
+			// The corrected prediction keeps the narrower of the two margins: the
+			// residuals' prediction interval, or the model's calibrated margin
+			// (valid for the uncorrected prediction, conservative once a bias is
+			// removed). Each holds at the coverage asked, the smaller at worst at
+			// twice the miss rate; chosen on the synthetic tuning study
+			// (TestTuneFloorTarget, docs/model.md): JCT -4 points, same floors.
+			margin := speed - lower
 			speed -= r
-			lower = speed - zt(coverage, n)*max(sd, p.mem.opts.NoiseSD)*math.Sqrt(1+1/n)
+			lower = speed - min(zt(coverage, n)*max(sd, p.mem.opts.NoiseSD)*math.Sqrt(1+1/n), margin)
 		}
 	}
 	if e.Evidence > 0 {

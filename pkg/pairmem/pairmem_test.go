@@ -176,8 +176,13 @@ func TestAppCorrection(t *testing.T) {
 		t.Fatalf("residual %v over %v, ok %v", r, n, ok)
 	}
 	speed, lower := p.PredictSpeedLower(job, []*profile.Profile{prof("new")}, 0.9)
-	if math.Abs(speed-0.7) > 1e-12 || !(lower < speed) {
-		t.Fatalf("unseen pair of x: (%v, %v), want the corrected 0.7 and a bound below it", speed, lower)
+	if math.Abs(speed-0.7) > 1e-12 || !(lower < speed) || lower < speed-0.05-1e-12 {
+		t.Fatalf("unseen pair of x: (%v, %v), want the corrected 0.7 and a bound below it by at most the model's margin 0.05", speed, lower)
+	}
+	// with a wide model margin, the residuals' prediction interval is used
+	p3, _ := NewPredictor(constModel{0.9, 0.5}, mem)
+	if s3, l3 := p3.PredictSpeedLower(job, []*profile.Profile{prof("new")}, 0.9); math.Abs(s3-0.7) > 1e-12 || !(l3 > s3-0.5) || !(l3 < s3) {
+		t.Fatalf("wide model margin: (%v, %v), want the residuals' narrower interval", s3, l3)
 	}
 	// one user alone cannot correct an application: capped at MaxPerUserApp
 	mem2 := New(Options{})
