@@ -12,12 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coscheml/coscheml/pkg/comment"
 	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/jobprofile"
 	"github.com/coscheml/coscheml/pkg/observation"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/residency"
-	"github.com/coscheml/coscheml/pkg/submit"
 )
 
 const defaultConfig = "/etc/coscheml/coscheml.yaml"
@@ -75,7 +75,10 @@ func runHook(kind string, args []string, environ []string, now func() time.Time)
 	log := newLogger(os.Stderr, true)
 	defer log.close()
 	if err := fs.Parse(args); err != nil {
-		log.printf("%s: %v", kind, err)
+		// --help has printed the usage already; it is not a problem to log.
+		if !errors.Is(err, flag.ErrHelp) {
+			log.printf("%s: %v", kind, err)
+		}
 		return 0
 	}
 	if *noSyslog {
@@ -138,7 +141,7 @@ func envMap(environ []string) map[string]string {
 }
 
 // jobEnv reads what Slurm tells a Prolog/Epilog about the job.
-func jobEnv(env map[string]string) (jobprofile.JobEnv, submit.Directive, error) {
+func jobEnv(env map[string]string) (jobprofile.JobEnv, comment.Directive, error) {
 	je := jobprofile.JobEnv{
 		JobID:   env["SLURM_JOB_ID"],
 		Node:    env["SLURMD_NODENAME"],
@@ -154,7 +157,7 @@ func jobEnv(env map[string]string) (jobprofile.JobEnv, submit.Directive, error) 
 		je.UID = env["SLURM_JOB_UID"]
 	}
 	if err := residency.ValidJobID(je.JobID); err != nil {
-		return je, submit.Directive{}, fmt.Errorf("SLURM_JOB_ID: %w", err)
+		return je, comment.Directive{}, fmt.Errorf("SLURM_JOB_ID: %w", err)
 	}
 	if je.Node == "" {
 		je.Node, _ = os.Hostname()
@@ -162,7 +165,7 @@ func jobEnv(env map[string]string) (jobprofile.JobEnv, submit.Directive, error) 
 			je.Node = je.Node[:i]
 		}
 	}
-	d := submit.ParseComment(je.Comment)
+	d := comment.ParseComment(je.Comment)
 	if d.Present && d.Err == nil {
 		je.Tag, je.Class = d.Tag, d.Class
 	}
