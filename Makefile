@@ -2,11 +2,17 @@
 #
 #   make build        programs into bin/, libcoscheml.so and the Slurm plugin into lib/
 #   make test         go vet, unit tests, and the Slurm integration suite (root)
+#   make vet          go vet ./...
+#   make unit         the unit tests alone (go test ./...)
+#   make integration  the Slurm integration suite alone (real daemons, root)
 #   make demo         the simulator on the shipped data: comparison table + report
 #   make bench        benchmarks, short
 #   make fuzz         every fuzz target for FUZZTIME each
 #   make install      PREFIX/DESTDIR-aware install (see docs/install.md)
+#   make uninstall    removes what install put in place, keeps /etc/coscheml
+#   make package      .deb and .rpm packages into dist/ (nfpm; docs/packaging.md)
 #   make clean
+#   make help         this list
 #
 # GNU make. Needs Go (see go.mod) and gcc; the plugin also needs Slurm's headers
 # (Debian: libslurm-dev) and is skipped with a message when they are missing.
@@ -26,7 +32,9 @@ SLURM_INCLUDE   ?= /usr/include
 COSCHEML_LIBDIR ?= $(LIBDIR)/coscheml
 
 GO        ?= go
-GOFLAGS_BUILD ?= -trimpath
+# The release the programs report with --version and the packages carry.
+VERSION   ?= 0.1.0
+GOFLAGS_BUILD ?= -trimpath -ldflags "-X github.com/coscheml/coscheml/pkg/version.Version=$(VERSION)"
 BENCHTIME ?= 200ms
 FUZZTIME  ?= 10s
 # go-nvml's cgo preamble uses deprecated NVML declarations; Go's own default
@@ -38,12 +46,13 @@ PROGRAMS := coscheml coscheml-train coscheml-node
 BINS     := $(addprefix bin/,$(PROGRAMS))
 
 .PHONY: all build programs libcoscheml plugin test vet unit integration bench fuzz \
-        demo install uninstall clean help
+        demo install uninstall package clean help
 
 all: build
 
+# Every "#   make TARGET" line of the header above.
 help:
-	@sed -n '3,10p' Makefile | sed 's/^# *//'
+	@sed -n 's/^#   \(make .*\)/\1/p' Makefile
 
 build: programs libcoscheml plugin
 
@@ -51,6 +60,7 @@ build: programs libcoscheml plugin
 # changed).
 programs:
 	@mkdir -p bin
+	@echo "make: building $(PROGRAMS) into bin/ (a first build also compiles the dependencies: a minute or two)"
 	$(GO) build $(GOFLAGS_BUILD) -o bin/ $(addprefix ./cmd/,$(PROGRAMS))
 
 libcoscheml:
@@ -146,6 +156,35 @@ uninstall:
 	rm -rf "$(DESTDIR)$(LIBEXECDIR)/coscheml" "$(DESTDIR)$(DOCDIR)"
 	@echo "make: kept $(DESTDIR)$(SYSCONFDIR)/coscheml/ (remove it by hand if you want)"
 
+# Packages: the programs, library and plugin are built again with the packages'
+# paths (/usr, the distribution's Slurm plugin folder) into build/package, then
+# nfpm (a build tool, fetched through the Go module proxy at a pinned version;
+# NFPM=nfpm uses one on PATH) writes dist/*.deb and dist/*.rpm.
+NFPM_VERSION  ?= v2.45.2
+NFPM          ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+PKG_ARCH      ?= $(shell $(GO) env GOARCH)
+DEB_PLUGINDIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/slurm-wlm
+RPM_PLUGINDIR ?= /usr/lib64/slurm
+PKGBUILD      := build/package
+
+package:
+	@release=$$(packaging/slurm-release.sh "$(SLURM_INCLUDE)") || exit 1; \
+	set -e; \
+	rm -rf $(PKGBUILD) && mkdir -p $(PKGBUILD)/bin $(PKGBUILD)/lib $(PKGBUILD)/plugin dist; \
+	echo "make package: coscheml $(VERSION), plugin for Slurm $$release"; \
+	$(GO) build $(GOFLAGS_BUILD) -o $(PKGBUILD)/bin/ $(addprefix ./cmd/,$(PROGRAMS)); \
+	$(GO) build $(GOFLAGS_BUILD) -buildmode=c-shared -o $(PKGBUILD)/lib/libcoscheml.so ./cmd/libcoscheml; \
+	$(MAKE) -C plugin-c SLURM_INCLUDE="$(SLURM_INCLUDE)" COSCHEML_LIBDIR=/usr/lib/coscheml \
+		OUT="$(abspath $(PKGBUILD))/plugin/job_submit_coscheml.so" STAMP="$(abspath $(PKGBUILD))/plugin/.flags"; \
+	packaging/stage.sh $(PKGBUILD)/stage $(PKGBUILD)/bin; \
+	export PKG_VERSION="$(VERSION)" PKG_ARCH="$(PKG_ARCH)" SLURM_RELEASE="$$release" \
+		DEB_PLUGINDIR="$(DEB_PLUGINDIR)" RPM_PLUGINDIR="$(RPM_PLUGINDIR)"; \
+	for fmt in deb rpm; do \
+		$(NFPM) package --config packaging/nfpm-coscheml.yaml --packager $$fmt --target dist/; \
+		$(NFPM) package --config packaging/nfpm-slurm-plugin.yaml --packager $$fmt --target dist/; \
+	done; \
+	ls -l dist/
+
 clean:
-	rm -rf bin demo-report lib/libcoscheml.so lib/libcoscheml.h
+	rm -rf bin demo-report build dist lib/libcoscheml.so lib/libcoscheml.h
 	-$(MAKE) -C plugin-c clean

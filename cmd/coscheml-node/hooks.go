@@ -7,15 +7,17 @@ import (
 	"io"
 	"log/syslog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/coscheml/coscheml/pkg/comment"
 	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/jobprofile"
+	"github.com/coscheml/coscheml/pkg/observation"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/residency"
-	"github.com/coscheml/coscheml/pkg/submit"
 )
 
 const defaultConfig = "/etc/coscheml/coscheml.yaml"
@@ -73,7 +75,10 @@ func runHook(kind string, args []string, environ []string, now func() time.Time)
 	log := newLogger(os.Stderr, true)
 	defer log.close()
 	if err := fs.Parse(args); err != nil {
-		log.printf("%s: %v", kind, err)
+		// --help has printed the usage already; it is not a problem to log.
+		if !errors.Is(err, flag.ErrHelp) {
+			log.printf("%s: %v", kind, err)
+		}
 		return 0
 	}
 	if *noSyslog {
@@ -97,11 +102,21 @@ func runHook(kind string, args []string, environ []string, now func() time.Time)
 			log.printf("%s: %v; nothing recorded", kind, err)
 			return
 		}
+		if err := checkSharedFolders(cfg); err != nil {
+			log.printf("%s: %v; nothing recorded", kind, err)
+			return
+		}
 		env := envMap(environ)
 		if kind == "prolog" {
 			err = prolog(cfg, env, now(), log)
 		} else {
-			err = epilog(cfg, env, now(), log)
+			var cfgArgs []string
+			if explicit {
+				if abs, aerr := filepath.Abs(*cfgPath); aerr == nil {
+					cfgArgs = []string{"--config", abs}
+				}
+			}
+			err = epilog(cfg, env, now(), log, deferToFinisher(cfg, cfgArgs))
 		}
 		if err != nil {
 			log.printf("%s: %v", kind, err)
@@ -126,7 +141,7 @@ func envMap(environ []string) map[string]string {
 }
 
 // jobEnv reads what Slurm tells a Prolog/Epilog about the job.
-func jobEnv(env map[string]string) (jobprofile.JobEnv, submit.Directive, error) {
+func jobEnv(env map[string]string) (jobprofile.JobEnv, comment.Directive, error) {
 	je := jobprofile.JobEnv{
 		JobID:   env["SLURM_JOB_ID"],
 		Node:    env["SLURMD_NODENAME"],
@@ -136,8 +151,13 @@ func jobEnv(env map[string]string) (jobprofile.JobEnv, submit.Directive, error) 
 	if je.User == "" {
 		je.User = env["SLURM_JOB_UID"]
 	}
+	// The uid attributes observations to a user (the per-user cap); a value that is
+	// not a uid is left out rather than trusted.
+	if observation.ValidateUID(env["SLURM_JOB_UID"]) == nil {
+		je.UID = env["SLURM_JOB_UID"]
+	}
 	if err := residency.ValidJobID(je.JobID); err != nil {
-		return je, submit.Directive{}, fmt.Errorf("SLURM_JOB_ID: %w", err)
+		return je, comment.Directive{}, fmt.Errorf("SLURM_JOB_ID: %w", err)
 	}
 	if je.Node == "" {
 		je.Node, _ = os.Hostname()
@@ -145,7 +165,7 @@ func jobEnv(env map[string]string) (jobprofile.JobEnv, submit.Directive, error) 
 			je.Node = je.Node[:i]
 		}
 	}
-	d := submit.ParseComment(je.Comment)
+	d := comment.ParseComment(je.Comment)
 	if d.Present && d.Err == nil {
 		je.Tag, je.Class = d.Tag, d.Class
 	}
@@ -242,7 +262,22 @@ func prolog(cfg config.Config, env map[string]string, now time.Time, log *logger
 	return nil
 }
 
-func epilog(cfg config.Config, env map[string]string, now time.Time, log *logger) error {
+// keeper decides what happens to a collected run; the Epilog's is the detached
+// finisher (deferToFinisher), tests substitute their own.
+type keeper func(run *jobprofile.Run) error
+
+// deferToFinisher saves the run as pending and starts `coscheml-node finish`,
+// which waits for the job's final state (the Epilog cannot know it).
+func deferToFinisher(cfg config.Config, cfgArgs []string) keeper {
+	return func(run *jobprofile.Run) error {
+		_, err := jobprofile.Defer(cfg, run, "", append([]string{"finish"}, cfgArgs...))
+		return err
+	}
+}
+
+// epilog ends the job's residency, then collects its run (stopping any sampler)
+// and hands it to keep; a job that exited non-zero is dropped here already.
+func epilog(cfg config.Config, env map[string]string, now time.Time, log *logger, keep keeper) error {
 	je, _, err := jobEnv(env)
 	if err != nil {
 		return err
@@ -273,10 +308,17 @@ func epilog(cfg config.Config, env map[string]string, now time.Time, log *logger
 		log.printf("epilog: job %s: residency: %v", je.JobID, endErr)
 	}
 	// Always called: it stops a sampler the prolog may have started.
-	if err := jobprofile.Epilog(cfg, je, start, now, coRuns); err != nil {
-		return fmt.Errorf("profiling job %s: %w", je.JobID, err)
+	run, err := jobprofile.Collect(cfg, je, start, now, coRuns)
+	if err != nil {
+		err = fmt.Errorf("profiling job %s: %w", je.JobID, err)
 	}
-	return nil
+	if run == nil || keep == nil {
+		return err
+	}
+	if kerr := keep(run); kerr != nil {
+		return errors.Join(err, fmt.Errorf("job %s: %w; its run is not kept", je.JobID, kerr))
+	}
+	return err
 }
 
 func overlaps(a, b []int) bool {
@@ -297,5 +339,30 @@ func clip(s string, n int) string {
 	return s
 }
 
-// runSampler is the detached sampler process the profiling prolog starts.
-func runSampler(args []string) int { return jobprofile.SamplerMain(args) }
+// checkSharedFolders refuses to work as root in a shared folder that group or
+// other users can write: they could plant symlinks or files for root to follow
+// or overwrite. Folders that do not exist yet are created 0755 later.
+func checkSharedFolders(cfg config.Config) error {
+	for _, f := range []struct{ key, dir string }{
+		{"residency_dir", cfg.ResidencyDir}, {"profile_dir", cfg.ProfileDir},
+		{"observation_dir", cfg.ObservationDir}, {"profiling run folder", jobprofile.RunDir(cfg)},
+	} {
+		if f.dir == "" {
+			continue
+		}
+		fi, err := os.Stat(f.dir)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", f.key, f.dir, err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%s %s: not a folder", f.key, f.dir)
+		}
+		if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+			return fmt.Errorf("%s %s is group- or world-writable (mode %04o): refusing to write there as root; run `chmod go-w %s`", f.key, f.dir, perm, f.dir)
+		}
+	}
+	return nil
+}

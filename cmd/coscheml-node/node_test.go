@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/config"
+	"github.com/coscheml/coscheml/pkg/jobprofile"
 	"github.com/coscheml/coscheml/pkg/residency"
 )
 
@@ -69,10 +70,10 @@ func TestPrologEpilog(t *testing.T) {
 		t.Fatalf("entry %+v", got)
 	}
 	env["SLURM_JOB_EXIT_CODE"] = "0"
-	if err := epilog(cfg, other, t0.Add(3*time.Minute), quiet()); err != nil {
+	if err := epilog(cfg, other, t0.Add(3*time.Minute), quiet(), nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := epilog(cfg, env, t0.Add(5*time.Minute), quiet()); err != nil {
+	if err := epilog(cfg, env, t0.Add(5*time.Minute), quiet(), nil); err != nil {
 		t.Fatal(err)
 	}
 	res, _ := store.List(t0, time.Minute)
@@ -151,6 +152,33 @@ func TestReconcileCommand(t *testing.T) {
 	}
 	if _, err := store.Get("2", "n1"); err != nil {
 		t.Fatalf("live job removed: %v", err)
+	}
+	// Done markers past DoneTTL and leftover temp files go too.
+	e := residency.Entry{JobID: "3", Node: "n1", GPUs: []int{0}, DecisionID: "d-3", Start: now.Add(-time.Hour), Expires: now.Add(time.Hour)}
+	store.Start(e)
+	store.End("3", "n1", now)
+	old := now.Add(-2 * residency.DoneTTL)
+	os.Chtimes(filepath.Join(cfg.ResidencyDir, "done", "d-3"), old, old)
+	tmp := filepath.Join(cfg.ResidencyDir, "active", ".9@n1.json.1.tmp")
+	os.WriteFile(tmp, nil, 0o644)
+	os.Chtimes(tmp, old, old)
+	// A pending run whose finisher never decided goes after a day; a young one stays.
+	pend := jobprofile.PendingDir(cfg)
+	os.MkdirAll(pend, 0o700)
+	for _, n := range []string{"5.json", "5.json.log", "6.json"} {
+		os.WriteFile(filepath.Join(pend, n), []byte("{}"), 0o600)
+	}
+	stale := now.Add(-25 * time.Hour)
+	os.Chtimes(filepath.Join(pend, "5.json"), stale, stale)
+	os.Chtimes(filepath.Join(pend, "5.json.log"), stale, stale)
+	out.Reset()
+	if rc := runReconcile([]string{"--config", path}, nil, &out, &errb, now); rc != 0 ||
+		!strings.Contains(out.String(), "1 leftover temp files, 1 done markers pruned") ||
+		!strings.Contains(out.String(), "removed 1 pending runs") {
+		t.Fatalf("pruning: rc %d out %q err %q", rc, out.String(), errb.String())
+	}
+	if left, _ := os.ReadDir(pend); len(left) != 1 || left[0].Name() != "6.json" {
+		t.Errorf("pending left: %v", left)
 	}
 	if rc := runReconcile([]string{"--config", path, "--live", "-"}, strings.NewReader("x y\n"), &out, &errb, now); rc != 1 {
 		t.Fatalf("garbage live list: rc %d", rc)

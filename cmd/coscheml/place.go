@@ -13,8 +13,10 @@ import (
 
 	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/hostlist"
+	"github.com/coscheml/coscheml/pkg/placeconf"
 	"github.com/coscheml/coscheml/pkg/placement"
 	"github.com/coscheml/coscheml/pkg/profile"
+	"github.com/coscheml/coscheml/pkg/submit"
 	"github.com/urfave/cli/v2"
 	"gopkg.in/yaml.v3"
 )
@@ -74,6 +76,15 @@ type placeOut struct {
 	// ModelView is the model's prediction for every job on the chosen GPUs, shown
 	// for every policy: for a baseline it is what its choice costs.
 	ModelView []modelSpeed `json:"model_view,omitempty"`
+	// Slurm is the rewrite the plugin makes for this single-GPU placement of a job
+	// submitted with --gres=gpu:1 (22.05 syntax), under the config's shard_pinning.
+	Slurm *slurmRewrite `json:"slurm,omitempty"`
+}
+
+type slurmRewrite struct {
+	TresPerNode  string `json:"tres_per_node"`
+	ReqNodes     string `json:"req_nodes"`
+	ShardPinning string `json:"shard_pinning"`
 }
 
 type modelSpeed struct {
@@ -159,7 +170,7 @@ func runPlace(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	pol, err := placement.ByName(policyName, m, placement.OptionsFromConfig(cfg))
+	pol, err := placeconf.PolicyNamed(policyName, cfg, m)
 	if err != nil {
 		return fmt.Errorf("place: %w", err)
 	}
@@ -196,6 +207,16 @@ func runPlace(c *cli.Context) error {
 				Speed: m.PredictSpeed(r.Profile, co), Floor: cfg.SpeedFloor.Floor(string(r.Class))})
 		}
 	}
+	if len(d.Placement) == 1 && req.GPUs == 1 {
+		s := d.Placement[0]
+		n := &cluster.Nodes[s.Node]
+		g, _ := submit.ParseTres("gres:gpu:1")
+		rw := &slurmRewrite{TresPerNode: g.WithShards(s.Slots), ReqNodes: n.Name, ShardPinning: cfg.ShardPinning}
+		if cluster.Reach == placement.ReachTyped {
+			rw.TresPerNode = g.WithTypedShards(submit.TypeName(cfg.ShardTypePrefix, n.GPUs[s.GPU].Index), s.Slots, 0)
+		}
+		out.Slurm = rw
+	}
 	return printPlace(c.App.Writer, out, c.Bool("json"))
 }
 
@@ -214,7 +235,7 @@ func printPlace(w io.Writer, out placeOut, asJSON bool) error {
 	case "wait":
 		fmt.Fprintln(w, "  decision: WAIT: no acceptable GPU now; the job stays queued")
 	default:
-		fmt.Fprintf(w, "  decision: %s\n", strings.ToUpper(out.Action))
+		fmt.Fprintf(w, "  decision: %s\n", decisionWords(out.Action, out.Placement))
 		for _, g := range out.Placement {
 			with := "idle GPU"
 			if len(g.Residents) > 0 {
@@ -228,6 +249,9 @@ func printPlace(w io.Writer, out placeOut, asJSON bool) error {
 				verdict = "BELOW FLOOR"
 			}
 			fmt.Fprintf(w, "  model: job %s (%s) on %s GPU %d: speed %.3f, floor %.2f: %s\n", v.Job, v.Tag, v.Node, v.GPU, v.Speed, v.Floor, verdict)
+		}
+		if out.Slurm != nil {
+			fmt.Fprintf(w, "  slurm: tres_per_node=%s req_nodes=%s (shard_pinning %s)\n", out.Slurm.TresPerNode, out.Slurm.ReqNodes, out.Slurm.ShardPinning)
 		}
 	}
 	_, err := fmt.Fprintf(w, "  reason: %s\n", out.Reason)
@@ -326,6 +350,12 @@ func parseState(data []byte, cat profile.Catalog, cfg config.Config) (*placement
 		}
 		c.Nodes[ni] = node
 	}
+	// Slurm's first-fit shard choice goes by GPU index: keep each node's GPUs in
+	// index order, and model the configured pinning as the plugin does.
+	for n := range c.Nodes {
+		slices.SortFunc(c.Nodes[n].GPUs, func(a, b placement.GPU) int { return a.Index - b.Index })
+	}
+	c.Reach = placeconf.Reach(cfg)
 	c.Reindex()
 	return c, nil
 }

@@ -10,7 +10,7 @@ import (
 // everything loaded, 1 when the engine runs degraded (pass-through for what is
 // broken; the reasons go to the first job's log).
 func initGo(path string) int {
-	e := submit.New(submit.DefaultSources(path), submit.Options{})
+	e := submit.New(submit.DefaultSources(path), submit.Options{SlurmVersion: slurmVersion.Load})
 	e.Start()
 	if old := engine.Swap(e); old != nil {
 		old.Close()

@@ -31,7 +31,8 @@ const defaultConfig = "/etc/coscheml/coscheml.yaml"
 var engine atomic.Pointer[submit.Engine]
 
 // slurmVersion is what the shim reported through coscheml_slurm_version (0 if
-// never called); kept for the log.
+// never called): the TRES syntax of a typed rewrite follows it when the job's own
+// request gives none to follow.
 var slurmVersion atomic.Uint32
 
 func main() {}

@@ -5,7 +5,12 @@
 // values are all rejected, and every error names the key (and its line).
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/floors"
+	"github.com/coscheml/coscheml/pkg/policyname"
+)
 
 // Config is the whole configuration. Field docs live in etc/coscheml.yaml and
 // docs/configuration.md.
@@ -37,16 +42,20 @@ type Config struct {
 	UnknownProfile string `yaml:"unknown_profile"` // reject | exclusive
 	InvalidTag     string `yaml:"invalid_tag"`     // reject | exclusive
 
+	// ShardPinning is how the plugin makes Slurm use the GPU it chose: first-fit
+	// (a shard count Slurm 22.05's first-fit allocator lands on the GPU with) or
+	// typed (every GPU has its own Slurm GPU Type, named in the request).
+	ShardPinning string `yaml:"shard_pinning"`
+	// ShardTypePrefix: with typed pinning, GPU index i has the Slurm Type <prefix><i>.
+	ShardTypePrefix string `yaml:"shard_type_prefix"`
+
 	Cluster   ClusterSpec   `yaml:"cluster"`
 	Profiling ProfilingSpec `yaml:"profiling"`
 }
 
-// SpeedFloors is the lowest predicted speed each class may be pushed to by sharing.
-type SpeedFloors struct {
-	HPC   float64 `yaml:"hpc"`
-	Train float64 `yaml:"train"`
-	Infer float64 `yaml:"infer"`
-}
+// SpeedFloors is the lowest predicted speed each class may be pushed to by sharing;
+// the type is pkg/floors', the one definition placement uses too.
+type SpeedFloors = floors.Floors
 
 // ClusterSpec describes the GPU nodes the plugin may place on (job_submit cannot ask
 // slurmctld, so the inventory is configured).
@@ -65,10 +74,16 @@ type ProfilingSpec struct {
 	StaleAfter time.Duration `yaml:"stale_after"`
 }
 
-// Policies are the placement policy names the configuration accepts (the names of
-// pkg/placement's by-name factory; the oracle needs measured truth and exists only
-// in the simulator).
-var Policies = []string{"coscheml", "exclusive", "blind", "least-loaded", "utilsum", "random"}
+// The shard_pinning modes.
+const (
+	PinFirstFit = "first-fit"
+	PinTyped    = "typed"
+)
+
+// Policies are the placement policy names the configuration accepts (the
+// registry's configurable ones: the oracle needs measured truth and exists only in
+// the simulator).
+var Policies = policyname.Configurable()
 
 // Default returns the safe defaults.
 func Default() Config {
@@ -78,7 +93,7 @@ func Default() Config {
 		ObservationDir:   "/var/lib/coscheml/observations",
 		DecisionLog:      "/var/lib/coscheml/decisions.log",
 		Policy:           "coscheml",
-		SpeedFloor:       SpeedFloors{HPC: 0.75, Train: 0.75, Infer: 0.9},
+		SpeedFloor:       floors.Default(),
 		SlotsPerGPU:      4,
 		MaxCoRunners:     2,
 		PreferShareSpeed: 0.85,
@@ -86,20 +101,8 @@ func Default() Config {
 		Untagged:         "pass",
 		UnknownProfile:   "reject",
 		InvalidTag:       "reject",
+		ShardPinning:     PinFirstFit,
+		ShardTypePrefix:  "g",
 		Profiling:        ProfilingSpec{Enabled: true, Backend: "nvml", Interval: 500 * time.Millisecond, StaleAfter: 30 * 24 * time.Hour},
 	}
-}
-
-// Floor returns the speed floor of a class name ("hpc", "train", "infer"); an
-// unknown class gets the strictest floor, so a mistake never loosens protection.
-func (f SpeedFloors) Floor(class string) float64 {
-	switch class {
-	case "hpc":
-		return f.HPC
-	case "train":
-		return f.Train
-	case "infer":
-		return f.Infer
-	}
-	return max(f.HPC, f.Train, f.Infer)
 }

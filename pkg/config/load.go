@@ -252,6 +252,10 @@ func suggest(t reflect.Type, name string) string {
 // printable ASCII only, at most 80 characters.
 func Sanitize(s string) string { return safetext.Sanitize(s) }
 
+// typePrefixRE: the prefix becomes part of a Slurm GPU Type and of a TRES string,
+// so it must not carry Slurm's separators (':', ',', '/', '=').
+var typePrefixRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,31}$`)
+
 // partitionRE is Slurm's practical partition-name alphabet.
 var partitionRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
@@ -314,10 +318,14 @@ func (c Config) Validate() error {
 		{"unknown_profile", c.UnknownProfile, []string{"reject", "exclusive"}},
 		{"invalid_tag", c.InvalidTag, []string{"reject", "exclusive"}},
 		{"profiling.backend", c.Profiling.Backend, []string{"nvml", "mock"}},
+		{"shard_pinning", c.ShardPinning, []string{PinFirstFit, PinTyped}},
 	} {
 		if !contains(e.allowed, e.val) {
 			bad(e.key, "%q is not allowed; want %s", Sanitize(e.val), strings.Join(e.allowed, " or "))
 		}
+	}
+	if !typePrefixRE.MatchString(c.ShardTypePrefix) {
+		bad("shard_type_prefix", "%q is not a GPU type prefix: want a letter, then up to 31 letters, digits or '_'", Sanitize(c.ShardTypePrefix))
 	}
 	if c.Cluster.Nodes != "" {
 		// The same expansion the plugin uses, so what validates here is what it sees.

@@ -18,14 +18,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/nvml"
-	"github.com/coscheml/coscheml/pkg/observation"
 	"github.com/coscheml/coscheml/pkg/profile"
 )
 
@@ -37,8 +35,13 @@ type JobEnv struct {
 	Comment  string
 	Tag      string // validated tag from the comment ("" if untagged)
 	Class    profile.Class
-	GPUs     []int // GPU indices on this node (SLURM_JOB_GPUS)
-	ExitCode int   // Epilog only
+	GPUs     []int  // GPU indices on this node (SLURM_JOB_GPUS)
+	UID      string // numeric uid of the job's owner (SLURM_JOB_UID), "" if unknown
+	ExitCode int    // Epilog only
+	// EndState is the job's final state as Slurm's controller reports it
+	// (COMPLETED, FAILED, CANCELLED, TIMEOUT, ...); "" = not known (yet). Only a
+	// COMPLETED job with exit code 0 leaves a profile or an observation.
+	EndState string
 	// ThroughputFile, if set, names a file in which the job reported its own
 	// throughput (one number, e.g. samples/s); the Epilog then measures speed by
 	// throughput instead of run time. Optional.
@@ -207,190 +210,6 @@ func (l launcher) prolog(cfg config.Config, env JobEnv, alone bool) (bool, error
 		return true, fmt.Errorf("prolog: %w", err)
 	}
 	return true, nil
-}
-
-// Report says what an Epilog did, for the node helper's log line.
-type Report struct {
-	Sampled        bool                     // a sampler ran for the job
-	ProfileWritten bool                     // the profile store was updated
-	Observation    *observation.Observation // recorded observation, if any
-	Notes          []string                 // why something was skipped
-}
-
-// Epilog stops the sampler (if any) and writes the profile; then records an
-// observation of the job's run time against its co-runners.
-func Epilog(cfg config.Config, env JobEnv, start, end time.Time, coRuns []CoRunInterval) error {
-	_, err := RunEpilog(cfg, env, start, end, coRuns)
-	return err
-}
-
-// RunEpilog is Epilog with a report of what it did.
-func RunEpilog(cfg config.Config, env JobEnv, start, end time.Time, coRuns []CoRunInterval) (Report, error) {
-	var rep Report
-	var errs []error
-	note := func(format string, a ...any) { rep.Notes = append(rep.Notes, fmt.Sprintf(format, a...)) }
-
-	if env.Tag == "" {
-		return rep, nil
-	}
-	if err := profile.ValidateTag(env.Tag); err != nil {
-		return rep, fmt.Errorf("epilog: %w", err)
-	}
-	dir, err := jobDir(cfg, env.JobID)
-	if err != nil {
-		return rep, fmt.Errorf("epilog: %w", err)
-	}
-
-	// 1. Stop the sampler and summarize what it wrote.
-	var sum *nvml.Summary
-	var st jobState
-	if _, err := os.Stat(dir); err == nil {
-		rep.Sampled = true
-		if err := stopSampler(dir); err != nil {
-			errs = append(errs, fmt.Errorf("epilog: stopping sampler: %w", err))
-		}
-		sum, st, err = readJobDir(dir)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("epilog: job %s: %w", env.JobID, err))
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, fmt.Errorf("epilog: %w", err))
-		}
-	}
-	if env.ExitCode != 0 {
-		note("job failed (exit code %d): no profile, no observation", env.ExitCode)
-		return rep, errors.Join(errs...)
-	}
-	if start.IsZero() || end.IsZero() {
-		errs = append(errs, errors.New("epilog: job start or end time unknown: no profile, no observation"))
-		return rep, errors.Join(errs...)
-	}
-	runtime := end.Sub(start).Seconds()
-	if !(runtime > 0) {
-		errs = append(errs, fmt.Errorf("epilog: run time %v: end is not after start", end.Sub(start)))
-		return rep, errors.Join(errs...)
-	}
-	throughput, err := ReadThroughputFile(env.ThroughputFile)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("epilog: %w", err))
-	}
-
-	store, err := profile.Open(cfg.ProfileDir)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("epilog: %w", err))
-		return rep, errors.Join(errs...)
-	}
-	prev, err := store.Get(env.Tag)
-	if err != nil {
-		if !errors.Is(err, profile.ErrNotFound) {
-			errs = append(errs, fmt.Errorf("epilog: %w", err))
-		}
-		prev = nil
-	}
-	class := env.Class
-	if class == "" {
-		class = st.Class
-	}
-	if class == "" && prev != nil {
-		class = prev.Class
-	}
-
-	sets := coverage(start, end, coRuns)
-	dom := sets[0]
-
-	// 2. The profile, from the samples, if the job stayed (almost) alone.
-	if sum != nil && sum.Rounds() > 0 {
-		shared := 1 - sets.fraction("")
-		switch {
-		case shared > MaxSharedWhileProfiling:
-			note("profile discarded: co-runners shared the GPU for %.0f%% of the run", 100*shared)
-		case class == "":
-			errs = append(errs, fmt.Errorf("epilog: profile of %s not written: class unknown (give class= in the job comment)", env.Tag))
-		default:
-			p := &profile.Profile{Tag: env.Tag, Class: class}
-			sum.Fill(p)
-			p.SoloRuntimeS = runtime
-			p.SoloThroughput = throughput
-			if throughput == 0 && prev != nil {
-				p.SoloThroughput = prev.SoloThroughput
-			}
-			p.CollectedAt = end.UTC()
-			p.CollectedOn = nodeName(env.Node)
-			p.Source = sourceOf(cfg.Profiling.Backend)
-			if err := store.Put(p); err != nil {
-				errs = append(errs, fmt.Errorf("epilog: %w", err))
-			} else {
-				rep.ProfileWritten = true
-			}
-		}
-	} else if sum != nil {
-		errs = append(errs, fmt.Errorf("epilog: job %s: no samples taken: %s", env.JobID, strings.Join(sum.Notes(), "; ")))
-	}
-
-	// 3. The observation, against the profile as it was before this run.
-	if dom.frac < MinCoverage {
-		note("no observation: co-runners changed too often (largest set covered %.0f%% of the run, need %.0f%%)", 100*dom.frac, 100*MinCoverage)
-		return rep, errors.Join(errs...)
-	}
-	if slices.Contains(dom.tags, untaggedCoRunner) {
-		note("no observation: an untagged job shared the GPU (its interference is unknown)")
-		return rep, errors.Join(errs...)
-	}
-	alone := dom.key == ""
-	if alone && prev != nil && !rep.ProfileWritten {
-		// A solo run refreshes the solo reference even when no sampler ran.
-		upd := *prev
-		upd.SoloRuntimeS = runtime
-		if throughput > 0 {
-			upd.SoloThroughput = throughput
-		}
-		if err := store.Put(&upd); err != nil {
-			errs = append(errs, fmt.Errorf("epilog: refreshing solo run time: %w", err))
-		}
-	}
-	speed, how := 0.0, ""
-	switch {
-	case prev != nil && throughput > 0 && prev.SoloThroughput > 0:
-		speed, how = throughput/prev.SoloThroughput, "throughput"
-	case prev != nil && prev.SoloRuntimeS > 0:
-		speed, how = prev.SoloRuntimeS/runtime, "run time"
-	case alone && (prev != nil || rep.ProfileWritten):
-		// The first solo run is its own reference: speed 1 by definition.
-		speed, how = 1, "solo reference"
-	case prev == nil:
-		note("no observation: %s had no profile before this run (no solo reference)", env.Tag)
-	default:
-		note("no observation: the profile of %s has no solo run time or throughput", env.Tag)
-	}
-	if speed == 0 {
-		return rep, errors.Join(errs...)
-	}
-	if cfg.ObservationDir == "" {
-		note("no observation kept: observation_dir is empty")
-		return rep, errors.Join(errs...)
-	}
-	if speed > observation.MaxSpeed {
-		note("no observation: speed %.2f by %s is above %.1f (the job did different work than its solo run)", speed, how, observation.MaxSpeed)
-		return rep, errors.Join(errs...)
-	}
-	if len(dom.tags) > observation.MaxCoTags {
-		note("no observation: %d co-runners", len(dom.tags))
-		return rep, errors.Join(errs...)
-	}
-	o := observation.Observation{
-		Tag: env.Tag, Class: class, CoTags: dom.tags, Speed: speed,
-		Source: "epilog " + how, JobID: env.JobID, Node: nodeName(env.Node), When: end.UTC().Truncate(time.Second),
-	}
-	if err := os.MkdirAll(cfg.ObservationDir, 0o755); err != nil {
-		errs = append(errs, fmt.Errorf("epilog: %w", err))
-		return rep, errors.Join(errs...)
-	}
-	if err := observation.AppendFile(filepath.Join(cfg.ObservationDir, nodeName(env.Node)+".csv"), o); err != nil {
-		errs = append(errs, fmt.Errorf("epilog: %w", err))
-	} else {
-		rep.Observation = &o
-	}
-	return rep, errors.Join(errs...)
 }
 
 // sourceOf names where a sampled profile came from; mock data says so plainly.

@@ -2,9 +2,13 @@ package jobprofile
 
 import (
 	"bufio"
+	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"math"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -23,9 +27,36 @@ import (
 // os.Executable() with "sampler ...", which lands here.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "sampler" {
-		os.Exit(SamplerMain(os.Args[2:]))
+		os.Exit(testSampler(os.Args[2:]))
 	}
 	os.Exit(m.Run())
+}
+
+// testSampler is the sampler program for these tests: the flags the launcher
+// passes (the real program is cmd/coscheml-node's), and SIGTERM ends it.
+func testSampler(args []string) int {
+	fs := flag.NewFlagSet("sampler", flag.ContinueOnError)
+	var o SamplerOptions
+	fs.StringVar(&o.Dir, "dir", "", "")
+	fs.StringVar(&o.Backend, "backend", "", "")
+	fs.DurationVar(&o.Interval, "interval", 0, "")
+	gpus := fs.String("gpus", "", "")
+	fs.IntVar(&o.MaxRounds, "max-rounds", 0, "")
+	fs.DurationVar(&o.MaxLife, "max-life", 0, "")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var err error
+	if o.GPUs, err = nvml.ParseGPUList(*gpus); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	if err := RunSampler(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
 }
 
 func testConfig(t *testing.T) config.Config {
@@ -94,7 +125,8 @@ func expectedSM(n int) profile.Stat {
 func TestPrologEpilogEndToEnd(t *testing.T) {
 	cfg := testConfig(t)
 	t0 := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
-	job := JobEnv{JobID: "101", Node: "n1", Tag: "stream-a", Class: profile.ClassHPC, GPUs: []int{0}}
+	job := JobEnv{JobID: "101", Node: "n1", Tag: "stream-a", Class: profile.ClassHPC, GPUs: []int{0}, UID: "1000", EndState: Completed}
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Hour) }
 
 	// 1. No profile yet, job alone: the Prolog starts a sampler.
 	if err := Prolog(cfg, job, true); err != nil {
@@ -102,13 +134,13 @@ func TestPrologEpilogEndToEnd(t *testing.T) {
 	}
 	waitRounds(t, cfg, "101", 6)
 	pid := samplerPID(t, cfg, "101")
-	rep, err := RunEpilog(cfg, job, t0, t0.Add(100*time.Second), nil)
+	rep, err := RunEpilog(cfg, job, at(0), at(0).Add(100*time.Second), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The first solo run is its own solo reference: a solo observation at speed 1.
-	if !rep.Sampled || !rep.ProfileWritten || rep.Observation == nil || rep.Observation.Speed != 1 ||
-		len(rep.Observation.CoTags) != 0 || rep.Observation.Source != "epilog solo reference" {
+	if !rep.Sampled || !rep.ProfileWritten || !rep.SoloRun || rep.Observation == nil || rep.Observation.Speed != 1 ||
+		len(rep.Observation.CoTags) != 0 || rep.Observation.Source != "epilog solo reference" || rep.Observation.UID != "1000" {
 		t.Fatalf("report %+v (observation %+v)", rep, rep.Observation)
 	}
 	if isSampler(pid, filepath.Join(RunDir(cfg), "101")) {
@@ -132,54 +164,73 @@ func TestPrologEpilogEndToEnd(t *testing.T) {
 	if math.Abs(p.SMUtil.Mean-want.Mean) > 1e-9 || p.SMUtil.P95 != want.P95 || p.SMUtil.Max != want.Max {
 		t.Errorf("sm util %+v, want %+v over %d samples", p.SMUtil, want, p.Samples)
 	}
-	// Memory used: 8192 + 512*(n%4) MiB, so the max over >= 4 reads is 9728.
-	if p.MemUsedMiB != 9728 || p.PowerW.Max != 190 || p.Class != profile.ClassHPC || p.SoloRuntimeS != 100 {
+	// Memory used: 8192 + 512*(n%4) MiB, so the max over >= 4 reads is 9728. One
+	// solo run is no solo reference yet.
+	if p.MemUsedMiB != 9728 || p.PowerW.Max != 190 || p.Class != profile.ClassHPC || p.SoloRuntimeS != 0 {
 		t.Errorf("profile %+v", p)
 	}
 	if !strings.Contains(p.Source, "mock") || p.GPUModel != "NVIDIA H200 141GB HBM3e" || p.CollectedOn != "n1" || p.Partial {
 		t.Errorf("provenance: source %q model %q on %q partial %v (%s)", p.Source, p.GPUModel, p.CollectedOn, p.Partial, p.PartialNote)
 	}
 
-	// 2. Profile fresh: no sampler; the job shares its GPU with bert-b all along
-	// and takes 125 s instead of 100: speed 0.8.
+	// 2. Two more solo runs, by other users: the reference is the median, 100 s.
+	for i, run := range []struct {
+		id, uid string
+		secs    int
+	}{{"102", "1001", 90}, {"103", "1002", 110}} {
+		j := job
+		j.JobID, j.UID = run.id, run.uid
+		if _, err := RunEpilog(cfg, j, at(1+i), at(1+i).Add(time.Duration(run.secs)*time.Second), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p, _ := store.Get("stream-a"); p.SoloRuntimeS != 100 || p.Samples < 6 {
+		t.Fatalf("solo reference %v after three solo runs (100, 90, 110 s), want the median 100 (profile %+v)", p.SoloRuntimeS, p)
+	}
+
+	// 3. The job shares its GPU with bert-b all along and takes 125 s: speed 0.8.
 	job2 := job
-	job2.JobID = "102"
-	if started, err := (launcher{now: func() time.Time { return t0.Add(200 * time.Second) }}).prolog(cfg, job2, true); err != nil || started {
+	job2.JobID = "104"
+	if started, err := (launcher{now: func() time.Time { return at(0).Add(10 * time.Minute) }}).prolog(cfg, job2, true); err != nil || started {
 		t.Fatalf("fresh profile: started=%v err=%v", started, err)
 	}
-	co := []CoRunInterval{{Start: t0, End: t0.Add(125 * time.Second), CoTags: []string{"bert-b"}}}
-	rep, err = RunEpilog(cfg, job2, t0, t0.Add(125*time.Second), co)
+	co := []CoRunInterval{{Start: at(3), End: at(3).Add(125 * time.Second), CoTags: []string{"bert-b"}}}
+	rep, err = RunEpilog(cfg, job2, at(3), at(3).Add(125*time.Second), co)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Sampled || rep.ProfileWritten || rep.Observation == nil {
+	if rep.Sampled || rep.ProfileWritten || rep.SoloRun || rep.Observation == nil {
 		t.Fatalf("report %+v", rep)
 	}
 	obs, err := observation.ReadFile(filepath.Join(cfg.ObservationDir, "n1.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(obs) != 2 || obs[1].Tag != "stream-a" || strings.Join(obs[1].CoTags, ",") != "bert-b" ||
-		math.Abs(obs[1].Speed-0.8) > 1e-9 || obs[1].JobID != "102" || obs[1].Class != profile.ClassHPC {
+	last := obs[len(obs)-1]
+	if len(obs) != 4 || last.Tag != "stream-a" || strings.Join(last.CoTags, ",") != "bert-b" ||
+		math.Abs(last.Speed-0.8) > 1e-9 || last.JobID != "104" || last.Class != profile.ClassHPC || last.UID != "1000" {
 		t.Fatalf("observations %+v", obs)
 	}
 
-	// 3. The job reports throughput: 450 against a solo 600 is speed 0.75 whatever
-	// the run time. Needs a solo throughput: a solo run with a report sets it.
+	// 4. The job reports throughput: 450 against a solo 600 is speed 0.75 whatever
+	// the run time. The solo throughput is the median of three solo runs' reports.
 	tp := filepath.Join(t.TempDir(), "tp")
-	os.WriteFile(tp, []byte("600\n"), 0o644)
 	job3 := job
-	job3.JobID, job3.ThroughputFile = "103", tp
-	if _, err := RunEpilog(cfg, job3, t0, t0.Add(100*time.Second), nil); err != nil {
-		t.Fatal(err)
+	job3.ThroughputFile = tp
+	for i, v := range []string{"600\n", "590", "610"} {
+		os.WriteFile(tp, []byte(v), 0o644)
+		job3.JobID, job3.UID = fmt.Sprint(110+i), fmt.Sprint(2000+i)
+		if _, err := RunEpilog(cfg, job3, at(4+i), at(4+i).Add(100*time.Second), nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if p, _ := store.Get("stream-a"); p.SoloThroughput != 600 {
 		t.Fatalf("solo throughput %v, want 600", p.SoloThroughput)
 	}
 	os.WriteFile(tp, []byte("450"), 0o644)
-	job3.JobID = "104"
-	co = []CoRunInterval{{Start: t0, End: t0.Add(time.Hour), CoTags: []string{"lstm-c", "bert-b"}}}
-	rep, err = RunEpilog(cfg, job3, t0, t0.Add(300*time.Second), co)
+	job3.JobID = "120"
+	co = []CoRunInterval{{Start: at(8), End: at(9), CoTags: []string{"lstm-c", "bert-b"}}}
+	rep, err = RunEpilog(cfg, job3, at(8), at(8).Add(300*time.Second), co)
 	if err != nil || rep.Observation == nil {
 		t.Fatalf("report %+v err %v", rep, err)
 	}
@@ -187,33 +238,33 @@ func TestPrologEpilogEndToEnd(t *testing.T) {
 		t.Errorf("throughput observation %+v", rep.Observation)
 	}
 
-	// 4. Co-runners changed half way: no set covers 80%: no observation.
+	// 5. Co-runners changed half way: no set covers 80%: no observation.
 	job4 := job
-	job4.JobID = "105"
+	job4.JobID = "121"
 	co = []CoRunInterval{
-		{Start: t0, End: t0.Add(50 * time.Second), CoTags: []string{"bert-b"}},
-		{Start: t0.Add(50 * time.Second), End: t0.Add(100 * time.Second), CoTags: []string{"lstm-c"}},
+		{Start: at(9), End: at(9).Add(50 * time.Second), CoTags: []string{"bert-b"}},
+		{Start: at(9).Add(50 * time.Second), End: at(9).Add(100 * time.Second), CoTags: []string{"lstm-c"}},
 	}
-	rep, err = RunEpilog(cfg, job4, t0, t0.Add(100*time.Second), co)
+	rep, err = RunEpilog(cfg, job4, at(9), at(9).Add(100*time.Second), co)
 	if err != nil || rep.Observation != nil || len(rep.Notes) == 0 {
 		t.Errorf("changing co-runners: report %+v err %v", rep, err)
 	}
 
-	// 4b. An untagged job shared the GPU the whole run: its interference is unknown,
+	// 5b. An untagged job shared the GPU the whole run: its interference is unknown,
 	// so the run is not recorded as solo, nor observed.
 	job4b := job
-	job4b.JobID = "105b"
-	co = []CoRunInterval{{Start: t0, End: t0.Add(100 * time.Second), CoTags: []string{""}}}
-	rep, err = RunEpilog(cfg, job4b, t0, t0.Add(100*time.Second), co)
-	if err != nil || rep.Observation != nil || !strings.Contains(strings.Join(rep.Notes, ";"), "untagged") {
+	job4b.JobID = "122"
+	co = []CoRunInterval{{Start: at(10), End: at(10).Add(100 * time.Second), CoTags: []string{""}}}
+	rep, err = RunEpilog(cfg, job4b, at(10), at(10).Add(100*time.Second), co)
+	if err != nil || rep.Observation != nil || rep.SoloRun || !strings.Contains(strings.Join(rep.Notes, ";"), "untagged") {
 		t.Errorf("untagged co-runner: report %+v err %v", rep, err)
 	}
 
-	// 5. A failed job records nothing.
+	// 6. A failed job records nothing.
 	job5 := job
-	job5.JobID, job5.ExitCode = "106", 1
-	rep, err = RunEpilog(cfg, job5, t0, t0.Add(100*time.Second), nil)
-	if err != nil || rep.Observation != nil || rep.ProfileWritten {
+	job5.JobID, job5.ExitCode = "123", 1
+	rep, err = RunEpilog(cfg, job5, at(11), at(11).Add(100*time.Second), nil)
+	if err != nil || rep.Observation != nil || rep.ProfileWritten || rep.SoloRun {
 		t.Errorf("failed job: report %+v err %v", rep, err)
 	}
 
@@ -221,10 +272,158 @@ func TestPrologEpilogEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 101 (solo reference), 102 (shared), 103 (solo: run time 100 against 100),
-	// 104 (shared, by throughput).
-	if len(obs) != 4 || obs[2].JobID != "103" || len(obs[2].CoTags) != 0 || obs[2].Speed != 1 || obs[2].Source != "epilog run time" {
+	// 101-103 (solo, speed 1: no reference yet at their end), 104 (shared),
+	// 110-112 (solo: run time 100 against 100), 120 (shared, by throughput).
+	if len(obs) != 8 || obs[4].JobID != "110" || len(obs[4].CoTags) != 0 || obs[4].Speed != 1 || obs[4].Source != "epilog run time" {
 		t.Errorf("observations on disk: %+v", obs)
+	}
+}
+
+// Only a run that ended COMPLETED with exit code 0 leaves a profile, a solo run or
+// an observation; every other end state, and an unknown one, keeps nothing.
+func TestEpilogKeepsOnlyCompletedRuns(t *testing.T) {
+	tests := []struct {
+		state string
+		exit  int
+		keep  bool
+	}{
+		{Completed, 0, true},
+		{Completed, 1, false},
+		{"FAILED", 0, false},
+		{"CANCELLED", 0, false},
+		{"TIMEOUT", 0, false},
+		{"NODE_FAIL", 0, false},
+		{"PREEMPTED", 0, false},
+		{"OUT_OF_MEMORY", 0, false},
+		{"", 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%s exit %d", tc.state, tc.exit), func(t *testing.T) {
+			cfg := testConfig(t)
+			store, _ := profile.Open(cfg.ProfileDir)
+			// A stored profile with a solo reference, and a new tag to be profiled.
+			old := &profile.Profile{Tag: "known", Class: profile.ClassInfer, SoloRuntimeS: 100, CollectedAt: time.Now()}
+			if err := store.Put(old); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := os.ReadFile(filepath.Join(cfg.ProfileDir, "known.prof"))
+			t0 := time.Unix(100_000, 0)
+			fresh := JobEnv{JobID: "31", Node: "n1", Tag: "fresh", Class: profile.ClassTrain, GPUs: []int{0}, UID: "1000", EndState: tc.state, ExitCode: tc.exit}
+			if err := Prolog(cfg, fresh, true); err != nil {
+				t.Fatal(err)
+			}
+			waitRounds(t, cfg, "31", 2)
+			rep1, err1 := RunEpilog(cfg, fresh, t0, t0.Add(120*time.Second), nil)
+			known := fresh
+			known.JobID, known.Tag = "32", "known"
+			co := []CoRunInterval{{Start: t0, End: t0.Add(125 * time.Second), CoTags: []string{"fresh"}}}
+			rep2, err2 := RunEpilog(cfg, known, t0, t0.Add(125*time.Second), co)
+			solo := known
+			solo.JobID = "33"
+			rep3, err3 := RunEpilog(cfg, solo, t0, t0.Add(90*time.Second), nil)
+			if err := errors.Join(err1, err2, err3); err != nil {
+				t.Fatal(err)
+			}
+			obs, _ := observation.ReadDir(cfg.ObservationDir)
+			runs, _ := store.SoloRuns("known")
+			_, ferr := store.Get("fresh")
+			after, _ := os.ReadFile(filepath.Join(cfg.ProfileDir, "known.prof"))
+			if !tc.keep {
+				if len(obs) != 0 || len(runs) != 0 || !errors.Is(ferr, profile.ErrNotFound) || string(after) != string(before) ||
+					rep1.ProfileWritten || rep2.Observation != nil || rep3.SoloRun {
+					t.Errorf("kept something: %d observations, %d solo runs, new profile %v, stored profile changed %v",
+						len(obs), len(runs), ferr, string(after) != string(before))
+				}
+				if !strings.Contains(strings.Join(rep1.Notes, ";"), "no profile, no observation") {
+					t.Errorf("notes %q do not say why", rep1.Notes)
+				}
+				return
+			}
+			if !rep1.ProfileWritten || ferr != nil || rep2.Observation == nil || rep2.Observation.Speed != 0.8 || len(runs) != 1 {
+				t.Errorf("completed run kept too little: %+v %+v %+v, %d solo runs, profile %v", rep1, rep2, rep3, len(runs), ferr)
+			}
+		})
+	}
+}
+
+// class= in a job's comment sets that job's floor; it never changes the class of a
+// stored profile, neither by a new sample nor by a solo run.
+func TestCommentNeverChangesStoredClass(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Profiling.StaleAfter = time.Minute
+	store, _ := profile.Open(cfg.ProfileDir)
+	t0 := time.Unix(200_000, 0)
+	if err := store.Put(&profile.Profile{Tag: "svc", Class: profile.ClassInfer, SoloRuntimeS: 100, CollectedAt: t0.Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	job := JobEnv{JobID: "41", Node: "n1", Tag: "svc", Class: profile.ClassHPC, GPUs: []int{0}, EndState: Completed}
+	// Stale: the Prolog samples it again; the comment says hpc.
+	if err := Prolog(cfg, job, true); err != nil {
+		t.Fatal(err)
+	}
+	waitRounds(t, cfg, "41", 2)
+	rep, err := RunEpilog(cfg, job, t0, t0.Add(100*time.Second), nil)
+	if err != nil || !rep.ProfileWritten {
+		t.Fatalf("report %+v err %v", rep, err)
+	}
+	p, _ := store.Get("svc")
+	if p.Class != profile.ClassInfer || rep.Observation == nil || rep.Observation.Class != profile.ClassInfer {
+		t.Errorf("class after a class=hpc job: profile %s, observation %+v; want infer", p.Class, rep.Observation)
+	}
+}
+
+// One short run (a `sleep 5` under someone's tag) can neither reset the solo
+// reference nor turn the next honest co-run into a bogus observation.
+func TestShortRunCannotResetSoloReference(t *testing.T) {
+	cfg := testConfig(t)
+	store, _ := profile.Open(cfg.ProfileDir)
+	t0 := time.Unix(300_000, 0)
+	if err := store.Put(&profile.Profile{Tag: "sim", Class: profile.ClassHPC, SoloRuntimeS: 3600, CollectedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	short := JobEnv{JobID: "51", Node: "n1", Tag: "sim", EndState: Completed, UID: "666"}
+	rep, err := RunEpilog(cfg, short, t0, t0.Add(5*time.Second), nil)
+	if err != nil || rep.SoloRun || rep.ProfileWritten || rep.Observation != nil {
+		t.Fatalf("short run: report %+v err %v", rep, err)
+	}
+	if !strings.Contains(strings.Join(rep.Notes, ";"), "sane bounds") || !strings.Contains(strings.Join(rep.Notes, ";"), "shorter than") {
+		t.Errorf("notes %q", rep.Notes)
+	}
+	// Even many runs of one user: at most MaxSoloRunsPerUser of them count.
+	for i := 0; i < 5; i++ {
+		j := short
+		j.JobID = fmt.Sprint(60 + i)
+		if _, err := RunEpilog(cfg, j, t0.Add(time.Duration(i)*time.Hour), t0.Add(time.Duration(i)*time.Hour+61*time.Second), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p, _ := store.Get("sim"); p.SoloRuntimeS != 3600 {
+		t.Fatalf("one user's runs set the solo reference to %v", p.SoloRuntimeS)
+	}
+	honest := JobEnv{JobID: "70", Node: "n1", Tag: "sim", EndState: Completed, UID: "1000"}
+	co := []CoRunInterval{{Start: t0, End: t0.Add(2 * time.Hour), CoTags: []string{"x"}}}
+	rep, err = RunEpilog(cfg, honest, t0, t0.Add(4000*time.Second), co)
+	if err != nil || rep.Observation == nil || math.Abs(rep.Observation.Speed-0.9) > 1e-9 {
+		t.Errorf("honest co-run: report %+v err %v", rep, err)
+	}
+}
+
+// Speeds outside the sane bounds are refused, not recorded.
+func TestEpilogRefusesInsaneSpeeds(t *testing.T) {
+	for _, tc := range []struct {
+		secs float64
+		keep bool
+	}{{50, false}, {66, false}, {67, true}, {1999, true}, {2000, false}} {
+		cfg := testConfig(t)
+		store, _ := profile.Open(cfg.ProfileDir)
+		t0 := time.Unix(400_000, 0)
+		store.Put(&profile.Profile{Tag: "k", Class: profile.ClassHPC, SoloRuntimeS: 100, CollectedAt: t0})
+		co := []CoRunInterval{{Start: t0, End: t0.Add(time.Hour), CoTags: []string{"x"}}}
+		env := JobEnv{JobID: "81", Node: "n1", Tag: "k", EndState: Completed}
+		rep, err := RunEpilog(cfg, env, t0, t0.Add(time.Duration(tc.secs*float64(time.Second))), co)
+		if err != nil || (rep.Observation != nil) != tc.keep {
+			t.Errorf("run of %vs against 100 s: report %+v err %v, want kept %v", tc.secs, rep, err, tc.keep)
+		}
 	}
 }
 
@@ -235,7 +434,7 @@ func TestStaleProfileIsRefreshed(t *testing.T) {
 	if err := store.Put(&profile.Profile{Tag: "gemm", Class: profile.ClassHPC, SoloRuntimeS: 80, CollectedAt: old}); err != nil {
 		t.Fatal(err)
 	}
-	job := JobEnv{JobID: "7", Node: "n2", Tag: "gemm", GPUs: []int{0, 1}}
+	job := JobEnv{JobID: "7", Node: "n2", Tag: "gemm", GPUs: []int{0, 1}, EndState: Completed}
 	l := launcher{now: func() time.Time { return old.Add(30 * time.Minute) }}
 	if started, err := l.prolog(cfg, job, true); err != nil || started {
 		t.Fatalf("fresh: started %v err %v", started, err)
@@ -257,8 +456,9 @@ func TestStaleProfileIsRefreshed(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Class kept from the old profile; two GPUs pooled: memory max is GPU1's
-	// 8192+1024+512*3; the solo observation compares with the old 80 s.
-	if p.Class != profile.ClassHPC || p.MemUsedMiB != 10752 || p.SoloRuntimeS != 100 || !p.CollectedAt.Equal(old.Add(100*time.Second)) {
+	// 8192+1024+512*3; one solo run does not move the old 80 s reference, and the
+	// solo observation compares with it.
+	if p.Class != profile.ClassHPC || p.MemUsedMiB != 10752 || p.SoloRuntimeS != 80 || !p.CollectedAt.Equal(old.Add(100*time.Second)) {
 		t.Errorf("refreshed profile %+v", p)
 	}
 	if rep.Observation == nil || rep.Observation.Speed != 0.8 || len(rep.Observation.CoTags) != 0 {
@@ -327,7 +527,7 @@ func TestPrologSkips(t *testing.T) {
 
 func TestEpilogDiscardsSharedProfile(t *testing.T) {
 	cfg := testConfig(t)
-	job := JobEnv{JobID: "11", Node: "n1", Tag: "infer-z", Class: profile.ClassInfer, GPUs: []int{0}}
+	job := JobEnv{JobID: "11", Node: "n1", Tag: "infer-z", Class: profile.ClassInfer, GPUs: []int{0}, EndState: Completed}
 	if err := Prolog(cfg, job, true); err != nil {
 		t.Fatal(err)
 	}
@@ -426,29 +626,13 @@ func FuzzParseThroughput(f *testing.F) {
 	})
 }
 
-func TestSamplerMainUsage(t *testing.T) {
-	for _, args := range [][]string{
-		{},
-		{"--dir", "relative"},
-		{"--dir", "/tmp", "--interval", "1ms"},
-		{"--dir", "/tmp", "--gpus", "x"},
-		{"--dir", "/tmp", "extra"},
-	} {
-		var out strings.Builder
-		if code := samplerMain(args, &out); code != 2 {
-			t.Errorf("samplerMain(%q) = %d, want 2", args, code)
-		}
-	}
-}
-
-// TestSamplerMainStopsAtLimit runs the sampler body in-process to its round limit
-// and checks the file it leaves.
-func TestSamplerMainStopsAtLimit(t *testing.T) {
+// TestRunSamplerStopsAtLimit runs the sampler in-process to its round limit and
+// checks the file it leaves.
+func TestRunSamplerStopsAtLimit(t *testing.T) {
 	dir := t.TempDir()
-	var out strings.Builder
-	code := samplerMain([]string{"--dir", dir, "--backend", "mock", "--interval", "10ms", "--gpus", "2,5", "--max-rounds", "4"}, &out)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, out.String())
+	o := SamplerOptions{Dir: dir, Backend: "mock", Interval: 10 * time.Millisecond, GPUs: []int{2, 5}, MaxRounds: 4, MaxLife: time.Minute}
+	if err := RunSampler(context.Background(), o); err != nil {
+		t.Fatal(err)
 	}
 	f, err := os.Open(filepath.Join(dir, samplesFile))
 	if err != nil {

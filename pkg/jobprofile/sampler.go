@@ -3,68 +3,60 @@ package jobprofile
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/nvml"
 )
 
-// SamplerMain is the body of the detached sampler process that Prolog starts
-// (`coscheml-node sampler ARGS...`); it returns the process exit code.
-//
-// It appends readings to <dir>/samples.csv until SIGTERM (the Epilog), the round
-// limit, --max-life, or the removal of <dir> (an Epilog that found no pid file),
-// whichever comes first. Problems go into the sample file as notes, so that the
-// Epilog can put them into the profile or its error.
-func SamplerMain(args []string) int {
-	return samplerMain(args, os.Stderr)
+// SamplerOptions is what the detached sampler process needs; the Prolog passes
+// them as flags (`coscheml-node sampler`, whose flags and signals live in
+// cmd/coscheml-node).
+type SamplerOptions struct {
+	Dir       string        // the job's sampler folder (absolute)
+	Backend   string        // nvml or mock
+	Interval  time.Duration // sampling interval, at least 10ms
+	GPUs      []int         // GPU indices (empty: all)
+	MaxRounds int           // stop after this many rounds (0: no limit)
+	MaxLife   time.Duration // stop after this long
 }
 
-func samplerMain(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sampler", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dir := fs.String("dir", "", "the job's sampler folder (required)")
-	backend := fs.String("backend", "nvml", "nvml or mock")
-	interval := fs.Duration("interval", 500*time.Millisecond, "sampling interval")
-	gpuList := fs.String("gpus", "", "GPU indices, comma-separated (empty: all)")
-	maxRounds := fs.Int("max-rounds", MaxSampleRows, "stop after this many rounds (0: no limit)")
-	maxLife := fs.Duration("max-life", MaxSamplerLife, "stop after this long")
-	if err := fs.Parse(args); err != nil {
-		return 2
+// ErrSamplerUsage marks options that are not usable (exit code 2 of the program).
+var ErrSamplerUsage = errors.New("sampler usage")
+
+// Check validates the options.
+func (o SamplerOptions) Check() error {
+	if o.Dir == "" || !filepath.IsAbs(o.Dir) {
+		return fmt.Errorf("%w: --dir must name an absolute folder", ErrSamplerUsage)
 	}
-	if fs.NArg() > 0 || *dir == "" || !filepath.IsAbs(*dir) {
-		fmt.Fprintln(stderr, "sampler: --dir must name an absolute folder, and no arguments may follow the flags")
-		return 2
+	if o.Interval < 10*time.Millisecond || o.MaxRounds < 0 || o.MaxLife <= 0 {
+		return fmt.Errorf("%w: --interval must be at least 10ms, --max-rounds >= 0, --max-life > 0", ErrSamplerUsage)
 	}
-	if *interval < 10*time.Millisecond || *maxRounds < 0 || *maxLife <= 0 {
-		fmt.Fprintln(stderr, "sampler: --interval must be at least 10ms, --max-rounds >= 0, --max-life > 0")
-		return 2
+	return nil
+}
+
+// RunSampler appends readings to <dir>/samples.csv until ctx ends (the program
+// cancels it on SIGTERM from the Epilog), the round limit, MaxLife, or the
+// removal of <dir> (an Epilog that found no pid file), whichever comes first.
+// Problems go into the sample file as notes too, so that the Epilog can put them
+// into the profile or its error.
+func RunSampler(ctx context.Context, o SamplerOptions) error {
+	if err := o.Check(); err != nil {
+		return err
 	}
-	gpus, err := nvml.ParseGPUList(*gpuList)
+	f, err := os.OpenFile(filepath.Join(o.Dir, samplesFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		fmt.Fprintln(stderr, "sampler:", err)
-		return 2
-	}
-	f, err := os.OpenFile(filepath.Join(*dir, samplesFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		fmt.Fprintln(stderr, "sampler:", err)
-		return 1
+		return fmt.Errorf("sampler: %w", err)
 	}
 	defer f.Close()
 	w := nvml.NewWriter(f)
-	fail := func(err error) int {
-		fmt.Fprintln(stderr, "sampler:", err)
+	fail := func(err error) error {
 		_ = w.Note(err.Error(), true)
-		return 1
+		return fmt.Errorf("sampler: %w", err)
 	}
-
-	b, err := nvml.Open(*backend)
+	b, err := nvml.Open(o.Backend)
 	if err != nil {
 		return fail(err)
 	}
@@ -72,25 +64,22 @@ func samplerMain(args []string, stderr io.Writer) int {
 		return fail(err)
 	}
 	defer b.Shutdown()
-	s, err := nvml.NewSampler(b, gpus, w)
+	s, err := nvml.NewSampler(b, o.GPUs, w)
 	if err != nil {
 		return fail(err)
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *maxLife)
+	ctx, cancel := context.WithTimeout(ctx, o.MaxLife)
 	defer cancel()
-	go watchDir(ctx, *dir, cancel)
+	go watchDir(ctx, o.Dir, cancel)
 
-	err = s.Run(ctx, *interval, *maxRounds)
+	err = s.Run(ctx, o.Interval, o.MaxRounds)
 	if errors.Is(err, nvml.ErrNoGPUs) {
-		return 0 // noted per GPU already; the samples so far stand
+		return nil // noted per GPU already; the samples so far stand
 	}
 	if err != nil {
 		return fail(err)
 	}
-	return 0
+	return nil
 }
 
 // watchDir cancels when the job's folder disappears.

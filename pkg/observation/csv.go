@@ -18,7 +18,11 @@ import (
 
 // Header is the header line of the generic observation CSV, in the order WriteCSV
 // writes it.
-var header = []string{"tag", "class", "co_tags", "speed", "source", "job_id", "node", "when"}
+var header = []string{"tag", "class", "co_tags", "speed", "source", "job_id", "node", "when", "uid"}
+
+// headerV1 is the header before the uid column: files in it are still read, and
+// AppendFile keeps appending to them in that layout (without the uid).
+var headerV1 = header[:8]
 
 // Header returns the columns of the generic observation CSV.
 func Header() []string { return append([]string(nil), header...) }
@@ -34,9 +38,9 @@ const MaxCoTags = 16
 const LucidPairsSource = "lucid-train colocate_pairs.csv"
 
 // Validate checks an observation: valid tag, class (may be empty) and co-runner
-// tags, a speed that is finite and in (0, MaxSpeed], and printable-ASCII free text
-// (Source, JobID, Node) without leading or trailing spaces, and a time that RFC 3339
-// can represent.
+// tags, a speed that is finite and in (0, MaxSpeed], printable-ASCII free text
+// (Source, JobID, Node) without leading or trailing spaces, a time that RFC 3339
+// can represent, and a UID that is empty or a uid (decimal, below 2^32-1).
 func (o Observation) Validate() error {
 	if err := profile.ValidateTag(o.Tag); err != nil {
 		return err
@@ -66,6 +70,9 @@ func (o Observation) Validate() error {
 			return fmt.Errorf("tag %s: %s %q: leading or trailing space", o.Tag, f.n, f.v)
 		}
 	}
+	if err := ValidateUID(o.UID); err != nil {
+		return fmt.Errorf("tag %s: %w", o.Tag, err)
+	}
 	if !o.When.IsZero() {
 		// RFC 3339 has four-digit years and minute-precision zone offsets.
 		if y := o.When.Year(); y < 1 || y > 9999 {
@@ -74,6 +81,19 @@ func (o Observation) Validate() error {
 		if _, off := o.When.Zone(); off%60 != 0 {
 			return fmt.Errorf("tag %s: when: zone offset %ds is not whole minutes", o.Tag, off)
 		}
+	}
+	return nil
+}
+
+// ValidateUID accepts "" (unknown) or a uid as Slurm gives it in SLURM_JOB_UID:
+// decimal digits without a sign or leading zero, below 4294967295 (NO_VAL).
+func ValidateUID(uid string) error {
+	if uid == "" {
+		return nil
+	}
+	n, err := strconv.ParseUint(uid, 10, 32)
+	if err != nil || n == math.MaxUint32 || (len(uid) > 1 && uid[0] == '0') {
+		return fmt.Errorf("uid %q: want decimal digits of a uid", profile.Sanitize(uid))
 	}
 	return nil
 }
@@ -142,8 +162,8 @@ func lucidPair(t *csvtab.Table) (o1, o2 Observation, err error) {
 }
 
 // ReadCSV reads the generic observation CSV (docs/observations.md). The header
-// must name the columns tag, co_tags and speed; class, source, job_id, node and
-// when are optional, other columns are an error; order is free. co_tags joins the
+// must name the columns tag, co_tags and speed; class, source, job_id, node,
+// when and uid are optional, other columns are an error; order is free. co_tags joins the
 // co-runners' tags with '+' (empty: the job ran alone), when is RFC 3339 (empty:
 // unknown). Lines starting with '#' are comments. Every row is validated, and
 // errors name the line and the column.
@@ -221,6 +241,18 @@ func csvRow(t *csvtab.Table) (Observation, error) {
 		}
 		o.When = w
 	}
+	if t.Has("uid") {
+		v := t.Str("uid")
+		if err := ValidateUID(v); err != nil {
+			return o, t.Errf("uid", "%v", err)
+		}
+		o.UID = v
+	}
+	// The per-column checks above cover all of Validate except the time's range
+	// (time.Parse accepts year 0): check the whole, as every reader promises.
+	if err := o.Validate(); err != nil {
+		return o, t.Errf("when", "%v", err)
+	}
 	return o, nil
 }
 
@@ -246,9 +278,15 @@ func validateAll(obs []Observation) error {
 // Speeds use the shortest form that parses back to the same float64; times are
 // RFC 3339 with nanoseconds (empty for the zero time).
 func writeRows(w io.Writer, obs []Observation, withHeader bool) error {
+	return writeRowsCols(w, obs, withHeader, len(header))
+}
+
+// writeRowsCols writes the first ncols columns of the header and of every row
+// (len(headerV1) for a file in the layout before the uid column).
+func writeRowsCols(w io.Writer, obs []Observation, withHeader bool, ncols int) error {
 	cw := csv.NewWriter(w)
 	if withHeader {
-		if err := cw.Write(header); err != nil {
+		if err := cw.Write(header[:ncols]); err != nil {
 			return err
 		}
 	}
@@ -265,7 +303,8 @@ func writeRows(w io.Writer, obs []Observation, withHeader bool) error {
 		if !o.When.IsZero() {
 			rec[7] = o.When.Format(time.RFC3339Nano)
 		}
-		if err := cw.Write(rec); err != nil {
+		rec[8] = o.UID
+		if err := cw.Write(rec[:ncols]); err != nil {
 			return err
 		}
 	}

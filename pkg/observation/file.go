@@ -12,7 +12,9 @@ import (
 )
 
 // AppendFile appends observations to the generic CSV file at path, creating it
-// (0644, with the header) if it does not exist. It is safe for concurrent
+// (0644, with the header) if it does not exist. It runs as root in the Epilog, so
+// it never follows a symlink at path (O_NOFOLLOW) and appends only to a regular
+// file. It is safe for concurrent
 // appenders on one node, e.g. the epilogs of jobs ending together: the file is
 // opened O_APPEND and held under an exclusive flock while the header check and
 // the write happen, so the header is written once and rows never interleave.
@@ -23,7 +25,7 @@ func AppendFile(path string, obs ...Observation) (err error) {
 	if err := validateAll(obs); err != nil {
 		return fmt.Errorf("append %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := openAppend(path)
 	if err != nil {
 		return fmt.Errorf("append observations: %w", err)
 	}
@@ -40,20 +42,23 @@ func AppendFile(path string, obs ...Observation) (err error) {
 	if err != nil {
 		return fmt.Errorf("append %s: %w", path, err)
 	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("append %s: not a regular file", path)
+	}
 	var buf bytes.Buffer
 	if fi.Size() == 0 {
 		if err := writeRows(&buf, obs, true); err != nil {
 			return fmt.Errorf("append %s: %w", path, err)
 		}
 	} else {
-		nl, err := checkExisting(f, fi.Size())
+		ncols, nl, err := checkExisting(f, fi.Size())
 		if err != nil {
 			return fmt.Errorf("append %s: %w", path, err)
 		}
 		if nl {
 			buf.WriteByte('\n')
 		}
-		if err := writeRows(&buf, obs, false); err != nil {
+		if err := writeRowsCols(&buf, obs, false, ncols); err != nil {
 			return fmt.Errorf("append %s: %w", path, err)
 		}
 	}
@@ -68,34 +73,38 @@ func AppendFile(path string, obs ...Observation) (err error) {
 	return nil
 }
 
-// checkExisting verifies that the file starts with the header line and reports
-// whether its last byte is not a newline.
-func checkExisting(f *os.File, size int64) (needNewline bool, err error) {
-	if err := checkHeaderLine(f); err != nil {
-		return false, err
+// checkExisting verifies that the file starts with a header line, returns its
+// number of columns, and reports whether its last byte is not a newline.
+func checkExisting(f *os.File, size int64) (ncols int, needNewline bool, err error) {
+	if ncols, err = checkHeaderLine(f); err != nil {
+		return 0, false, err
 	}
 	last := make([]byte, 1)
 	if _, err := f.ReadAt(last, size-1); err != nil {
-		return false, err
+		return 0, false, err
 	}
-	return last[0] != '\n', nil
+	return ncols, last[0] != '\n', nil
 }
 
 // checkHeaderLine accepts any header that ReadCSV accepts with exactly the columns
-// of Header (rows are appended in that order, so the order must match too).
-func checkHeaderLine(f *os.File) error {
+// of Header, or of the layout before the uid column (rows are appended in that
+// order, so the order must match too), and returns its number of columns.
+func checkHeaderLine(f *os.File) (int, error) {
 	line, err := bufio.NewReader(io.NewSectionReader(f, 0, 1<<16)).ReadString('\n')
 	if err != nil && err != io.EOF {
-		return err
+		return 0, err
 	}
 	cols := strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "\ufeff")), ",")
 	for i := range cols {
 		cols[i] = strings.ToLower(strings.TrimSpace(cols[i]))
 	}
-	if strings.Join(cols, ",") != strings.Join(header, ",") {
-		return fmt.Errorf("not an observation file: first line is not the header %q", strings.Join(header, ","))
+	switch strings.Join(cols, ",") {
+	case strings.Join(header, ","):
+		return len(header), nil
+	case strings.Join(headerV1, ","):
+		return len(headerV1), nil
 	}
-	return nil
+	return 0, fmt.Errorf("not an observation file: first line is not the header %q", strings.Join(header, ","))
 }
 
 // ReadFile reads one generic observation CSV file; errors name the file.
@@ -113,9 +122,13 @@ func ReadFile(path string) ([]Observation, error) {
 }
 
 // ReadDir reads every *.csv file in dir (not recursing; dot files ignored), in
-// name order. A file that cannot be read or parsed is reported in problems, named
-// by its path, and contributes no observations; the other files' observations are
-// still returned. A missing dir is one problem wrapping fs.ErrNotExist.
+// name order, row by row: a bad row (torn by a crashed writer, edited by hand,
+// or with a speed outside the sane bounds of Sane) is skipped and counted, and the
+// file's other rows still count. Problems name the file; a file with bad rows
+// gives one problem (*BadRowsError) that counts them and names the first few. A
+// file that cannot be opened, or whose header is not an observation header,
+// contributes nothing and is one problem. A missing dir is one problem wrapping
+// fs.ErrNotExist.
 func ReadDir(dir string) (obs []Observation, problems []error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -131,10 +144,9 @@ func ReadDir(dir string) (obs []Observation, problems []error) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		o, err := ReadFile(filepath.Join(dir, n))
+		o, err := ReadFileRows(filepath.Join(dir, n))
 		if err != nil {
 			problems = append(problems, err)
-			continue
 		}
 		obs = append(obs, o...)
 	}

@@ -80,7 +80,7 @@ func TestAppendFileAfterTornLine(t *testing.T) {
 		t.Fatalf("torn line: error %v, want one naming %s line 3", err, path)
 	}
 	b, _ := os.ReadFile(path)
-	if !strings.HasSuffix(string(b), "b,train,,0.\nc,,,0.5,,,,\n") {
+	if !strings.HasSuffix(string(b), "b,train,,0.\nc,,,0.5,,,,,\n") {
 		t.Errorf("the new row is not on its own line:\n%s", b)
 	}
 }
@@ -182,6 +182,7 @@ func TestReadDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(dir, "bad.csv"), []byte("tag,co_tags,speed\nx,,9\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "foreign.csv"), []byte("model,speed\nx,1\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("ignored"), 0o644)
 	os.WriteFile(filepath.Join(dir, ".hidden.csv"), []byte("junk"), 0o644)
 	os.Mkdir(filepath.Join(dir, "sub.csv"), 0o755)
@@ -192,9 +193,9 @@ func TestReadDir(t *testing.T) {
 	if !equalObs(obs[0], in[2]) || !equalObs(obs[1], in[0]) { // a.csv before b.csv
 		t.Errorf("order: %+v", obs)
 	}
-	if len(problems) != 1 || !strings.Contains(problems[0].Error(), filepath.Join(dir, "bad.csv")) ||
-		!strings.Contains(problems[0].Error(), "line 2") {
-		t.Errorf("problems %v, want one naming bad.csv line 2", problems)
+	if len(problems) != 2 || !strings.Contains(problems[0].Error(), filepath.Join(dir, "bad.csv")) ||
+		!strings.Contains(problems[0].Error(), "line 2") || !strings.Contains(problems[1].Error(), "foreign.csv") {
+		t.Errorf("problems %v, want one naming bad.csv line 2 and one naming foreign.csv", problems)
 	}
 	_, problems = ReadDir(filepath.Join(dir, "missing"))
 	if len(problems) != 1 || !errors.Is(problems[0], fs.ErrNotExist) {

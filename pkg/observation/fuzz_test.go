@@ -113,3 +113,38 @@ func roundTrip(t *testing.T, obs []Observation) {
 		}
 	}
 }
+
+// FuzzReadRows reads arbitrary file contents row by row: whatever it keeps must
+// validate, be sane and survive WriteCSV -> ReadCSV; it never fails on a bad row,
+// only on a missing or foreign header, and counts every skipped row.
+func FuzzReadRows(f *testing.F) {
+	var buf bytes.Buffer
+	if err := WriteCSV(&buf, sampleObs()); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.String())
+	f.Add(buf.String() + "b,train,,0.\nc,,,0.5,,,,,\n")
+	f.Add("tag,class,co_tags,speed,source,job_id,node,when\nx,,\"a+b,0.5\ny,,,0.7,,,,\n")
+	f.Add("# comment\n\ntag,co_tags,speed,uid\nx,,0.01,7\nx,,0.9,07\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		obs, bad, err := readRows(strings.NewReader(in))
+		if err != nil {
+			if len(obs) != 0 && !strings.Contains(err.Error(), "read") {
+				t.Fatalf("error %v with %d observations", err, len(obs))
+			}
+			return
+		}
+		if bad.Count < len(bad.First) || len(bad.First) > maxBadRowsNamed {
+			t.Fatalf("bad rows %d, named %d", bad.Count, len(bad.First))
+		}
+		for _, o := range obs {
+			if err := o.Validate(); err != nil {
+				t.Fatalf("kept an invalid observation: %v", err)
+			}
+			if err := Sane(o); err != nil {
+				t.Fatalf("kept an insane observation: %v", err)
+			}
+		}
+		roundTrip(t, obs)
+	})
+}

@@ -19,3 +19,18 @@ func lockFile(f *os.File) error {
 }
 
 func unlockFile(f *os.File) { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
+
+// openAppend opens path for appending without following a symlink and without
+// blocking on a FIFO (the Epilog runs as root in a folder others may reach).
+func openAppend(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
+}
+
+// ownerUID returns the owner of a file.
+func ownerUID(fi os.FileInfo) (uint32, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return st.Uid, true
+}

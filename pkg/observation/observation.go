@@ -19,4 +19,8 @@ type Observation struct {
 	JobID  string        `json:"job_id,omitempty"`
 	Node   string        `json:"node,omitempty"`
 	When   time.Time     `json:"when,omitempty"`
+	// UID is the numeric uid of the job's owner (SLURM_JOB_UID) as decimal
+	// digits; "" = unknown (shipped or admin-curated data, or a file written
+	// before the uid column existed). CapPerUser limits one uid's evidence.
+	UID string `json:"uid,omitempty"`
 }

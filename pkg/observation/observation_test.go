@@ -113,7 +113,7 @@ func TestReadLucidPairsErrors(t *testing.T) {
 func sampleObs() []Observation {
 	return []Observation{
 		{Tag: "stream", Class: profile.ClassHPC, CoTags: []string{"resnet18-bs32", "bert-bs32-amp"}, Speed: 0.8125,
-			Source: "epilog", JobID: "1234", Node: "gpu07", When: time.Date(2026, 11, 30, 5, 6, 7, 890000000, time.UTC)},
+			Source: "epilog", JobID: "1234", Node: "gpu07", When: time.Date(2026, 11, 30, 5, 6, 7, 890000000, time.UTC), UID: "1001"},
 		{Tag: "alone", Speed: 1, When: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("", -5*3600))},
 		{Tag: "quoted", Class: profile.ClassInfer, CoTags: []string{"a", "a"}, Speed: 1.0000000000000002,
 			Source: `say "hi", then go`, JobID: "7_3"},
@@ -137,7 +137,7 @@ func TestWriteReadCSVRoundTrip(t *testing.T) {
 	if err := WriteCSV(&buf, in); err != nil {
 		t.Fatal(err)
 	}
-	if first, _, _ := strings.Cut(buf.String(), "\n"); first != "tag,class,co_tags,speed,source,job_id,node,when" {
+	if first, _, _ := strings.Cut(buf.String(), "\n"); first != "tag,class,co_tags,speed,source,job_id,node,when,uid" {
 		t.Errorf("header %q", first)
 	}
 	out, err := ReadCSV(&buf)

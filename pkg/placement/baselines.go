@@ -29,21 +29,25 @@ func newBase(name, rule string, opts Options) (base, error) {
 	if err != nil {
 		return base{}, fmt.Errorf("%s policy: %w", name, err)
 	}
-	return base{name: name, rule: rule, opts: o}, nil
+	return base{name: name, rule: rule, opts: o, e: engine{shares: true}}, nil
 }
+
+// bind points the engine at the policy's options once the policy has its final
+// address (the engine's filter reads them).
+func (b *base) bind() { b.e.opts = &b.opts }
 
 // Name is the policy's name as ByName knows it.
 func (b *base) Name() string { return b.name }
 
-func (b *base) place(c *Cluster, r *Request, ev evaluator) Decision {
+func (b *base) place(c *Cluster, r *Request, sc scorer) Decision {
 	if d, bad := badRequest(b.name, c, r); bad {
 		return d
 	}
-	chosen, found := b.e.place(c, r, ev, b.draw)
+	chosen, found := b.e.place(c, r, sc, b.draw)
 	if chosen == nil {
 		return Decision{Action: ActionWait, MinResidentSpeed: 1, Reason: b.e.waitReason(b.name, r, found)}
 	}
-	d := decisionFor(c, chosen)
+	d := b.e.decisionFor(c, chosen)
 	var s strings.Builder
 	s.Grow(256)
 	fmt.Fprintf(&s, "%s: %s: job %s (%s, %s)", b.name, d.Action, profile.Sanitize(r.JobID), tagOf(r), profile.Sanitize(string(classOf(r.Class, r.Profile))))
@@ -57,6 +61,7 @@ func (b *base) place(c *Cluster, r *Request, ev evaluator) Decision {
 	}
 	s.WriteString("; ")
 	s.WriteString(b.rule)
+	s.WriteString(b.e.steerNote(c, &d))
 	d.Reason = s.String()
 	return d
 }
@@ -85,16 +90,17 @@ func NewExclusive(opts Options) (*Exclusive, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Exclusive{b}, nil
+	b.e.shares = false
+	p := &Exclusive{b}
+	p.bind()
+	return p, nil
 }
 
 // Place chooses GPUs for r without changing c.
 func (p *Exclusive) Place(c *Cluster, r *Request) Decision { return p.place(c, r, p) }
 
-func (p *Exclusive) eval(_ *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
-	if st.nres > 0 {
-		return rejBusy
-	}
+// score: the filter passes only idle GPUs to a policy that never shares.
+func (p *Exclusive) score(_ *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
 	*cd = p.idle(st, gi, r, false)
 	return rejNone
 }
@@ -109,19 +115,18 @@ func NewBlind(opts Options) (*Blind, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Blind{b}, nil
+	p := &Blind{b}
+	p.bind()
+	return p, nil
 }
 
 // Place chooses GPUs for r without changing c.
 func (p *Blind) Place(c *Cluster, r *Request) Decision { return p.place(c, r, p) }
 
-func (p *Blind) eval(_ *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
+func (p *Blind) score(_ *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
 	if st.nres == 0 {
 		*cd = p.idle(st, gi, r, true)
 		return rejNone
-	}
-	if why := shareFeasible(&p.opts, st, r); why != rejNone {
-		return why
 	}
 	*cd = p.join(st, gi)
 	return rejNone
@@ -137,19 +142,18 @@ func NewLeastLoaded(opts Options) (*LeastLoaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &LeastLoaded{b}, nil
+	p := &LeastLoaded{b}
+	p.bind()
+	return p, nil
 }
 
 // Place chooses GPUs for r without changing c.
 func (p *LeastLoaded) Place(c *Cluster, r *Request) Decision { return p.place(c, r, p) }
 
-func (p *LeastLoaded) eval(_ *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
+func (p *LeastLoaded) score(_ *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
 	if st.nres == 0 {
 		*cd = p.idle(st, gi, r, true)
 		return rejNone
-	}
-	if why := shareFeasible(&p.opts, st, r); why != rejNone {
-		return why
 	}
 	*cd = p.join(st, gi)
 	cd.key = -(float64(st.nres)*1000 + st.sm)
@@ -173,20 +177,19 @@ func NewUtilSum(threshold float64, opts Options) (*UtilSum, error) {
 		return nil, err
 	}
 	b.rule = fmt.Sprintf("share when summed solo SM utilization <= %g%% (lowest sum first), else an idle GPU", b.opts.UtilSumThreshold)
-	return &UtilSum{b}, nil
+	p := &UtilSum{b}
+	p.bind()
+	return p, nil
 }
 
 // Place chooses GPUs for r without changing c.
 func (p *UtilSum) Place(c *Cluster, r *Request) Decision { return p.place(c, r, p) }
 
-func (p *UtilSum) eval(_ *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
+func (p *UtilSum) score(_ *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
 	if st.nres == 0 {
 		*cd = p.idle(st, gi, r, true)
 		cd.key = keyTier
 		return rejNone
-	}
-	if why := shareFeasible(&p.opts, st, r); why != rejNone {
-		return why
 	}
 	if st.unknown > 0 {
 		return rejUnknown
@@ -213,21 +216,19 @@ func NewRandom(seed uint64, opts Options) (*Random, error) {
 		return nil, err
 	}
 	b.draw = rand.New(rand.NewPCG(seed, seed^0x5eed))
-	return &Random{base: b}, nil
+	p := &Random{base: b}
+	p.bind()
+	return p, nil
 }
 
 // Place chooses GPUs for r without changing c.
 func (p *Random) Place(c *Cluster, r *Request) Decision { return p.place(c, r, p) }
 
-func (p *Random) eval(_ *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
+func (p *Random) score(_ *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
 	if st.nres == 0 {
 		*cd = p.idle(st, gi, r, true)
 	} else {
-		if why := shareFeasible(&p.opts, st, r); why != rejNone {
-			return why
-		}
 		*cd = p.join(st, gi)
 	}
 	return rejNone // the engine draws the rank key
-
 }

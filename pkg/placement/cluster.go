@@ -22,6 +22,7 @@ type index struct {
 	nodeOff []int32    // nodeOff[n] = global index of GPU 0 of node n; len = nodes+1
 	gpus    []gpuState // by global GPU index
 	idle    int        // GPUs without residents
+	ff      bool       // the cluster's Reach is ReachFirstFit: keep gpuState.hidden
 	jobs    map[string]jobLoc
 	intern  map[internKey]uint16
 
@@ -47,11 +48,12 @@ type bucketKey struct {
 	mem, sm, memCap         uint64
 	slots, used, nres, unkn int32
 	solo                    int32
+	hidden                  bool
 }
 
 func keyOf(st *gpuState, gi int32) bucketKey {
 	k := bucketKey{sig: st.sig, mem: math.Float64bits(st.mem), sm: math.Float64bits(st.sm), memCap: math.Float64bits(st.memCap),
-		slots: st.slots, used: st.used, nres: st.nres, unkn: st.unknown, solo: -1}
+		slots: st.slots, used: st.used, nres: st.nres, unkn: st.unknown, solo: -1, hidden: st.hidden}
 	if st.sig == 0 && st.nres > 0 {
 		k.solo = gi
 	}
@@ -117,9 +119,37 @@ type gpuState struct {
 	used    int32 // slots held by residents
 	nres    int32 // residents
 	unknown int32 // residents without a profile
+	// hidden: Slurm's first-fit shard allocator cannot reach this GPU (see
+	// hiddenFirstFit); the ReachFirstFit filter reads it.
+	hidden bool
 }
 
 func (s *gpuState) free() int32 { return s.slots - s.used }
+
+// hiddenFirstFit reports whether a GPU with free slots is out of reach of Slurm
+// 22.05's first-fit shard allocator, given the most free slots of a lower GPU of its
+// node: a request for K shards lands on the lowest GPU with K free, so this GPU is
+// chosen only for a K above every lower GPU's free slots and within its own. A full
+// GPU is not hidden (the slots filter rejects it anyway).
+func hiddenFirstFit(free, lowerMax int32) bool { return free > 0 && free <= lowerMax }
+
+// hideNode recomputes the hidden flags of node n's GPUs after one of them changed
+// (O(GPUs of the node)); GPUs whose flag flips move to the bucket of their new state.
+func (ix *index) hideNode(n int32) {
+	if !ix.ff {
+		return
+	}
+	highest := int32(0)
+	for gi := ix.nodeOff[n]; gi < ix.nodeOff[n+1]; gi++ {
+		st := ix.gpus[gi]
+		f := st.free()
+		if h := hiddenFirstFit(f, highest); h != st.hidden {
+			st.hidden = h
+			ix.set(gi, st)
+		}
+		highest = max(highest, f)
+	}
+}
 
 // Signatures pack up to sigLanes interned IDs (16 bits each, sorted) into a uint64,
 // so two GPUs have equal signatures exactly when their resident sets are equal.
@@ -154,6 +184,7 @@ func (c *Cluster) Reindex() {
 		jobs:     make(map[string]jobLoc),
 		intern:   make(map[internKey]uint16),
 		bucketOf: make(map[bucketKey]int32),
+		ff:       c.Reach == ReachFirstFit,
 	}
 	total := 0
 	for n := range c.Nodes {
@@ -179,6 +210,7 @@ func (c *Cluster) Reindex() {
 			}
 			gi++
 		}
+		ix.hideNode(int32(n))
 	}
 	c.ix = ix
 }
@@ -186,7 +218,7 @@ func (c *Cluster) Reindex() {
 // Clone returns a deep copy of the cluster's nodes and residents (profiles are shared:
 // they are immutable) with its own caches.
 func (c *Cluster) Clone() *Cluster {
-	d := &Cluster{Nodes: make([]Node, len(c.Nodes))}
+	d := &Cluster{Nodes: make([]Node, len(c.Nodes)), Reach: c.Reach}
 	for n, node := range c.Nodes {
 		d.Nodes[n] = Node{Name: node.Name, GPUs: make([]GPU, len(node.GPUs))}
 		for g, gpu := range node.GPUs {
@@ -229,7 +261,7 @@ func (c *Cluster) IdleGPUs() int {
 // indexed reports whether the caches exist and match the node list's shape. Only the
 // node count is checked (O(1)); a change of GPUs per node needs Reindex.
 func (c *Cluster) indexed() bool {
-	return c.ix != nil && len(c.ix.nodeOff) == len(c.Nodes)+1
+	return c.ix != nil && len(c.ix.nodeOff) == len(c.Nodes)+1 && c.ix.ff == (c.Reach == ReachFirstFit)
 }
 
 func (c *Cluster) ensureIndex() {
@@ -253,10 +285,18 @@ func (c *Cluster) Apply(r *Request, d Decision) {
 		if len(gpu.Residents) == 0 {
 			ix.idle--
 		}
-		gpu.Residents = append(gpu.Residents, Resident{JobID: r.JobID, Profile: r.Profile, Class: r.Class, Slots: s.Slots})
-		ix.set(gi, summarize(gpu, int32(s.Node), ix))
+		gpu.Residents = append(gpu.Residents, Resident{JobID: r.JobID, Profile: r.Profile, Class: r.Class, Slots: s.Slots, Kind: r.Kind})
+		ix.setKeepHidden(gi, summarize(gpu, int32(s.Node), ix))
 		ix.addJob(r.JobID, gi)
+		ix.hideNode(int32(s.Node))
 	}
+}
+
+// setKeepHidden stores a GPU's new summary with its current hidden flag (the caller
+// then runs hideNode), so a GPU whose flag does not change moves buckets once.
+func (ix *index) setKeepHidden(gi int32, st gpuState) {
+	st.hidden = ix.gpus[gi].hidden
+	ix.set(gi, st)
 }
 
 // Remove takes job jobID off every GPU it holds. It costs O(GPUs the job holds), not
@@ -292,7 +332,8 @@ func (ix *index) removeFrom(c *Cluster, jobID string, gi int32) {
 	if len(kept) == 0 {
 		ix.idle++
 	}
-	ix.set(gi, summarize(gpu, n, ix))
+	ix.setKeepHidden(gi, summarize(gpu, n, ix))
+	ix.hideNode(n)
 }
 
 func (ix *index) addJob(jobID string, gi int32) {
@@ -372,12 +413,15 @@ func (c *Cluster) Check() error {
 		if ix.nodeOff[n] != gi {
 			return fmt.Errorf("node %d: cached offset %d, want %d", n, ix.nodeOff[n], gi)
 		}
+		highest := int32(0)
 		for g := range c.Nodes[n].GPUs {
 			if int(gi) >= len(ix.gpus) {
 				return fmt.Errorf("cache has %d GPUs, cluster more", len(ix.gpus))
 			}
 			gpu := &c.Nodes[n].GPUs[g]
 			want := summarize(gpu, int32(n), ix)
+			want.hidden = ix.ff && hiddenFirstFit(want.free(), highest)
+			highest = max(highest, want.free())
 			if got := ix.gpus[gi]; got != want {
 				return fmt.Errorf("node %d GPU %d: cached %+v, want %+v", n, g, got, want)
 			}

@@ -14,7 +14,7 @@ import (
 func TestApplyRemoveKeepsCachesConsistent(t *testing.T) {
 	cat := catalog(12, 5)
 	cat = append(cat, nil) // an unprofiled job now and then
-	for _, seed := range []uint64{1, 2, 3, 4} {
+	for _, seed := range []uint64{1, 2, 3, 4, 5, 6} {
 		// seed 4: up to three jobs per GPU, where float sums depend on order
 		maxCo := 2
 		if seed == 4 {
@@ -23,6 +23,10 @@ func TestApplyRemoveKeepsCachesConsistent(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 3))
 			c := NewCluster(6, 4, 24000, 4)
+			if seed >= 5 { // Slurm's first-fit reachability kept in the caches too
+				c.Reach = ReachFirstFit
+				c.Reindex()
+			}
 			var live []string
 			policies := []Policy{}
 			for _, name := range Names() {
@@ -56,7 +60,7 @@ func TestApplyRemoveKeepsCachesConsistent(t *testing.T) {
 				if step%50 == 0 {
 					// decisions on the incremental caches (bucket scan, memo) equal
 					// those on an uncached copy (GPU-by-GPU scan, no memo)
-					plain := &Cluster{Nodes: c.Clone().Nodes}
+					plain := &Cluster{Nodes: c.Clone().Nodes, Reach: c.Reach}
 					for _, name := range Names() {
 						for gpus := 1; gpus <= 3; gpus++ {
 							r := req("q", cat[step%12], gpus)
@@ -172,5 +176,48 @@ func TestSignatures(t *testing.T) {
 	}
 	if c.ix.gpus[4].sig != 0 {
 		t.Fatal("over-full GPU got a signature")
+	}
+}
+
+// Slurm 22.05's first-fit shard choice: which GPU a count lands on, and the count
+// closest to the wanted one that lands on a given GPU (formerly the plugin's
+// steer), on cached and uncached clusters alike.
+func TestFirstFitReach(t *testing.T) {
+	tests := []struct {
+		free    []int
+		g, want int
+		k       int // 0: GPU g is unreachable
+	}{
+		{[]int{4, 4}, 0, 2, 2},
+		{[]int{2, 4}, 1, 2, 3}, // skip GPU 0's 2 free shards
+		{[]int{2, 4}, 0, 2, 2}, // join GPU 0 with exactly its free shards
+		{[]int{4, 2}, 1, 2, 0}, // an idle lower GPU always wins
+		{[]int{0, 0, 4}, 2, 2, 2},
+		{[]int{1, 3, 4}, 2, 2, 4},
+		{[]int{3, 2}, 1, 2, 0},
+		{[]int{4, 4}, 1, 2, 0}, // idle GPUs above an idle one: interchangeable, hidden
+	}
+	for _, tc := range tests {
+		c := NewCluster(1, len(tc.free), 24000, 4)
+		c.Reach = ReachFirstFit
+		for g, f := range tc.free {
+			if f < 4 {
+				put(c, fmt.Sprintf("j%d", g), nil, 0, g, 4-f)
+			}
+		}
+		c.Reindex()
+		plain := &Cluster{Nodes: c.Clone().Nodes, Reach: ReachFirstFit}
+		gi := c.ix.nodeOff[0] + int32(tc.g)
+		if hidden := c.ix.gpus[gi].hidden; hidden != (tc.k == 0) {
+			t.Errorf("free %v: GPU %d hidden %v, want %v", tc.free, tc.g, hidden, tc.k == 0)
+		}
+		if tc.k == 0 {
+			continue
+		}
+		for _, cl := range []*Cluster{c, plain} {
+			if k := steerSlots(cl, 0, tc.g, int32(tc.want)); int(k) != tc.k {
+				t.Errorf("free %v gpu %d want %d (indexed %v): %d shards, want %d", tc.free, tc.g, tc.want, cl.indexed(), k, tc.k)
+			}
+		}
 	}
 }

@@ -40,17 +40,24 @@ type CoScheML struct {
 	e     engine
 	memo  memo
 
-	// per decision
-	req      uint32 // memo ID of the request's (profile, class)
+	cy cycle // the decision in progress; Place starts a new one
+
+	// prediction scratch, reused
+	co, others []*profile.Profile
+	ord        []int32
+}
+
+// cycle is the state of one decision (the Kubernetes framework's CycleState): Place
+// replaces it whole, so nothing of a decision leaks into the next.
+type cycle struct {
+	req      uint32 // memo ID of the request's (profile, class); 0: no memo
 	floorNew float64
-	fail     struct {
+	fail     struct { // the closest refusal, for the wait reason
 		gi     int32
 		margin float64
 		ok     bool
 	}
-	lowShare   bool // a GPU could be shared within the floors, below PreferShareSpeed
-	co, others []*profile.Profile
-	ord        []int32
+	lowShare bool // a GPU could be shared within the floors, below PreferShareSpeed
 }
 
 // NewCoScheML returns the Co-scheML policy using pred to predict speeds.
@@ -75,6 +82,7 @@ func newCoScheML(name string, pred model.Predictor, opts Options) (*CoScheML, er
 	}
 	p := &CoScheML{name: name, pred: pred, opts: o, memo: newMemo(memoSize),
 		co: make([]*profile.Profile, 0, 8), others: make([]*profile.Profile, 0, 8), ord: make([]int32, 0, 8)}
+	p.e.opts, p.e.shares = &p.opts, true
 	if lp, ok := pred.(model.LowerPredictor); ok {
 		p.lower = lp
 	}
@@ -111,24 +119,20 @@ func (p *CoScheML) Place(c *Cluster, r *Request) Decision {
 			p.memo.forget()
 		}
 	}
+	p.cy = cycle{floorNew: p.opts.Floors.For(classOf(r.Class, r.Profile))}
 	if c.indexed() {
 		p.memo.use(c.ix)
-		p.req = p.memo.reqID(r.Profile, classOf(r.Class, r.Profile))
-	} else {
-		p.req = 0 // uncached cluster: no signatures, no memo
-	}
-	p.floorNew = p.opts.Floors.For(classOf(r.Class, r.Profile))
-	p.fail.ok = false
-	p.lowShare = false
+		p.cy.req = p.memo.reqID(r.Profile, classOf(r.Class, r.Profile))
+	} // else: an uncached cluster is decided on a private copy; no memo
 	chosen, found := p.e.place(c, r, p, nil)
 	if chosen == nil {
 		d := Decision{Action: ActionWait, MinResidentSpeed: 1, Reason: p.e.waitReason(p.name, r, found)}
-		if p.fail.ok {
-			d.Reason += "; closest: " + p.explainGPU(c, r, p.fail.gi)
+		if p.cy.fail.ok {
+			d.Reason += "; closest: " + p.explainGPU(c, r, p.cy.fail.gi)
 		}
 		return d
 	}
-	d := decisionFor(c, chosen)
+	d := p.e.decisionFor(c, chosen)
 	var b strings.Builder
 	b.Grow(256)
 	fmt.Fprintf(&b, "%s: %s: job %s (%s, %s)", p.name, d.Action, profile.Sanitize(r.JobID), tagOf(r), profile.Sanitize(string(classOf(r.Class, r.Profile))))
@@ -144,6 +148,7 @@ func (p *CoScheML) Place(c *Cluster, r *Request) Decision {
 	if d.Action == ActionExclusive {
 		p.e.rejectSummary(&b, "; other GPUs: ")
 	}
+	b.WriteString(p.e.steerNote(c, &d))
 	d.Reason = b.String()
 	return d
 }
@@ -168,7 +173,7 @@ func (p *CoScheML) rule(chosen []cand, r *Request) string {
 		return fmt.Sprintf("every predicted speed above its floor but some below %.2f: shared for want of idle GPUs", prefer)
 	case high > 0:
 		return fmt.Sprintf("every predicted speed >= %.2f: sharing preferred to opening an idle GPU", prefer)
-	case p.lowShare:
+	case p.cy.lowShare:
 		return fmt.Sprintf("idle GPU: sharing would slow a job below %.2f", prefer)
 	}
 	return "idle GPU: no GPU could be shared within the floors"
@@ -184,9 +189,9 @@ func tagOf(r *Request) string {
 	return "untagged"
 }
 
-// eval is the per-GPU stage: filter (slots, co-runners, memory, profiles), then
-// score from the memoized predictions.
-func (p *CoScheML) eval(gpu *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
+// score judges a feasible GPU from the memoized predictions: an idle GPU is the
+// middle tier; a shared one is refused below a floor, else ranked by tier and cost.
+func (p *CoScheML) score(gpu *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
 	if st.nres == 0 {
 		slots := st.slots
 		if r.Profile != nil {
@@ -194,9 +199,6 @@ func (p *CoScheML) eval(gpu *GPU, st *gpuState, gi int32, r *Request, cd *cand) 
 		}
 		*cd = cand{key: keyTier, speed: 1, minRes: 1, gi: gi, node: st.node, slots: slots}
 		return rejNone
-	}
-	if why := shareFeasible(&p.opts, st, r); why != rejNone {
-		return why
 	}
 	if st.unknown > 0 {
 		return rejUnknown
@@ -209,8 +211,8 @@ func (p *CoScheML) eval(gpu *GPU, st *gpuState, gi int32, r *Request, cd *cand) 
 		}
 		// the closest refusal, for the wait reason; ties to the lower GPU so the
 		// bucket scan and the GPU scan agree
-		if !p.fail.ok || m > p.fail.margin || (m == p.fail.margin && gi < p.fail.gi) {
-			p.fail.gi, p.fail.margin, p.fail.ok = gi, m, true
+		if !p.cy.fail.ok || m > p.cy.fail.margin || (m == p.cy.fail.margin && gi < p.cy.fail.gi) {
+			p.cy.fail.gi, p.cy.fail.margin, p.cy.fail.ok = gi, m, true
 		}
 		return rejFloor
 	}
@@ -218,14 +220,15 @@ func (p *CoScheML) eval(gpu *GPU, st *gpuState, gi int32, r *Request, cd *cand) 
 	if min(res.speed, res.minRes) >= p.opts.PreferShareSpeed {
 		key += 2 * keyTier
 	} else {
-		p.lowShare = true
+		p.cy.lowShare = true
 	}
 	*cd = cand{key: key, speed: res.speed, minRes: res.minRes, gi: gi, node: st.node, slots: p.opts.shareSlots(st.slots), share: true}
 	return rejNone
 }
 
-// shareFeasible is the filter every sharing policy applies before joining residents,
-// so that the baselines share under Co-scheML's rules.
+// shareFeasible is the part of the shared filter (engine.feasible) for a busy GPU:
+// the rules every sharing policy shares under, so the baselines are measured
+// under Co-scheML's rules.
 func shareFeasible(o *Options, st *gpuState, r *Request) reject {
 	switch {
 	case r.Profile == nil:
@@ -251,14 +254,14 @@ type setResult struct {
 // predicted returns the set result for gpu's residents, from the memo when the
 // same request already met the same resident set on this cluster.
 func (p *CoScheML) predicted(gpu *GPU, st *gpuState, r *Request) setResult {
-	if st.sig == 0 || p.req == 0 {
+	if st.sig == 0 || p.cy.req == 0 {
 		return p.compute(gpu.Residents, r)
 	}
-	e := p.memo.find(st.sig, p.req)
+	e := p.memo.find(st.sig, p.cy.req)
 	if e.epoch == p.memo.epoch {
 		return e.res
 	}
-	e.sig, e.req, e.epoch = st.sig, p.req, p.memo.epoch
+	e.sig, e.req, e.epoch = st.sig, p.cy.req, p.memo.epoch
 	e.res = p.compute(gpu.Residents, r)
 	return e.res
 }
@@ -285,7 +288,7 @@ func (p *CoScheML) compute(res []Resident, r *Request) setResult {
 	speed, sure := p.predict(r.Profile, co)
 	out := setResult{speed: speed, minRes: 1}
 	out.cost = 1 - out.speed
-	out.margin = sure - p.floorNew
+	out.margin = sure - p.cy.floorNew
 	for _, i := range ord {
 		others := p.others[:0]
 		for _, j := range ord {
@@ -330,16 +333,16 @@ func residentLess(a, b *Resident) bool {
 func (p *CoScheML) explainGPU(c *Cluster, r *Request, gi int32) string {
 	n, g := c.locateGlobal(gi)
 	gpu := &c.Nodes[n].GPUs[g]
-	var b strings.Builder
-	b.WriteString(gpuName(c, n, g))
 	if len(gpu.Residents) == 0 {
-		b.WriteString(" idle")
-		return b.String()
+		return gpuName(c, n, g) + " idle"
 	}
+	var b strings.Builder
+	b.Grow(192) // a shared GPU's explanation: grown once, not in steps
+	b.WriteString(gpuName(c, n, g))
 	b.WriteString(" with ")
 	describeResidents(&b, gpu)
 	res := p.compute(gpu.Residents, r)
-	fmt.Fprintf(&b, ": predicted speed new job %.2f (floor %.2f)", res.speed, p.floorNew)
+	fmt.Fprintf(&b, ": predicted speed new job %.2f (floor %.2f)", res.speed, p.cy.floorNew)
 	for i := range gpu.Residents {
 		rs := &gpu.Residents[i]
 		others := make([]*profile.Profile, 0, len(gpu.Residents))

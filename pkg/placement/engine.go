@@ -12,29 +12,33 @@ import (
 // A decision is a pipeline of small stages, in the manner of Nomad's scheduler
 // (feasibility, ranking, selection) and the Kubernetes framework (Filter, Score):
 //
-//  1. scan: every GPU goes through the policy's eval, which either rejects it with a
-//     reason (counted for the operator) or turns it into a candidate with a rank key.
-//     On an indexed cluster eval runs once per bucket of GPUs in equal states, and
-//     its result stands for every member;
-//  2. select: the best candidate (one GPU), or the best node / fewest nodes holding
-//     enough candidates (several GPUs);
-//  3. explain: the policy words the chosen placement.
+//  1. filter: what every policy requires of a GPU, the same for all:
+//     Slurm can reach it, and a busy GPU passes the sharing rules (or, for a policy
+//     that never shares, is refused as busy). A refusal is counted by reason.
+//  2. score (the policy's scorer): the policy's own judgment of a feasible GPU, a
+//     candidate with a rank key, or a refusal by its own rule (a floor, a threshold).
+//  3. select: one path for every policy: the best candidate for one GPU (or one
+//     drawn uniformly), the best node / fewest nodes for several.
+//  4. shard count and explanation (decisionFor, the policy's reason).
 //
-// The stages share one engine per policy value, with scratch buffers reused from one
-// decision to the next: nothing is allocated per GPU.
+// Stages 1 and 2 run once per GPU *state*: the cluster's buckets of equal GPUs are
+// the cache of equivalent GPUs, and a never-indexed cluster is indexed in a private
+// copy first. The stages share one engine per policy value, with scratch buffers
+// reused from one decision to the next: nothing is allocated per GPU.
 
 // reject is why a GPU cannot take the job.
 type reject uint8
 
 const (
-	rejNone      reject = iota
-	rejBusy             // exclusive placement needs an idle GPU
-	rejCoRunners        // the GPU already holds MaxCoRunners jobs
-	rejSlots            // not enough free sharing slots
-	rejMem              // the profiles' memory would not fit
-	rejUnknown          // a job without a profile: interference cannot be judged
-	rejFloor            // a job would fall below its class's speed floor
-	rejThreshold        // summed SM utilization above the UtilSum threshold
+	rejNone        reject = iota
+	rejBusy               // exclusive placement needs an idle GPU
+	rejCoRunners          // the GPU already holds MaxCoRunners jobs
+	rejSlots              // not enough free sharing slots
+	rejMem                // the profiles' memory would not fit
+	rejUnknown            // a job without a profile: interference cannot be judged
+	rejFloor              // a job would fall below its class's speed floor
+	rejThreshold          // summed SM utilization above the UtilSum threshold
+	rejUnreachable        // Slurm's first-fit shard choice cannot land on it
 	nReject
 )
 
@@ -54,6 +58,8 @@ func (r reject) String() string {
 		return "below speed floor"
 	case rejThreshold:
 		return "over utilization threshold"
+	case rejUnreachable:
+		return "out of reach of Slurm's first-fit shard choice"
 	}
 	return "ok"
 }
@@ -73,104 +79,61 @@ type cand struct {
 	share  bool  // joins residents
 }
 
-// evaluator is a policy's per-GPU stage: filter and score in one call, so the cached
-// state is read once. On acceptance it fills *cd (all fields) and returns rejNone;
-// on rejection it leaves *cd alone. gpu is the GPU itself, for the rare evaluations
-// that need the residents (a memo miss).
-type evaluator interface {
-	eval(gpu *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject
+// scorer is a policy's stage: it judges a GPU that passed the shared filter (so a
+// busy GPU already meets the sharing rules). On acceptance it fills *cd (all
+// fields) and returns rejNone; on refusal by its own rule it leaves *cd alone. gpu
+// is the GPU itself, for the rare scores that need the residents (a memo miss).
+type scorer interface {
+	score(gpu *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject
 }
 
-type group struct{ lo, hi int32 } // candidates of one node: e.cands[lo:hi]
-
-// engine runs the scan and select stages. It is not safe for concurrent use.
+// engine runs the filter, score and select stages. It is not safe for concurrent use.
 type engine struct {
-	cands   []cand
+	opts   *Options // the policy's (shared rules: co-runners, slots, memory)
+	shares bool     // the policy may put a job on a busy GPU
+
+	one     [1]cand
 	out     []cand
 	tmp     []cand // one node's candidates
 	nodeCnt []int32
 	best    []cand // the best node's chosen candidates
 	bres    []bucketResult
-	groups  []group
+	scratch bucketResult // one bucket's result when results are not kept
+	keys    []float64    // drawn rank keys by GPU (random baseline, several GPUs)
 	rejects [nReject]int
 	scanned int
+	steered steer // the last decision's first-fit shard count, for its reason
 }
 
-// scan evaluates every GPU of an uncached cluster (a literal never indexed), from
-// summaries computed now. With one GPU wanted it keeps only the best candidate;
-// with several it collects all of them (in GPU order, so grouped by node). It is
-// also the reference the bucketed stages must agree with (see the tests).
-func (e *engine) scan(c *Cluster, r *Request, ev evaluator, collect bool) (best cand, found bool) {
-	e.cands = e.cands[:0]
-	e.rejects = [nReject]int{}
-	var (
-		cd cand
-		gi int32
-	)
-	for n := range c.Nodes {
-		gpus := c.Nodes[n].GPUs
-		for g := range gpus {
-			st := summarize(&gpus[g], int32(n), nil)
-			if why := ev.eval(&gpus[g], &st, gi, r, &cd); why != rejNone {
-				e.rejects[why]++
-			} else {
-				if collect {
-					e.cands = append(e.cands, cd)
-				}
-				if !found || cd.key > best.key {
-					best, found = cd, true
-				}
-			}
-			gi++
-		}
-	}
-	e.scanned = int(gi)
-	return best, found
+// steer records a single-GPU decision whose slots were raised so that Slurm's
+// first-fit shard choice lands on the chosen GPU.
+type steer struct {
+	want, k int32
+	on      bool
 }
 
-// scanBuckets is scan for one GPU on an indexed cluster: it evaluates each bucket
-// of equal GPUs once, on its lowest GPU, and counts rejections for all its members.
-// Since GPUs in a bucket differ only in their index, and ties go to the lowest
-// index, it chooses exactly what scan would, in O(distinct states).
-func (e *engine) scanBuckets(c *Cluster, r *Request, ev evaluator) (best cand, found bool) {
-	e.cands = e.cands[:0]
-	e.rejects = [nReject]int{}
-	ix := c.ix
-	var cd cand
-	for bi := range ix.buckets {
-		m := ix.buckets[bi].members
-		if len(m) == 0 {
-			continue
-		}
-		gi := m[0]
-		st := &ix.gpus[gi]
-		gpu := &c.Nodes[st.node].GPUs[gi-ix.nodeOff[st.node]]
-		if why := ev.eval(gpu, st, gi, r, &cd); why != rejNone {
-			e.rejects[why] += len(m)
-			continue
-		}
-		if !found || better(&cd, &best) {
-			best, found = cd, true
-		}
-	}
-	e.scanned = len(ix.gpus)
-	return best, found
-}
-
-// evalBuckets evaluates each bucket of an indexed cluster once, on its lowest GPU,
-// into e.bres, counts the rejections for all members, and returns the number of
-// acceptable GPUs.
-func (e *engine) evalBuckets(c *Cluster, r *Request, ev evaluator) int {
+// evalBuckets runs the filter and score stages once per bucket of equal GPUs, on
+// its lowest GPU, counts the rejections for all members, and returns the number of
+// acceptable GPUs and the best candidate (each bucket's result stands for its lowest
+// GPU: GPUs in a bucket differ only in their index, and ties go to the lowest).
+// With keep, every bucket's result is also kept in e.bres for the selections that
+// need more than the best (a uniform draw, several GPUs).
+func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok int, best cand, found bool) {
 	ix := c.ix
 	e.rejects = [nReject]int{}
 	e.scanned = len(ix.gpus)
-	if cap(e.bres) < len(ix.buckets) {
-		e.bres = make([]bucketResult, len(ix.buckets))
+	if keep {
+		if cap(e.bres) < len(ix.buckets) {
+			e.bres = make([]bucketResult, len(ix.buckets))
+		}
+		e.bres = e.bres[:len(ix.buckets)]
 	}
-	e.bres = e.bres[:len(ix.buckets)]
-	ok := 0
+	res := &e.scratch
+	single := r.GPUs == 1
 	for bi := range ix.buckets {
-		res := &e.bres[bi]
+		if keep {
+			res = &e.bres[bi]
+		}
 		m := ix.buckets[bi].members
 		if len(m) == 0 {
 			res.why = rejNone
@@ -179,52 +142,40 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, ev evaluator) int {
 		gi := m[0]
 		st := &ix.gpus[gi]
 		gpu := &c.Nodes[st.node].GPUs[gi-ix.nodeOff[st.node]]
-		if res.why = ev.eval(gpu, st, gi, r, &res.cd); res.why != rejNone {
-			e.rejects[res.why] += len(m)
-		} else {
-			ok += len(m)
+		// The filter stage, the same for every policy (written out here: as a call
+		// it would not inline, and this loop runs once per GPU state): Slurm
+		// reachability (a single-GPU request on a first-fit cluster cannot use a
+		// hidden GPU), then for a busy GPU the sharing rules, or "busy" for a policy
+		// that never shares. An idle GPU always fits a job alone.
+		switch {
+		case st.hidden && single:
+			res.why = rejUnreachable
+		case st.nres == 0:
+			res.why = rejNone
+		case !e.shares:
+			res.why = rejBusy
+		default:
+			res.why = shareFeasible(e.opts, st, r)
 		}
-	}
-	return ok
-}
-
-// scanCollect is scan collecting every candidate on an indexed cluster: each
-// bucket is evaluated once, then every GPU takes its bucket's result (with its own
-// index and node), so the per-GPU work is a few loads.
-func (e *engine) scanCollect(c *Cluster, r *Request, ev evaluator) {
-	e.evalBuckets(c, r, ev)
-	e.collect(c)
-}
-
-// collect turns the bucket results into the candidates of every GPU, in order.
-func (e *engine) collect(c *Cluster) {
-	ix := c.ix
-	e.cands = e.cands[:0]
-	for gi, bi := range ix.gpuBucket {
-		res := &e.bres[bi]
+		// The score stage: the policy's own judgment of a feasible GPU.
+		if res.why == rejNone {
+			res.why = sc.score(gpu, st, gi, r, &res.cd)
+		}
 		if res.why != rejNone {
+			e.rejects[res.why] += len(m)
 			continue
 		}
-		cd := res.cd
-		cd.gi, cd.node = int32(gi), ix.gpus[gi].node
-		e.cands = append(e.cands, cd)
+		ok += len(m)
+		if !found || better(&res.cd, &best) {
+			best, found = res.cd, true
+		}
 	}
+	return ok, best, found
 }
 
-// pickUniform draws one acceptable GPU uniformly (one draw per decision): the
-// k-th acceptable GPU in cluster order, on cached and uncached clusters alike.
-func (e *engine) pickUniform(c *Cluster, r *Request, ev evaluator, draw *rand.Rand) (cand, bool) {
-	if !c.indexed() {
-		e.scan(c, r, ev, true)
-		if len(e.cands) == 0 {
-			return cand{}, false
-		}
-		return e.cands[draw.IntN(len(e.cands))], true
-	}
-	n := e.evalBuckets(c, r, ev)
-	if n == 0 {
-		return cand{}, false
-	}
+// pickUniform draws one acceptable GPU uniformly (one draw per decision, from the
+// n acceptable ones): the k-th acceptable GPU in cluster order.
+func (e *engine) pickUniform(c *Cluster, n int, draw *rand.Rand) cand {
 	k := draw.IntN(n)
 	ix := c.ix
 	for gi, bi := range ix.gpuBucket {
@@ -235,11 +186,11 @@ func (e *engine) pickUniform(c *Cluster, r *Request, ev evaluator, draw *rand.Ra
 		if k == 0 {
 			cd := res.cd
 			cd.gi, cd.node = int32(gi), ix.gpus[gi].node
-			return cd, true
+			return cd
 		}
 		k--
 	}
-	return cand{}, false // unreachable: n counted the acceptable GPUs
+	return cand{} // unreachable: n counted the acceptable GPUs
 }
 
 type bucketResult struct {
@@ -264,69 +215,21 @@ func sortGroup(cs []cand) {
 	}
 }
 
-// selectMulti picks want GPUs from the collected candidates: all on one node when a
-// node has enough (the node whose worst chosen GPU ranks best, since a multi-GPU job
-// runs at the pace of its slowest GPU), otherwise on the fewest nodes (largest groups
-// first). It returns the chosen candidates, best node first, or nil.
-func (e *engine) selectMulti(want int) []cand {
-	if len(e.cands) < want {
-		return nil
-	}
-	e.groups = e.groups[:0]
-	for lo := 0; lo < len(e.cands); {
-		hi := lo
-		for hi < len(e.cands) && e.cands[hi].node == e.cands[lo].node {
-			hi++
-		}
-		sortGroup(e.cands[lo:hi])
-		e.groups = append(e.groups, group{int32(lo), int32(hi)})
-		lo = hi
-	}
-	bestG := -1
-	for i, g := range e.groups {
-		if int(g.hi-g.lo) < want {
-			continue
-		}
-		if bestG < 0 || better(&e.cands[g.lo+int32(want)-1], &e.cands[e.groups[bestG].lo+int32(want)-1]) {
-			bestG = i
-		}
-	}
-	if bestG >= 0 {
-		g := e.groups[bestG]
-		return e.cands[g.lo : g.lo+int32(want)]
-	}
-	// Spread: repeatedly take the largest remaining node (ties: the better best GPU,
-	// then the lower node).
-	e.out = e.out[:0]
-	for len(e.out) < want {
-		pick := -1
-		for i, g := range e.groups {
-			if g.hi <= g.lo {
-				continue
-			}
-			if pick < 0 {
-				pick = i
-				continue
-			}
-			p := e.groups[pick]
-			if n, m := g.hi-g.lo, p.hi-p.lo; n > m || (n == m && better(&e.cands[g.lo], &e.cands[p.lo])) {
-				pick = i
-			}
-		}
-		g := &e.groups[pick]
-		take := min(int(g.hi-g.lo), want-len(e.out))
-		e.out = append(e.out, e.cands[g.lo:g.lo+int32(take)]...)
-		g.lo = g.hi // consumed
-	}
-	return e.out
-}
-
-// decision builds the Decision for the chosen candidates.
-func decisionFor(c *Cluster, chosen []cand) Decision {
+// decisionFor builds the Decision for the chosen candidates. On a first-fit cluster
+// a single-GPU placement takes the shard count that makes Slurm land on its GPU.
+func (e *engine) decisionFor(c *Cluster, chosen []cand) Decision {
 	d := Decision{Placement: make([]Slot, len(chosen)), PredictedSpeed: 1, MinResidentSpeed: 1, Action: ActionExclusive}
+	e.steered = steer{}
 	for i, cd := range chosen {
 		n, g := c.locateGlobal(cd.gi)
-		d.Placement[i] = Slot{Node: n, GPU: g, Slots: int(cd.slots)}
+		slots := cd.slots
+		if c.Reach == ReachFirstFit && len(chosen) == 1 {
+			if k := steerSlots(c, n, g, slots); k != slots {
+				e.steered = steer{want: slots, k: k, on: true}
+				slots = k
+			}
+		}
+		d.Placement[i] = Slot{Node: n, GPU: g, Slots: int(slots)}
 		d.PredictedSpeed = min(d.PredictedSpeed, cd.speed)
 		d.MinResidentSpeed = min(d.MinResidentSpeed, cd.minRes)
 		if cd.share {
@@ -334,6 +237,43 @@ func decisionFor(c *Cluster, chosen []cand) Decision {
 		}
 	}
 	return d
+}
+
+// steerSlots is the shard count closest to want that makes Slurm 22.05's first-fit
+// allocator pick GPU g of node n: more than the free slots of every lower GPU, at
+// most g's own. The filter admitted g, so that range is not empty; want itself fits
+// (the policies checked), so the result is want whenever no lower GPU has as many
+// free slots.
+func steerSlots(c *Cluster, n, g int, want int32) int32 {
+	low, free := int32(1), int32(0)
+	if c.indexed() {
+		off := c.ix.nodeOff[n]
+		for j := int32(0); j < int32(g); j++ {
+			low = max(low, c.ix.gpus[off+j].free()+1)
+		}
+		free = c.ix.gpus[off+int32(g)].free()
+	} else {
+		gpus := c.Nodes[n].GPUs
+		for j := 0; j < g; j++ {
+			st := summarize(&gpus[j], int32(n), nil)
+			low = max(low, st.free()+1)
+		}
+		st := summarize(&gpus[g], int32(n), nil)
+		free = st.free()
+	}
+	if low > free { // not reached: the reachability filter refused such GPUs
+		return want
+	}
+	return min(max(want, low), free)
+}
+
+// steerNote words a first-fit shard count for the reason ("" when none).
+func (e *engine) steerNote(c *Cluster, d *Decision) string {
+	if !e.steered.on || len(d.Placement) != 1 {
+		return ""
+	}
+	s := d.Placement[0]
+	return fmt.Sprintf("; %d shards instead of %d so that Slurm's first-fit choice lands on gpu%d", e.steered.k, e.steered.want, c.Nodes[s.Node].GPUs[s.GPU].Index)
 }
 
 // gpuName names a GPU for a reason: node name (sanitized: it comes from outside)
@@ -352,7 +292,12 @@ func describeResidents(b *strings.Builder, gpu *GPU) {
 		if res.Profile != nil {
 			tag = profile.Sanitize(res.Profile.Tag)
 		}
-		fmt.Fprintf(b, "job %s (%s, %s)", profile.Sanitize(res.JobID), tag, profile.Sanitize(string(classOf(res.Class, res.Profile))))
+		if res.Kind == Reserved {
+			b.WriteString("queued decision") // written apart: a string in Fprintf's args allocates
+		} else {
+			b.WriteString("job")
+		}
+		fmt.Fprintf(b, " %s (%s, %s)", profile.Sanitize(res.JobID), tag, profile.Sanitize(string(classOf(res.Class, res.Profile))))
 	}
 }
 
@@ -402,57 +347,56 @@ func badRequest(policy string, c *Cluster, r *Request) (Decision, bool) {
 	return Decision{}, false
 }
 
-// place runs scan and select for any evaluator; the caller words the reason.
+// place runs filter, score and select for any scorer; the caller words the reason.
+// It returns the chosen candidates (nil: none) and the count of acceptable GPUs.
 // With draw set (the random baseline), a single GPU is drawn uniformly among the
 // acceptable ones, and for several GPUs every acceptable GPU, in cluster order, gets
-// a rank key drawn from it instead of the evaluator's.
-func (e *engine) place(c *Cluster, r *Request, ev evaluator, draw *rand.Rand) ([]cand, int) {
+// a rank key drawn from it instead of the scorer's.
+func (e *engine) place(c *Cluster, r *Request, sc scorer, draw *rand.Rand) ([]cand, int) {
+	if !c.indexed() {
+		// A literal never indexed (a state file, a test): decide on an indexed copy,
+		// so there is one path; Place must not change the caller's cluster.
+		c = c.Clone()
+	}
+	ok, best, found := e.evalBuckets(c, r, sc, draw != nil || r.GPUs > 1)
 	if r.GPUs == 1 {
-		var (
-			best cand
-			ok   bool
-		)
-		switch {
-		case draw != nil:
-			best, ok = e.pickUniform(c, r, ev, draw)
-		case c.indexed():
-			best, ok = e.scanBuckets(c, r, ev)
-		default:
-			best, ok = e.scan(c, r, ev, false)
-		}
-		if !ok {
+		if !found {
 			return nil, 0
 		}
-		e.cands = append(e.cands[:0], best)
-		return e.cands[:1], 1
+		if draw != nil {
+			best = e.pickUniform(c, ok, draw)
+		}
+		e.one[0] = best
+		return e.one[:], ok
 	}
-	if draw == nil && c.indexed() {
-		return e.placeMulti(c, r, ev)
-	}
-	if c.indexed() {
-		e.scanCollect(c, r, ev)
-	} else {
-		e.scan(c, r, ev, true)
-	}
+	e.keys = e.keys[:0]
 	if draw != nil {
-		for i := range e.cands {
-			e.cands[i].key = draw.Float64()
+		// One draw per acceptable GPU, in cluster order, also when too few are
+		// acceptable: the random baseline's sequence of draws is part of its
+		// reproducible decisions.
+		if cap(e.keys) < len(c.ix.gpus) {
+			e.keys = make([]float64, len(c.ix.gpus))
+		}
+		e.keys = e.keys[:len(c.ix.gpus)]
+		for gi, bi := range c.ix.gpuBucket {
+			if e.bres[bi].why == rejNone {
+				e.keys[gi] = draw.Float64()
+			}
 		}
 	}
-	return e.selectMulti(r.GPUs), len(e.cands)
-}
-
-// placeMulti is selectMulti on an indexed cluster without collecting every
-// candidate: buckets are evaluated once, each node counts its acceptable GPUs from
-// the bucket results, and only nodes with enough (or, when spreading, the largest)
-// gather theirs in a small scratch. It makes selectMulti's choice, comparing in the
-// same order (the tests check the two agree).
-func (e *engine) placeMulti(c *Cluster, r *Request, ev evaluator) ([]cand, int) {
-	want := r.GPUs
-	ok := e.evalBuckets(c, r, ev)
-	if ok < want {
+	if ok < r.GPUs {
 		return nil, ok
 	}
+	return e.placeMulti(c, r.GPUs), ok
+}
+
+// placeMulti picks want GPUs from the bucket results (at least want acceptable):
+// all on one node when a node has enough (the node whose worst chosen GPU ranks
+// best, since a multi-GPU job runs at the pace of its slowest GPU), otherwise on the
+// fewest nodes. Each node counts its acceptable GPUs from the bucket results, and
+// only nodes with enough (or, when spreading, the largest) gather theirs in a small
+// scratch. It returns the chosen candidates, best node first.
+func (e *engine) placeMulti(c *Cluster, want int) []cand {
 	ix := c.ix
 	if cap(e.nodeCnt) < len(c.Nodes) {
 		e.nodeCnt = make([]int32, len(c.Nodes))
@@ -477,7 +421,7 @@ func (e *engine) placeMulti(c *Cluster, r *Request, ev evaluator) ([]cand, int) 
 		}
 	}
 	if found {
-		return e.best, ok
+		return e.best
 	}
 	// Spread: the node with the most acceptable GPUs first (ties: the better best
 	// GPU, then the lower node), taking its best GPUs.
@@ -503,7 +447,18 @@ func (e *engine) placeMulti(c *Cluster, r *Request, ev evaluator) ([]cand, int) 
 		e.out = append(e.out, e.tmp[:take]...)
 		e.nodeCnt[pick] = 0 // consumed
 	}
-	return e.out, ok
+	return e.out
+}
+
+// candAt is GPU gi's candidate from its bucket's result: its own index and node,
+// and its drawn key when the keys are drawn.
+func (e *engine) candAt(res *bucketResult, gi int32, n int) cand {
+	cd := res.cd
+	cd.gi, cd.node = gi, int32(n)
+	if len(e.keys) > 0 {
+		cd.key = e.keys[gi]
+	}
+	return cd
 }
 
 // gatherNode puts node n's candidates, best first, in e.tmp.
@@ -512,9 +467,7 @@ func (e *engine) gatherNode(c *Cluster, n int) {
 	e.tmp = e.tmp[:0]
 	for gi := ix.nodeOff[n]; gi < ix.nodeOff[n+1]; gi++ {
 		if res := &e.bres[ix.gpuBucket[gi]]; res.why == rejNone {
-			cd := res.cd
-			cd.gi, cd.node = gi, int32(n)
-			e.tmp = append(e.tmp, cd)
+			e.tmp = append(e.tmp, e.candAt(res, gi, n))
 		}
 	}
 	sortGroup(e.tmp)
@@ -527,8 +480,7 @@ func (e *engine) bestOfNode(c *Cluster, n int) cand {
 	found := false
 	for gi := ix.nodeOff[n]; gi < ix.nodeOff[n+1]; gi++ {
 		if res := &e.bres[ix.gpuBucket[gi]]; res.why == rejNone {
-			cd := res.cd
-			cd.gi, cd.node = gi, int32(n)
+			cd := e.candAt(res, gi, n)
 			if !found || better(&cd, &best) {
 				best, found = cd, true
 			}

@@ -4,12 +4,23 @@ import (
 	"fmt"
 
 	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/policyname"
 	"github.com/coscheml/coscheml/pkg/profile"
 )
 
-// Names lists the policies ByName knows, Co-scheML first.
-func Names() []string {
-	return []string{"coscheml", "exclusive", "blind", "least-loaded", "utilsum", "random", "oracle"}
+// Names lists the policies ByName knows, Co-scheML first (pkg/policyname's registry).
+func Names() []string { return policyname.All() }
+
+// constructors builds each policy of the registry; a test checks that every
+// registered name has one.
+var constructors = map[string]func(pred model.Predictor, opts Options) (Policy, error){
+	policyname.CoScheML:    func(pred model.Predictor, o Options) (Policy, error) { return pol(NewCoScheML(pred, o)) },
+	policyname.Oracle:      func(pred model.Predictor, o Options) (Policy, error) { return pol(NewOracle(pred, o)) },
+	policyname.Exclusive:   func(_ model.Predictor, o Options) (Policy, error) { return pol(NewExclusive(o)) },
+	policyname.Blind:       func(_ model.Predictor, o Options) (Policy, error) { return pol(NewBlind(o)) },
+	policyname.LeastLoaded: func(_ model.Predictor, o Options) (Policy, error) { return pol(NewLeastLoaded(o)) },
+	policyname.UtilSum:     func(_ model.Predictor, o Options) (Policy, error) { return pol(NewUtilSum(0, o)) },
+	policyname.Random:      func(_ model.Predictor, o Options) (Policy, error) { return pol(NewRandom(o.Seed, o)) },
 }
 
 // ByName returns a new policy by its name (see Names) for the CLI and the config.
@@ -17,29 +28,11 @@ func Names() []string {
 // the other policies ignore it. opts.UtilSumThreshold and opts.Seed configure the
 // utilsum and random baselines.
 func ByName(name string, pred model.Predictor, opts Options) (Policy, error) {
-	var (
-		p   Policy
-		err error
-	)
-	switch name {
-	case "coscheml":
-		p, err = pol(NewCoScheML(pred, opts))
-	case "oracle":
-		p, err = pol(NewOracle(pred, opts))
-	case "exclusive":
-		p, err = pol(NewExclusive(opts))
-	case "blind":
-		p, err = pol(NewBlind(opts))
-	case "least-loaded":
-		p, err = pol(NewLeastLoaded(opts))
-	case "utilsum":
-		p, err = pol(NewUtilSum(0, opts))
-	case "random":
-		p, err = pol(NewRandom(opts.Seed, opts))
-	default:
+	mk, ok := constructors[name]
+	if !ok {
 		return nil, fmt.Errorf("unknown placement policy %q: want one of %v", profile.Sanitize(name), Names())
 	}
-	return p, err
+	return mk(pred, opts)
 }
 
 // pol keeps a typed nil out of the Policy interface.

@@ -19,6 +19,10 @@ func TestDecisionInvariants(t *testing.T) {
 	actions := map[Action]int{}
 	for trial := 0; trial < 40; trial++ {
 		c := NewCluster(1+rng.IntN(6), 1+rng.IntN(4), 16000+float64(rng.IntN(3))*16000, 4)
+		if trial%2 == 1 {
+			c.Reach = ReachFirstFit
+			c.Reindex()
+		}
 		policies := map[string]Policy{}
 		for _, name := range Names() {
 			policies[name] = mustPolicy(t, name, Options{Seed: uint64(trial)})
@@ -59,6 +63,21 @@ func checkDecision(t *testing.T, c *Cluster, r *Request, d Decision, name string
 	t.Helper()
 	if len(d.Placement) != r.GPUs {
 		t.Fatalf("%s: %d GPUs for a request of %d", name, len(d.Placement), r.GPUs)
+	}
+	if c.Reach == ReachFirstFit && len(d.Placement) == 1 {
+		// Slurm's first-fit allocator must land exactly there with these slots:
+		// more than every lower GPU's free slots, within the GPU's own.
+		s := d.Placement[0]
+		for g := 0; g <= s.GPU; g++ {
+			gpu := &c.Nodes[s.Node].GPUs[g]
+			free := gpu.Slots
+			for _, res := range gpu.Residents {
+				free -= res.Slots
+			}
+			if (g < s.GPU && s.Slots <= free) || (g == s.GPU && s.Slots > free) {
+				t.Fatalf("%s: first-fit: %d slots do not land on GPU %d (GPU %d has %d free): %s", name, s.Slots, s.GPU, g, free, d.Reason)
+			}
+		}
 	}
 	seen := map[[2]int]bool{}
 	share := false

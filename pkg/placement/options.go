@@ -2,31 +2,14 @@ package placement
 
 import (
 	"fmt"
-	"github.com/coscheml/coscheml/pkg/config"
 
+	"github.com/coscheml/coscheml/pkg/floors"
 	"github.com/coscheml/coscheml/pkg/profile"
 )
 
-// Floors is the lowest predicted speed sharing may push a job of each class to. It has
-// the fields of config.SpeedFloors, so placement.Floors(cfg.SpeedFloor) converts.
-type Floors struct {
-	HPC   float64
-	Train float64
-	Infer float64
-}
-
-// For returns the floor of class cl; a job of no known class gets the strictest one.
-func (f Floors) For(cl profile.Class) float64 {
-	switch cl {
-	case profile.ClassHPC:
-		return f.HPC
-	case profile.ClassTrain:
-		return f.Train
-	case profile.ClassInfer:
-		return f.Infer
-	}
-	return max(f.HPC, f.Train, f.Infer)
-}
+// Floors is the lowest predicted speed sharing may push a job of each class to
+// (pkg/floors' type: the configuration reads the same one).
+type Floors = floors.Floors
 
 // classOf is a job's effective class: its own, else its profile's (an empty class
 // then gets the strictest floor).
@@ -72,7 +55,7 @@ type Options struct {
 // DefaultOptions are the safe defaults (they match etc/coscheml.yaml's).
 func DefaultOptions() Options {
 	return Options{
-		Floors:           Floors{HPC: 0.75, Train: 0.75, Infer: 0.9},
+		Floors:           floors.Default(),
 		MaxCoRunners:     DefaultMaxCoRunners,
 		PreferShareSpeed: 0.85,
 		UtilSumThreshold: 100,
@@ -123,19 +106,4 @@ func (o *Options) shareSlots(gpuSlots int32) int32 {
 		return int32(o.ShareSlots)
 	}
 	return max(gpuSlots/int32(o.MaxCoRunners), 1)
-}
-
-// OptionsFromConfig maps the configuration's placement knobs onto Options, so the
-// CLI, the simulator and slurmctld's library read them the same way.
-func OptionsFromConfig(cfg config.Config) Options {
-	o := DefaultOptions()
-	o.Floors = Floors(cfg.SpeedFloor)
-	if cfg.MaxCoRunners > 0 {
-		o.MaxCoRunners = cfg.MaxCoRunners
-	}
-	o.PreferShareSpeed = cfg.PreferShareSpeed
-	o.MemReserveMiB = cfg.MemReserveMiB
-	o.UtilSumThreshold = cfg.UtilSumThreshold
-	o.FloorConfidence = cfg.FloorConfidence
-	return o
 }

@@ -6,11 +6,21 @@ import "github.com/coscheml/coscheml/pkg/profile"
 
 // Resident is a job currently holding slots on one GPU.
 type Resident struct {
-	JobID   string
+	JobID   string // Slurm job ID, or the decision ID of a Reserved resident
 	Profile *profile.Profile
 	Class   profile.Class
 	Slots   int // sharing slots (Slurm shards) it holds on this GPU
+	Kind    ResidentKind
 }
+
+// ResidentKind says what holds a GPU's slots, for reasons and callers that tell
+// them apart; placement treats both kinds alike.
+type ResidentKind uint8
+
+const (
+	Running  ResidentKind = iota // a job that runs there (the residency store's view)
+	Reserved                     // a decision whose job has not started yet
+)
 
 // GPU is one device of a node.
 type GPU struct {
@@ -34,6 +44,11 @@ type Node struct {
 // copy it with Clone, not by assignment.
 type Cluster struct {
 	Nodes []Node
+	// Reach is how Slurm reaches a GPU with a single-GPU shard request on this
+	// cluster: GPUs it cannot reach are filtered out for every policy (several-GPU
+	// requests are whole GPUs in Slurm and are not filtered). Call Reindex after
+	// changing it.
+	Reach Reach
 
 	ix *index // caches; nil until Reindex, Apply or Remove builds them
 }
@@ -45,6 +60,8 @@ type Request struct {
 	Profile *profile.Profile
 	Class   profile.Class
 	GPUs    int // GPUs wanted
+	// Kind is what the job becomes on the GPUs when a decision for it is applied.
+	Kind ResidentKind
 }
 
 // Action is what a decision tells the scheduler to do.
@@ -86,4 +103,27 @@ type Decision struct {
 type Policy interface {
 	Name() string
 	Place(c *Cluster, r *Request) Decision
+}
+
+// Reach says which GPUs Slurm can hand a single-GPU shard request to, so that a
+// decision only chooses GPUs the rewritten request really lands on.
+type Reach uint8
+
+const (
+	// ReachTyped: every GPU with enough free slots can be reached, with the slots the
+	// policy wants (Slurm with one GPU Type per GPU index: the request names the GPU;
+	// also the simulator's idealized cluster). The zero value.
+	ReachTyped Reach = iota
+	// ReachFirstFit: Slurm 22.05's shard allocator gives a request for K shards to the
+	// lowest-index GPU of the node with K free shards. GPU g is reachable only if some
+	// K fits in g's free slots and exceeds the free slots of every lower GPU; the
+	// decision then takes the K closest to the wanted slots (see steerSlots).
+	ReachFirstFit
+)
+
+func (r Reach) String() string {
+	if r == ReachFirstFit {
+		return "first-fit"
+	}
+	return "typed"
 }

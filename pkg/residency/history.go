@@ -96,6 +96,20 @@ func (s *Store) historyPath(node string, gpu int) (string, error) {
 	return filepath.Join(s.dir, "history", node, "gpu"+strconv.Itoa(gpu)+".log"), nil
 }
 
+// openLog opens a history log for appending as root: never through a symlink,
+// never blocking on a FIFO, only a regular file.
+func openLog(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	return f, nil
+}
+
 // appendEvent appends one event under an exclusive lock on the log (prologs and
 // epilogs of different jobs on one node run concurrently), rotating a full log.
 func (s *Store) appendEvent(node string, gpu int, ev Event) error {
@@ -106,7 +120,7 @@ func (s *Store) appendEvent(node string, gpu int, ev Event) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("history: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := openLog(path)
 	if err != nil {
 		return fmt.Errorf("history: %w", err)
 	}
@@ -121,7 +135,7 @@ func (s *Store) appendEvent(node string, gpu int, ev Event) error {
 			return fmt.Errorf("history %s: rotate: %w", path, err)
 		}
 		f.Close()
-		if f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err != nil {
+		if f, err = openLog(path); err != nil {
 			return fmt.Errorf("history: %w", err)
 		}
 		defer f.Close()

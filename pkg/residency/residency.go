@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/atomicfile"
@@ -188,7 +189,8 @@ func (s *Store) markDone(decisionID string) error {
 		return fmt.Errorf("residency done marker: %w", err)
 	}
 	// The id was validated with the entry (no separators, at most 64 characters).
-	f, err := os.OpenFile(filepath.Join(s.doneDir(), decisionID), os.O_CREATE|os.O_WRONLY, 0o644)
+	// Root writes here: never through a symlink or into a FIFO someone planted.
+	f, err := os.OpenFile(filepath.Join(s.doneDir(), decisionID), os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
 	if err != nil {
 		return fmt.Errorf("residency done marker: %w", err)
 	}
@@ -304,28 +306,45 @@ func (e *Entry) Stale(now time.Time, grace time.Duration) bool {
 
 // ReconcileResult lists what Reconcile removed and what it could not read.
 type ReconcileResult struct {
-	Expired  []Entry // past expiry + grace
-	Gone     []Entry // job not in the live list
-	Corrupt  []string
-	Problems []error
+	Expired    []Entry // past expiry + grace
+	Gone       []Entry // job not in the live list
+	Corrupt    []string
+	TmpRemoved []string // leftover temp files of writers that died in active/
+	DonePruned int      // done markers older than DoneTTL + grace removed
+	Problems   []error
 }
 
 // Reconcile removes entries past expiry+grace and, when live is non-nil, entries
 // whose job id is not in live and that started before liveAt (a job that started
 // after the list was taken is not in it yet). Removed entries get a "lost" event in
 // their GPUs' history, so co-run intervals end there. Undecodable files older than
-// grace are removed too.
+// grace are removed too, and so are, by age, what nobody else removes: temp files
+// of writers that died in active/ (older than grace) and done markers older than
+// DoneTTL + grace (the Epilog creates them as root, so slurmctld, running as
+// SlurmUser, cannot remove them; by then every reader has seen them).
 func (s *Store) Reconcile(now time.Time, grace time.Duration, live map[string]bool, liveAt time.Time) (ReconcileResult, error) {
 	var res ReconcileResult
+	err := s.reconcileActive(now, grace, live, liveAt, &res)
+	if err == nil {
+		s.pruneDone(now, grace, &res)
+	}
+	return res, err
+}
+
+func (s *Store) reconcileActive(now time.Time, grace time.Duration, live map[string]bool, liveAt time.Time, res *ReconcileResult) error {
 	ents, err := os.ReadDir(s.activeDir())
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return res, nil
+			return nil
 		}
-		return res, fmt.Errorf("residency reconcile: %w", err)
+		return fmt.Errorf("residency reconcile: %w", err)
 	}
 	for _, de := range ents {
 		name := de.Name()
+		if strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".tmp") {
+			s.pruneTmp(name, now, grace, res)
+			continue
+		}
 		if !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
 			continue
 		}
@@ -358,7 +377,56 @@ func (s *Store) Reconcile(now time.Time, grace time.Duration, live map[string]bo
 			res.Problems = append(res.Problems, err)
 		}
 	}
-	return res, nil
+	return nil
+}
+
+// pruneTmp removes a temp file of atomicfile.Write in active/ older than grace
+// (a writer that died between create and rename).
+func (s *Store) pruneTmp(name string, now time.Time, grace time.Duration, res *ReconcileResult) {
+	path := filepath.Join(s.activeDir(), name)
+	fi, err := os.Lstat(path)
+	if err != nil || now.Sub(fi.ModTime()) <= grace {
+		return
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		res.Problems = append(res.Problems, fmt.Errorf("leftover %s: %w", path, err))
+		return
+	}
+	res.TmpRemoved = append(res.TmpRemoved, name)
+}
+
+// pruneDone removes done markers older than DoneTTL + grace.
+func (s *Store) pruneDone(now time.Time, grace time.Duration, res *ReconcileResult) {
+	d, err := os.Open(s.doneDir())
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			res.Problems = append(res.Problems, fmt.Errorf("done markers: %w", err))
+		}
+		return
+	}
+	defer d.Close()
+	for {
+		// In batches: a folder of 100,000 markers is never held in memory at once.
+		batch, err := d.ReadDir(4096)
+		for _, de := range batch {
+			fi, ierr := de.Info()
+			if ierr != nil || now.Sub(fi.ModTime()) <= DoneTTL+grace {
+				continue
+			}
+			if rerr := os.Remove(filepath.Join(s.doneDir(), de.Name())); rerr == nil {
+				res.DonePruned++
+			} else if !errors.Is(rerr, os.ErrNotExist) {
+				res.Problems = append(res.Problems, fmt.Errorf("done marker: %w", rerr))
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				res.Problems = append(res.Problems, fmt.Errorf("done markers: %w", err))
+			}
+			return
+		}
+	}
 }
 
 // baseJobID strips an array or het suffix ("12_3" -> "12").

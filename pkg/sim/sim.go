@@ -49,6 +49,12 @@ type Config struct {
 	// Floors are the speed floors per class used to count jobs pushed below their
 	// floor (by true speed); the policies get theirs from their own options.
 	Floors placement.Floors
+	// Reach is how Slurm reaches a GPU with a single-GPU shard request, as in the
+	// plugin (shard_pinning): the zero value, ReachTyped, reaches every GPU.
+	Reach placement.Reach
+	// OnStart, when set, is called with each job's ID and placement as it starts
+	// (tests compare the simulator's choices with the plugin's).
+	OnStart func(jobID string, d placement.Decision)
 	// BackfillDepth is how many queued jobs after the head the backfill pass
 	// considers (default 100; Slurm's bf_max_job_test). -1 turns backfill off.
 	BackfillDepth int
@@ -247,6 +253,10 @@ func Run(cfg Config, jobs []trace.Job, tt *truth.Table, pol placement.Policy) (*
 	start := time.Now()
 	s := &simulator{cfg: cfg, tt: tt, pol: pol, memo: map[memoKey]bool{}}
 	s.cl = placement.NewCluster(cfg.Nodes, cfg.GPUsPerNode, cfg.GPUMemMiB, cfg.Slots)
+	if cfg.Reach != placement.ReachTyped {
+		s.cl.Reach = cfg.Reach
+		s.cl.Reindex()
+	}
 	n := cfg.GPUs()
 	s.gpuOn = make([][]int32, n)
 	s.used = make([]int32, n)
@@ -416,6 +426,9 @@ func (s *simulator) rerate(j int) {
 
 func (s *simulator) start(j int, d placement.Decision) {
 	st := &s.st[j]
+	if s.cfg.OnStart != nil {
+		s.cfg.OnStart(st.req.JobID, d)
+	}
 	s.cl.Apply(&st.req, d)
 	st.gpus = st.gpus[:0]
 	st.slots = st.slots[:0]

@@ -2,6 +2,7 @@ package submit
 
 import (
 	"fmt"
+	"github.com/coscheml/coscheml/pkg/comment"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -42,7 +43,7 @@ func bigFixture(tb testing.TB) (*fixture, []string) {
 		}
 	}
 	f.e.bgMu.Lock()
-	f.e.install(f.e.state.Load(), entries, nil, f.now)
+	f.e.install(f.e.snap.Load(), entries, nil, f.now)
 	f.e.bgMu.Unlock()
 	return f, tags
 }
@@ -50,10 +51,10 @@ func bigFixture(tb testing.TB) (*fixture, []string) {
 func decideAndForget(f *fixture, j JobFields) Result {
 	r := f.e.Decide(j)
 	if r.Code == Rewrite {
-		d := ParseComment(r.Comment)
-		f.e.mu.Lock()
-		f.e.dropReservation(d.DecisionID, "")
-		f.e.mu.Unlock()
+		d := comment.ParseComment(r.Comment)
+		f.e.view.mu.Lock()
+		f.e.view.dropLocked(d.DecisionID, "")
+		f.e.view.mu.Unlock()
 	}
 	return r
 }
@@ -98,10 +99,10 @@ func TestDecideLatencyReport(t *testing.T) {
 		cpu = append(cpu, threadCPU()-c0)
 		if r.Code == Rewrite {
 			rewrites++
-			d := ParseComment(r.Comment)
-			f.e.mu.Lock()
-			f.e.dropReservation(d.DecisionID, "")
-			f.e.mu.Unlock()
+			d := comment.ParseComment(r.Comment)
+			f.e.view.mu.Lock()
+			f.e.view.dropLocked(d.DecisionID, "")
+			f.e.view.mu.Unlock()
 		}
 	}
 	slices.Sort(lat)
@@ -136,7 +137,7 @@ func BenchmarkInstall1000x8(b *testing.B) {
 	f, _ := bigFixture(b)
 	f.e.bgMu.Lock()
 	defer f.e.bgMu.Unlock()
-	st, entries := f.e.state.Load(), f.e.entries
+	st, entries := f.e.snap.Load(), f.e.entries
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		f.e.install(st, entries, nil, f.now)

@@ -4,16 +4,14 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/coscheml/coscheml/pkg/comment"
 	"github.com/coscheml/coscheml/pkg/decisionlog"
 	"github.com/coscheml/coscheml/pkg/placement"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/safetext"
 )
-
-// steerAttempts bounds how often a GPU that Slurm's shard choice cannot be steered
-// to is blocked and the policy asked again.
-const steerAttempts = 4
 
 // Decide decides for one job. It never panics and never blocks on I/O: every
 // problem yields Unchanged (fail open), reported once through Log.
@@ -30,7 +28,7 @@ func (e *Engine) Decide(j JobFields) (res Result) {
 			res.Log = e.takeNotes()
 		}
 	}()
-	res = e.decide(j)
+	res = e.decideOne(j)
 	if notes := e.takeNotes(); notes != "" {
 		if res.Log != "" {
 			res.Log = notes + "\n" + res.Log
@@ -44,23 +42,87 @@ func (e *Engine) Decide(j JobFields) (res Result) {
 	return res
 }
 
-// rec accumulates one decision's facts for the log line and the decision log.
-type rec struct {
-	decisionlog.Record
+// decideOne runs the two pure stages of a decision on the current snapshot and
+// view, and applies what they return: the dropped and the new reservation, the
+// decision ID taken, the decision log record.
+func (e *Engine) decideOne(j JobFields) Result {
+	q := query{snap: e.snap.Load(), j: j, now: e.opts.Now(), idPfx: e.idPfx, version: e.opts.SlurmVersion()}
+	out := e.decideLocked(&q)
+	if dl := e.dlogPtr.Load(); dl != nil && out.logged {
+		dl.Log(out.rec)
+	}
+	return out.res
 }
 
-func (e *Engine) decide(j JobFields) Result {
-	st := e.state.Load()
+// decideLocked runs both stages under the view's lock (released on a panic too).
+func (e *Engine) decideLocked(q *query) outcome {
+	e.view.mu.Lock()
+	defer e.view.mu.Unlock()
+	q.view, q.seq = &e.view.viewState, e.idSeq+1
+	in, out, ok := prepare(q)
+	if ok {
+		// job_modify decides again: without the job's earlier reservation.
+		e.view.dropLocked(in.dir.DecisionID, in.rec.JobID)
+		out = place(q, &in)
+	}
+	if out.usedID {
+		e.idSeq++
+	}
+	if out.rv != nil {
+		e.view.reserveLocked(*out.rv)
+	}
+	return out
+}
+
+// query is the input of one decision: what the shim handed over, the snapshot and
+// view it is decided on (read only), and what a new decision ID would be.
+type query struct {
+	snap    *Snapshot
+	view    *viewState
+	j       JobFields
+	now     time.Time
+	idPfx   string
+	seq     uint64 // the sequence number a new decision ID takes
+	version uint32 // running Slurm's version (0: unknown), for the TRES syntax
+}
+
+// id is the decision ID this query gives a decision that needs one.
+func (q *query) id() string { return q.idPfx + "-" + strconv.FormatUint(q.seq, 36) }
+
+// outcome is a decision: the answer to the shim, the record for the decision log,
+// and the side effects for the engine to apply (none is applied here).
+type outcome struct {
+	res    Result
+	rec    decisionlog.Record
+	logged bool         // write rec to the decision log
+	usedID bool         // the decision took q.id()
+	rv     *reservation // slots to reserve until the job shows in the residency store
+}
+
+// placeIn is a job ready to be placed on the cluster: tagged, valid, profiled.
+type placeIn struct {
+	dir   comment.Directive
+	gres  GresRequest
+	prof  *profile.Profile
+	class profile.Class
+	rec   decisionlog.Record
+}
+
+// prepare is the first stage: everything decided from the job and the snapshot
+// alone. ok means the job is to be placed on the cluster (stage place); otherwise
+// out is the decision.
+func prepare(q *query) (in placeIn, out outcome, ok bool) {
+	st, j := q.snap, q.j
 	if st == nil || st.cfgErr != nil {
-		return Result{}
+		return in, outcome{}, false
 	}
 	if j.Modify && j.Comment == "" {
-		return Result{} // job_modify without a new comment: nothing of ours changed
+		return in, outcome{}, false // job_modify without a new comment: nothing of ours changed
 	}
 	cfg := st.cfg
-	dir := ParseComment(j.Comment)
+	dir := comment.ParseComment(j.Comment)
 	gres, gresErr := ParseTres(j.TresPerNode)
-	r := rec{decisionlog.Record{Time: e.opts.Now(), Op: "submit", UserID: j.UserID, GPU: -1, TresIn: j.TresPerNode}}
+	r := decisionlog.Record{Time: q.now, Op: "submit", UserID: j.UserID, GPU: -1, TresIn: j.TresPerNode}
 	if j.Modify {
 		r.Op = "modify"
 	}
@@ -71,185 +133,125 @@ func (e *Engine) decide(j JobFields) Result {
 
 	if !dir.Present {
 		if cfg.Untagged != "exclusive" || gresErr != nil || !gres.HasGPU() || !partOK || gres.GPUs > 1 || j.Modify && j.TresPerNode == "" {
-			return Result{}
+			return in, outcome{}, false
 		}
 		r.Action, r.Reason = "exclusive", "untagged job: untagged=exclusive routes it to a whole GPU through shards"
-		return e.exclusiveUnpinned(j, gres, cfg.SlotsPerGPU, r, "")
+		return in, exclusiveUnpinned(q, gres, r), false
 	}
 	if dir.Err != nil {
-		return e.badInput(j, cfg.InvalidTag, dir.Err.Error(), gres, gresErr, cfg.SlotsPerGPU, r)
+		return in, badInput(q, cfg.InvalidTag, dir.Err.Error(), gres, gresErr, r), false
 	}
 	r.Tag, r.Class = dir.Tag, string(dir.Class)
 	switch {
 	case j.Modify && j.TresPerNode == "":
-		return e.finish(Result{}, r, "unchanged", "pass", "comment changed by job_modify; the GPU request is not part of the update, placement kept")
+		return in, finish(Result{}, r, "unchanged", "pass", "comment changed by job_modify; the GPU request is not part of the update, placement kept"), false
 	case gresErr != nil:
-		return e.finish(Result{}, r, "unchanged", "pass", "GPU request not understood: "+gresErr.Error())
+		return in, finish(Result{}, r, "unchanged", "pass", "GPU request not understood: "+gresErr.Error()), false
 	case !gres.HasGPU():
-		return e.finish(Result{}, r, "unchanged", "pass", "no GPU requested")
+		return in, finish(Result{}, r, "unchanged", "pass", "no GPU requested"), false
 	case !partOK:
-		return e.finish(Result{}, r, "unchanged", "pass", "partition "+profile.Sanitize(j.Partition)+" is not managed by coscheml")
+		return in, finish(Result{}, r, "unchanged", "pass", "partition "+profile.Sanitize(j.Partition)+" is not managed by coscheml"), false
 	}
 	// The tag is checked against the profiles whenever they loaded, so a user gets
 	// the same answer whether or not the model is healthy.
-	prof, ok := st.catalog[dir.Tag]
-	if st.catErr == nil && (!ok || prof == nil) {
+	prof, found := st.catalog[dir.Tag]
+	if st.catErr == nil && (!found || prof == nil) {
 		msg := fmt.Sprintf("unknown application profile '%s'; see `coscheml profile list`", profile.Sanitize(dir.Tag))
-		return e.badInput(j, cfg.UnknownProfile, msg, gres, gresErr, cfg.SlotsPerGPU, r)
+		return in, badInput(q, cfg.UnknownProfile, msg, gres, gresErr, r), false
 	}
 	if what := st.degraded(); what != "" {
-		return e.finish(Result{}, r, "unchanged", "pass", "degraded ("+what+" unusable, logged when it happened): left unchanged")
+		return in, finish(Result{}, r, "unchanged", "pass", "degraded ("+what+" unusable, logged when it happened): left unchanged"), false
 	}
 	class := dir.Class
 	if class == "" {
 		class = prof.Class
 	}
 	r.Class = string(class)
-
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	ds := &e.ds
-	switch {
-	case ds.resErr != nil:
-		return e.finish(Result{}, r, "unchanged", "pass", "degraded (residency unreadable, logged when it happened): left unchanged")
-	case ds.cluster == nil || ds.st != st:
-		return e.finish(Result{}, r, "unchanged", "pass", "degraded: cluster state not loaded yet")
-	case r.JobID != "" && ds.running[r.JobID]:
-		return e.finish(Result{}, r, "unchanged", "pass", "job is running; its placement is kept")
+	if why := q.view.blocker(st, r.JobID); why != "" {
+		return in, finish(Result{}, r, "unchanged", "pass", why), false
 	}
-	e.dropReservation(dir.DecisionID, r.JobID)
+	return placeIn{dir: dir, gres: gres, prof: prof, class: class, rec: r}, outcome{}, true
+}
 
-	gpus := gres.GPUs
+// place is the second stage: the placement on the cluster view. It reads the view
+// and returns the reservation to make; it changes nothing.
+func place(q *query, in *placeIn) outcome {
+	j, r := q.j, in.rec
+	gpus := in.gres.GPUs
 	if gpus == 0 {
 		gpus = 1 // a shard request: the job wants (part of) one GPU
 	}
 	// sbatch leaves min_nodes unset (NoVal) without -N: that is one node.
 	if j.MinNodes > 1 && j.MinNodes != NoVal {
 		if gpus > 1 {
-			return e.finish(Result{}, r, "unchanged", "pass", "multi-node job with several GPUs per node: left to Slurm")
+			return finish(Result{}, r, "unchanged", "pass", "multi-node job with several GPUs per node: left to Slurm")
 		}
 		r.Action, r.Reason = "exclusive", "multi-node job: one whole GPU per node through shards, not pinned"
-		return e.exclusiveUnpinnedLocked(j, gres, cfg.SlotsPerGPU, r, "")
+		return exclusiveUnpinned(q, in.gres, r)
 	}
 	if gpus > 1 {
-		return e.multiGPU(j, gres, gpus, prof, class, r)
+		return multiGPU(q, in, gpus)
 	}
-	return e.singleGPU(j, gres, prof, class, st, r)
+	return singleGPU(q, in)
 }
 
-// singleGPU asks the policy and steers Slurm's shard choice to the chosen GPU.
-func (e *Engine) singleGPU(j JobFields, gres GresRequest, prof *profile.Profile, class profile.Class, st *loaded, r rec) Result {
-	c := e.ds.cluster
-	id := e.newID()
-	req := placement.Request{JobID: "new:" + id, Tag: prof.Tag, Profile: prof, Class: class, GPUs: 1}
-	var blocks []string
-	defer func() {
-		for _, b := range blocks {
-			c.Remove(b)
-		}
-	}()
-	var (
-		d      placement.Decision
-		k      int
-		s      placement.Slot
-		steers []string
-	)
-	for attempt := 0; ; attempt++ {
-		d = st.policy.Place(c, &req)
-		if d.Action == placement.ActionWait || len(d.Placement) == 0 {
-			r.Action, r.Policy = "wait", st.policy.Name()
-			r.Reason = d.Reason + "; queued for a whole GPU (shards of one GPU, any node)"
-			if len(steers) > 0 {
-				r.Reason += "; " + strings.Join(steers, "; ")
-			}
-			return e.exclusiveUnpinnedLocked(j, gres, st.cfg.SlotsPerGPU, r, id)
-		}
-		s = d.Placement[0]
-		var ok bool
-		k, ok = steer(&c.Nodes[s.Node], s.GPU, s.Slots)
-		if ok {
-			break
-		}
-		node := &c.Nodes[s.Node]
-		steers = append(steers, fmt.Sprintf("%s/gpu%d skipped: Slurm's first-fit shard choice cannot be steered to it", profile.Sanitize(node.Name), node.GPUs[s.GPU].Index))
-		if attempt+1 == steerAttempts {
-			r.Action, r.Policy = "wait", st.policy.Name()
-			r.Reason = d.Reason + "; " + strings.Join(steers, "; ") + "; queued for a whole GPU"
-			return e.exclusiveUnpinnedLocked(j, gres, st.cfg.SlotsPerGPU, r, id)
-		}
-		block := "block:" + strconv.Itoa(attempt)
-		blocks = append(blocks, block)
-		free := freeSlots(&node.GPUs[s.GPU])
-		c.Apply(&placement.Request{JobID: block}, placement.Decision{Action: placement.ActionShare,
-			Placement: []placement.Slot{{Node: s.Node, GPU: s.GPU, Slots: max(free, 1)}}})
+// singleGPU asks the policy for one GPU. The cluster carries Slurm's reachability
+// (shard_pinning), so the chosen GPU is one the rewritten request lands on, with the
+// shard count the decision names.
+func singleGPU(q *query, in *placeIn) outcome {
+	st, c, r := q.snap, q.view.cluster, in.rec
+	id := q.id()
+	label := r.JobID
+	if label == "" {
+		label = "new"
 	}
+	req := placement.Request{JobID: label, Tag: in.prof.Tag, Profile: in.prof, Class: in.class, GPUs: 1}
+	d := st.policy.Place(c, &req)
+	if d.Action == placement.ActionWait || len(d.Placement) == 0 {
+		r.Action, r.Policy = "wait", st.policy.Name()
+		r.Reason = d.Reason + "; queued for a whole GPU (shards of one GPU, any node)"
+		return exclusiveUnpinned(q, in.gres, r)
+	}
+	s := d.Placement[0]
+	k := s.Slots
 	node := &c.Nodes[s.Node]
 	gpu := &node.GPUs[s.GPU]
 	r.ID, r.Action, r.Policy = id, d.Action.String(), st.policy.Name()
 	r.Node, r.GPU, r.Shards = node.Name, gpu.Index, k
 	r.PredictedSpeed, r.MinResidentSpeed = d.PredictedSpeed, d.MinResidentSpeed
 	for _, res := range gpu.Residents {
-		if strings.HasPrefix(res.JobID, "block:") || isSteer(res.JobID) {
-			continue
-		}
 		if res.Profile != nil {
 			r.CoRunners = append(r.CoRunners, res.Profile.Tag)
 		} else {
 			r.CoRunners = append(r.CoRunners, "unprofiled")
 		}
 	}
-	r.Reason = d.Reason
-	if k != s.Slots {
-		r.Reason += fmt.Sprintf("; %d shards instead of %d so that Slurm's first-fit choice lands on gpu%d", k, s.Slots, gpu.Index)
+	tres := in.gres.WithShards(k)
+	if c.Reach == placement.ReachTyped {
+		tres = in.gres.WithTypedShards(TypeName(st.cfg.ShardTypePrefix, gpu.Index), k, q.version)
 	}
-	if len(steers) > 0 {
-		r.Reason += "; " + strings.Join(steers, "; ")
-	}
-	res := Result{Code: Rewrite, TresPerNode: gres.WithShards(k), ReqNodes: node.Name,
-		Comment: WithToken(j.Comment, FormatToken(id, k))}
-	rv := reservation{id: id, jobID: r.JobID, node: s.Node, gpus: []int{s.GPU}, slots: k, prof: prof, class: class, at: e.opts.Now()}
-	for _, b := range blocks { // before the node's steer blocks are recomputed
-		c.Remove(b)
-	}
-	blocks = nil
-	e.ds.reserved = append(e.ds.reserved, rv)
-	e.applyReservation(&e.ds.reserved[len(e.ds.reserved)-1])
-	e.resteer(s.Node)
-	return e.finish(res, r, "rewrite", r.Action, r.Reason)
+	res := Result{Code: Rewrite, TresPerNode: tres, ReqNodes: node.Name,
+		Comment: comment.WithToken(q.j.Comment, comment.FormatToken(id, k))}
+	out := finish(res, r, "rewrite", r.Action, d.Reason)
+	out.usedID = true
+	out.rv = &reservation{id: id, jobID: r.JobID, node: s.Node, gpus: []int{s.GPU}, slots: k, prof: in.prof, class: in.class, at: q.now}
+	return out
 }
 
-// steer returns the shard count that makes Slurm 22.05 pick GPU g of node: Slurm
-// gives a shard request to the lowest-index GPU with enough free shards, so the
-// count must exceed the free shards of every lower GPU and fit in g's. Within that
-// range it stays as close to want as possible.
-func steer(node *placement.Node, g, want int) (int, bool) {
-	low := 1
-	for j := 0; j < g; j++ {
-		low = max(low, freeSlots(&node.GPUs[j])+1)
-	}
-	free := freeSlots(&node.GPUs[g])
-	if low > free {
-		return 0, false
-	}
-	return min(max(want, low), free), true
-}
-
-// freeSlots is a GPU's free shards as Slurm sees them (steer blocks are ours only).
-func freeSlots(g *placement.GPU) int {
+// usedSlots is the shards a GPU's residents hold.
+func usedSlots(g *placement.GPU) int {
 	used := 0
 	for _, r := range g.Residents {
-		if !isSteer(r.JobID) {
-			used += r.Slots
-		}
+		used += r.Slots
 	}
-	return g.Slots - used
+	return used
 }
 
 // multiGPU pins a several-GPU job to a node with no resident at all: 22.05 shard
 // requests cover one GPU, so the job keeps whole GPUs, and a node without shard
 // jobs avoids 22.05's bug of giving a whole-GPU job a GPU that shards use.
-func (e *Engine) multiGPU(j JobFields, gres GresRequest, n int, prof *profile.Profile, class profile.Class, r rec) Result {
-	c := e.ds.cluster
+func multiGPU(q *query, in *placeIn, n int) outcome {
+	c, r := q.view.cluster, in.rec
 	for ni := range c.Nodes {
 		node := &c.Nodes[ni]
 		if len(node.GPUs) < n {
@@ -257,7 +259,7 @@ func (e *Engine) multiGPU(j JobFields, gres GresRequest, n int, prof *profile.Pr
 		}
 		empty := true
 		for g := range node.GPUs {
-			if freeSlots(&node.GPUs[g]) != node.GPUs[g].Slots {
+			if usedSlots(&node.GPUs[g]) != 0 {
 				empty = false
 				break
 			}
@@ -265,84 +267,57 @@ func (e *Engine) multiGPU(j JobFields, gres GresRequest, n int, prof *profile.Pr
 		if !empty {
 			continue
 		}
-		id := e.newID()
+		id := q.id()
 		r.ID, r.Action, r.Node, r.GPU = id, "exclusive", node.Name, node.GPUs[0].Index
-		r.Reason = fmt.Sprintf("%d GPUs: whole GPUs on %s, a node without other jobs (shard requests cover one GPU in Slurm 22.05)", n, profile.Sanitize(node.Name))
-		rv := reservation{id: id, jobID: r.JobID, node: ni, slots: node.GPUs[0].Slots, prof: prof, class: class, at: e.opts.Now()}
+		reason := fmt.Sprintf("%d GPUs: whole GPUs on %s, a node without other jobs (shard requests cover one GPU in Slurm 22.05)", n, profile.Sanitize(node.Name))
+		rv := &reservation{id: id, jobID: r.JobID, node: ni, slots: node.GPUs[0].Slots, prof: in.prof, class: in.class, at: q.now}
 		for g := 0; g < n; g++ {
 			rv.gpus = append(rv.gpus, g)
 		}
-		e.ds.reserved = append(e.ds.reserved, rv)
-		e.applyReservation(&e.ds.reserved[len(e.ds.reserved)-1])
-		e.resteer(ni)
-		res := Result{Code: Rewrite, TresPerNode: gres.WithGPUs(n), ReqNodes: node.Name, Comment: WithToken(j.Comment, FormatToken(id, 0))}
-		return e.finish(res, r, "rewrite", r.Action, r.Reason)
+		res := Result{Code: Rewrite, TresPerNode: in.gres.WithGPUs(n), ReqNodes: node.Name, Comment: comment.WithToken(q.j.Comment, comment.FormatToken(id, 0))}
+		out := finish(res, r, "rewrite", r.Action, reason)
+		out.usedID, out.rv = true, rv
+		return out
 	}
-	return e.finish(Result{}, r, "unchanged", "pass", fmt.Sprintf("%d GPUs: no node is free of other jobs; left to Slurm", n))
+	return finish(Result{}, r, "unchanged", "pass", fmt.Sprintf("%d GPUs: no node is free of other jobs; left to Slurm", n))
 }
 
 // badInput applies invalid_tag / unknown_profile: "reject" refuses the job with
 // msg; "exclusive" accepts it on a whole GPU and warns.
-func (e *Engine) badInput(j JobFields, mode, msg string, gres GresRequest, gresErr error, slots int, r rec) Result {
+func badInput(q *query, mode, msg string, gres GresRequest, gresErr error, r decisionlog.Record) outcome {
 	if mode != "exclusive" {
 		res := Result{Code: Reject, UserMsg: "coscheml: " + msg}
-		return e.finish(res, r, "reject", "pass", msg)
+		return finish(res, r, "reject", "pass", msg)
 	}
 	r.Action = "exclusive"
 	r.Reason = msg + "; accepted on a whole GPU (" + mode + " by configuration)"
-	if gresErr != nil || !gres.HasGPU() || gres.GPUs > 1 || j.Modify && j.TresPerNode == "" {
+	if gresErr != nil || !gres.HasGPU() || gres.GPUs > 1 || q.j.Modify && q.j.TresPerNode == "" {
 		res := Result{UserMsg: "coscheml: warning: " + msg + "; the job is not shared"}
-		return e.finish(res, r, "unchanged", "pass", r.Reason)
+		return finish(res, r, "unchanged", "pass", r.Reason)
 	}
-	res := e.exclusiveUnpinned(j, gres, slots, r, "")
-	res.UserMsg = "coscheml: warning: " + msg + "; the job runs on a GPU of its own"
-	return res
+	out := exclusiveUnpinned(q, gres, r)
+	out.res.UserMsg = "coscheml: warning: " + msg + "; the job runs on a GPU of its own"
+	return out
 }
 
-func (e *Engine) exclusiveUnpinned(j JobFields, gres GresRequest, slots int, r rec, id string) Result {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.exclusiveUnpinnedLocked(j, gres, slots, r, id)
-}
-
-// exclusiveUnpinnedLocked asks for all shards of one GPU on any node: Slurm then
-// picks an idle GPU and nothing can join it. Caller holds mu (for the id counter).
-func (e *Engine) exclusiveUnpinnedLocked(j JobFields, gres GresRequest, slots int, r rec, id string) Result {
-	if id == "" {
-		id = e.newID()
-	}
+// exclusiveUnpinned asks for all shards of one GPU on any node: Slurm then picks an
+// idle GPU and nothing can join it.
+func exclusiveUnpinned(q *query, gres GresRequest, r decisionlog.Record) outcome {
+	id, slots := q.id(), q.snap.cfg.SlotsPerGPU
 	r.ID, r.Shards = id, slots
-	res := Result{Code: Rewrite, TresPerNode: gres.WithShards(slots), Comment: WithToken(j.Comment, FormatToken(id, slots))}
-	return e.finish(res, r, "rewrite", r.Action, r.Reason)
+	res := Result{Code: Rewrite, TresPerNode: gres.WithShards(slots), Comment: comment.WithToken(q.j.Comment, comment.FormatToken(id, slots))}
+	out := finish(res, r, "rewrite", r.Action, r.Reason)
+	out.usedID = true
+	return out
 }
 
-// dropReservation forgets the reservation of an earlier decision for this job
-// (job_modify decides again). Caller holds mu.
-func (e *Engine) dropReservation(id, jobID string) {
-	if id == "" && jobID == "" {
-		return
-	}
-	kept := e.ds.reserved[:0]
-	for _, rv := range e.ds.reserved {
-		if (id != "" && rv.id == id) || (jobID != "" && rv.jobID == jobID) {
-			e.ds.cluster.Remove(rv.residentID())
-			e.resteer(rv.node)
-			continue
-		}
-		kept = append(kept, rv)
-	}
-	e.ds.reserved = kept
-}
-
-// finish completes the record, queues it for the decision log and words the log line.
-func (e *Engine) finish(res Result, r rec, outcome, action, reason string) Result {
-	r.Outcome, r.Action, r.Reason = outcome, action, reason
+// finish completes the record and words the log line; the record goes to the
+// decision log when the job is ours or was changed.
+func finish(res Result, r decisionlog.Record, outcomeName, action, reason string) outcome {
+	r.Outcome, r.Action, r.Reason = outcomeName, action, reason
 	r.TresOut = res.TresPerNode
-	if dl := e.dlogPtr.Load(); dl != nil && (r.Tag != "" || outcome != "unchanged") {
-		dl.Log(r.Record)
-	}
-	res.Log = formatLog(&r.Record)
-	return res
+	res.Log = formatLog(&r)
+	return outcome{res: res, rec: r, logged: r.Tag != "" || outcomeName != "unchanged"}
 }
 
 func formatLog(r *decisionlog.Record) string {

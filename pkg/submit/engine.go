@@ -19,7 +19,6 @@ import (
 
 	"github.com/coscheml/coscheml/pkg/decisionlog"
 	"github.com/coscheml/coscheml/pkg/placement"
-	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/residency"
 )
 
@@ -69,6 +68,9 @@ type Options struct {
 	DecisionLogMax int64         // rotation size of the decision log (default decisionlog.DefaultMaxBytes)
 	Now            func() time.Time
 	MaxLogLen      int // bound of one log line (default 1000)
+	// SlurmVersion is the running slurmctld's SLURM_VERSION_NUMBER (0: unknown),
+	// for the TRES syntax of a rewrite whose job gave none to follow.
+	SlurmVersion func() uint32
 }
 
 func (o Options) withDefaults() Options {
@@ -90,34 +92,35 @@ func (o Options) withDefaults() Options {
 	if o.MaxLogLen <= 0 {
 		o.MaxLogLen = 1000
 	}
+	if o.SlurmVersion == nil {
+		o.SlurmVersion = func() uint32 { return 0 }
+	}
 	return o
 }
 
-// Engine makes decisions. Decide may be called from any goroutine; decisions are
-// serialized (slurmctld already calls job_submit under its job write lock).
+// Engine makes decisions: it holds the current Snapshot (swapped as one value),
+// the cluster view (residency and reservations), the problem notes and the
+// decision log, and runs the background refresh. Each decision is the pure
+// function decide on a snapshot and the view; the engine applies the reservation
+// it returns and writes its record. Decide may be called from any goroutine;
+// decisions are serialized (slurmctld already calls job_submit under its job write
+// lock).
 type Engine struct {
 	src  Sources
 	opts Options
 
-	state atomic.Pointer[loaded]
+	snap atomic.Pointer[Snapshot]
+	view clusterView
 
-	// mu guards the decision state below; Decide holds it briefly, the background
-	// refresh only to swap in a cluster built outside it.
-	mu    sync.Mutex
-	ds    decState
+	// ids: decision IDs are idPfx-<seq>; seq is guarded by view.mu.
 	idSeq uint64
 	idPfx string
-	// steerProf is the profile of steer pseudo-residents: a profile (not nil) keeps
-	// the GPU's state representable, so the policy evaluates all blocked GPUs of
-	// one state together instead of one by one. It is never predicted with: a
-	// blocked GPU has no free slot, which every policy checks first.
-	steerProf *profile.Profile
 
 	// bgMu serializes refreshes (background loop, Reload).
 	bgMu     sync.Mutex
 	reader   *residency.Reader
 	readerOf string
-	builtFor *loaded
+	builtFor *Snapshot
 	entries  []residency.Entry
 	dlog     *decisionlog.Writer
 	dlogPath string
@@ -134,36 +137,11 @@ type Engine struct {
 	loopOn atomic.Bool
 }
 
-// decState is what decisions read and write.
-type decState struct {
-	cluster  *placement.Cluster
-	st       *loaded // the state the cluster was built for
-	resErr   error
-	running  map[string]bool // job ids with a residency entry
-	confirm  map[string]bool // decision ids with a residency entry
-	reserved []reservation
-}
-
-// reservation is a decision not yet seen in the residency store: the job is queued
-// or starting. Without it, two quick submissions would both see the same GPU idle.
-type reservation struct {
-	id    string // decision id
-	jobID string // known for job_modify
-	node  int
-	gpus  []int // indexes into the node's GPUs
-	slots int
-	prof  *profile.Profile
-	class profile.Class
-	at    time.Time
-}
-
-func (r *reservation) residentID() string { return "res:" + r.id }
-
 // New loads everything once and returns a ready engine. Call Start to keep it
 // fresh in the background, and Close when done.
 func New(src Sources, opts Options) *Engine {
-	e := &Engine{src: src, opts: opts.withDefaults(), notes: map[string]string{}, kick: make(chan struct{}, 1),
-		steerProf: &profile.Profile{Tag: "coscheml-steer-block"}}
+	e := &Engine{src: src, opts: opts.withDefaults(), notes: map[string]string{}, kick: make(chan struct{}, 1)}
+	e.view.ttl = e.opts.ReservationTTL
 	now := e.opts.Now()
 	e.idPfx = strconv.FormatInt(now.UnixMilli(), 36)
 	e.Reload()
@@ -175,9 +153,11 @@ func New(src Sources, opts Options) *Engine {
 func (e *Engine) Reload() {
 	e.bgMu.Lock()
 	defer e.bgMu.Unlock()
-	l := e.load(e.state.Load())
-	e.report(l)
-	e.state.Store(l)
+	l := loadSnapshot(&e.src, e.snap.Load(), e.opts.Now())
+	for _, n := range l.notes {
+		e.note(n.key, n.msg)
+	}
+	e.snap.Store(l)
 	e.refreshLocked(true)
 }
 
@@ -241,7 +221,7 @@ func (e *Engine) loop() {
 			now := e.opts.Now()
 			if now.Sub(lastCheck) >= e.opts.ReloadEvery {
 				lastCheck = now
-				if cur := e.state.Load(); cur == nil || e.currentStamps(cur.cfg) != cur.stamps {
+				if cur := e.snap.Load(); cur == nil || currentStamps(&e.src, cur.cfg) != cur.stamps {
 					e.Reload()
 					return
 				}
@@ -263,10 +243,11 @@ func (e *Engine) safely(f func()) {
 	f()
 }
 
-// refreshLocked re-reads the residency store and, when it or the loaded state
-// changed (or force), rebuilds the cluster outside the decision lock and swaps it in.
+// refreshLocked re-reads the residency store and, when it or the snapshot changed
+// (or force), rebuilds the cluster outside the view's lock and swaps it in.
+// Caller holds bgMu.
 func (e *Engine) refreshLocked(force bool) {
-	st := e.state.Load()
+	st := e.snap.Load()
 	if st == nil || st.cfgErr != nil {
 		return
 	}
@@ -299,52 +280,27 @@ func (e *Engine) refreshLocked(force bool) {
 	hadErr := e.notes["residency"] != ""
 	e.notesMu.Unlock()
 	if !res.Changed && !force && e.builtFor == st && !hadErr && len(res.Entries) == len(e.entries) {
-		e.mu.Lock()
-		e.expireLocked(now)
-		e.mu.Unlock()
+		e.view.expire(now)
 		return
 	}
 	e.install(st, res.Entries, res.Done, now)
 	e.note("residency", "")
 }
 
-// install builds the cluster for st and entries outside the decision lock, then
-// swaps it in with the pending reservations applied. Caller holds bgMu.
-func (e *Engine) install(st *loaded, entries []residency.Entry, done []string, now time.Time) {
+// install builds the cluster for st and entries outside the view's lock, then
+// swaps it in. Caller holds bgMu.
+func (e *Engine) install(st *Snapshot, entries []residency.Entry, done []string, now time.Time) {
 	e.entries = entries
 	e.builtFor = st
 	var c *placement.Cluster
 	if st.clusterErr == nil {
-		c = buildCluster(st, entries, e.steerProf)
+		c = buildCluster(st, entries)
 	}
-	running := make(map[string]bool, len(entries))
-	confirm := make(map[string]bool, len(entries))
-	for _, en := range entries {
-		running[en.JobID] = true
-		if en.DecisionID != "" {
-			confirm[en.DecisionID] = true
-		}
-	}
-	for _, id := range done {
-		confirm[id] = true // started and already ended
-	}
-	e.mu.Lock()
-	e.ds.cluster, e.ds.st, e.ds.resErr = c, st, nil
-	e.ds.running, e.ds.confirm = running, confirm
-	e.expireLocked(now)
-	for i := range e.ds.reserved {
-		e.applyReservation(&e.ds.reserved[i])
-	}
-	for i := range e.ds.reserved {
-		e.resteer(e.ds.reserved[i].node)
-	}
-	e.mu.Unlock()
+	e.view.install(st, c, entries, done, now)
 }
 
 func (e *Engine) setResErr(err error) {
-	e.mu.Lock()
-	e.ds.resErr = err
-	e.mu.Unlock()
+	e.view.setErr(err)
 	e.note("residency", err.Error())
 }
 
@@ -360,142 +316,6 @@ func (e *Engine) ensureDecisionLog(path string) {
 	e.dlogPtr.Store(e.dlog)
 	if old != nil {
 		old.Close()
-	}
-}
-
-// expireLocked drops reservations that the residency store confirmed (the job
-// started) or that are older than the TTL. Caller holds mu.
-func (e *Engine) expireLocked(now time.Time) {
-	kept := e.ds.reserved[:0]
-	for _, r := range e.ds.reserved {
-		gone := e.ds.confirm[r.id] || (r.jobID != "" && e.ds.running[r.jobID]) || now.Sub(r.at) > e.opts.ReservationTTL
-		if gone {
-			if e.ds.cluster != nil {
-				e.ds.cluster.Remove(r.residentID())
-				e.resteer(r.node)
-			}
-			continue
-		}
-		kept = append(kept, r)
-	}
-	e.ds.reserved = kept
-}
-
-// applyReservation makes r resident in the current cluster. Caller holds mu.
-func (e *Engine) applyReservation(r *reservation) {
-	c := e.ds.cluster
-	if c == nil || r.node >= len(c.Nodes) {
-		return
-	}
-	d := placement.Decision{Action: placement.ActionShare}
-	for _, g := range r.gpus {
-		if g < len(c.Nodes[r.node].GPUs) {
-			d.Placement = append(d.Placement, placement.Slot{Node: r.node, GPU: g, Slots: r.slots})
-		}
-	}
-	c.Apply(&placement.Request{JobID: r.residentID(), Tag: tagOfProf(r.prof), Profile: r.prof, Class: r.class}, d)
-}
-
-func tagOfProf(p *profile.Profile) string {
-	if p == nil {
-		return ""
-	}
-	return p.Tag
-}
-
-// buildCluster turns the inventory and the residency entries into a cluster. Jobs
-// without a known profile (untagged, or a tag whose profile is gone) are residents
-// with a nil profile: the policy will not share their GPU.
-func buildCluster(st *loaded, entries []residency.Entry, steerProf *profile.Profile) *placement.Cluster {
-	cfg := st.cfg
-	slots := cfg.SlotsPerGPU
-	c := &placement.Cluster{Nodes: make([]placement.Node, len(st.nodes))}
-	for i, name := range st.nodes {
-		gpus := make([]placement.GPU, cfg.Cluster.GPUsPerNode)
-		for g := range gpus {
-			gpus[g] = placement.GPU{Index: g, MemMiB: cfg.Cluster.GPUMemoryMiB, Slots: slots}
-		}
-		c.Nodes[i] = placement.Node{Name: name, GPUs: gpus}
-	}
-	for _, en := range entries {
-		n, ok := st.nodeIdx[en.Node]
-		if !ok {
-			continue
-		}
-		var prof *profile.Profile
-		if en.Tag != "" {
-			prof = st.catalog[en.Tag]
-		}
-		class := en.Class
-		if class == "" && prof != nil {
-			class = prof.Class
-		}
-		held := en.Shards
-		if held <= 0 || held > slots {
-			held = slots // whole GPU, or more shards than we think a GPU has
-		}
-		for _, g := range en.GPUs {
-			if g < len(c.Nodes[n].GPUs) {
-				gpu := &c.Nodes[n].GPUs[g]
-				gpu.Residents = append(gpu.Residents, placement.Resident{JobID: "job:" + en.JobID, Profile: prof, Class: class, Slots: held})
-			}
-		}
-	}
-	for n := range c.Nodes {
-		for _, b := range steerBlocks(&c.Nodes[n]) {
-			gpu := &c.Nodes[n].GPUs[b.GPU]
-			gpu.Residents = append(gpu.Residents, placement.Resident{JobID: steerID(n, b.GPU), Profile: steerProf, Slots: b.Slots})
-		}
-	}
-	c.Reindex()
-	return c
-}
-
-// Slurm 22.05 gives a shard request to the lowest-index GPU of the node with enough
-// free shards. A GPU is reachable only if some count K fits in its free shards and
-// exceeds the free shards of every lower GPU; other GPUs are hidden from the policy
-// by a "steer" pseudo-resident that fills them (so a decision is one policy scan,
-// not a retry per unreachable GPU). Idle GPUs above an idle one are hidden too;
-// they are interchangeable with it.
-
-func steerID(node, gpu int) string { return "steer:" + strconv.Itoa(node) + ":" + strconv.Itoa(gpu) }
-
-func isSteer(jobID string) bool { return strings.HasPrefix(jobID, "steer:") }
-
-// steerBlocks returns the GPUs of node that no shard count can reach, with the
-// slots that fill them.
-func steerBlocks(node *placement.Node) []placement.Slot {
-	var out []placement.Slot
-	highest := 0 // most free shards on a lower GPU
-	for g := range node.GPUs {
-		free := freeSlots(&node.GPUs[g])
-		if free > 0 && free <= highest {
-			out = append(out, placement.Slot{GPU: g, Slots: free})
-		}
-		highest = max(highest, free)
-	}
-	return out
-}
-
-// resteer recomputes the steer blocks of node n after its residents changed.
-// Caller holds mu.
-func (e *Engine) resteer(n int) {
-	c := e.ds.cluster
-	if c == nil || n < 0 || n >= len(c.Nodes) {
-		return
-	}
-	node := &c.Nodes[n]
-	for g := range node.GPUs {
-		for _, r := range node.GPUs[g].Residents {
-			if isSteer(r.JobID) {
-				c.Remove(r.JobID)
-				break
-			}
-		}
-	}
-	for _, b := range steerBlocks(node) {
-		c.Apply(&placement.Request{JobID: steerID(n, b.GPU), Profile: e.steerProf}, placement.Decision{Action: placement.ActionShare,
-			Placement: []placement.Slot{{Node: n, GPU: b.GPU, Slots: b.Slots}}})
 	}
 }
 
@@ -544,9 +364,4 @@ func (e *Engine) Problems() []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func (e *Engine) newID() string {
-	e.idSeq++
-	return e.idPfx + "-" + strconv.FormatUint(e.idSeq, 36)
 }

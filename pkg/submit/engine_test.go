@@ -2,6 +2,7 @@ package submit
 
 import (
 	"errors"
+	"github.com/coscheml/coscheml/pkg/comment"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,7 +113,7 @@ func (f *fixture) record(t *testing.T, res Result) decisionlog.Record {
 	f.e.dlog.Close() // flush; a new writer is opened on the next refresh
 	f.e.dlog = nil
 	f.e.bgMu.Unlock()
-	d := ParseComment(res.Comment)
+	d := comment.ParseComment(res.Comment)
 	rec, err := decisionlog.Find(f.cfg.DecisionLog, d.DecisionID, "")
 	if err != nil {
 		t.Fatalf("decision %q: %v", d.DecisionID, err)
@@ -302,7 +303,7 @@ func TestPanicRecovered(t *testing.T) {
 func TestReservationLifecycle(t *testing.T) {
 	f := newFixture(t, nil)
 	a := f.e.Decide(job("coscheml:app=heavy-a"))
-	d := ParseComment(a.Comment)
+	d := comment.ParseComment(a.Comment)
 	// The prolog records the job with the decision id from the comment.
 	store, _ := residency.Open(f.cfg.ResidencyDir)
 	en := residency.Entry{JobID: "100", Node: "n1", GPUs: []int{0}, Shards: d.Shards, Tag: "heavy-a", DecisionID: d.DecisionID, Start: f.now, Expires: f.now.Add(time.Hour)}
@@ -310,9 +311,9 @@ func TestReservationLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.e.Reload()
-	f.e.mu.Lock()
-	nres, reserved := len(f.e.ds.cluster.Nodes[0].GPUs[0].Residents), len(f.e.ds.reserved)
-	f.e.mu.Unlock()
+	f.e.view.mu.Lock()
+	nres, reserved := len(f.e.view.cluster.Nodes[0].GPUs[0].Residents), len(f.e.view.reserved)
+	f.e.view.mu.Unlock()
 	if nres != 1 || reserved != 0 {
 		t.Fatalf("after prolog: %d residents on n1/gpu0, %d reservations", nres, reserved)
 	}
@@ -324,9 +325,9 @@ func TestReservationLifecycle(t *testing.T) {
 	// Its reservation expires after the TTL if the job never starts.
 	f.advance(16 * time.Minute)
 	f.e.Reload()
-	f.e.mu.Lock()
-	reserved = len(f.e.ds.reserved)
-	f.e.mu.Unlock()
+	f.e.view.mu.Lock()
+	reserved = len(f.e.view.reserved)
+	f.e.view.mu.Unlock()
 	if reserved != 0 {
 		t.Fatalf("reservation survived its TTL")
 	}
@@ -351,9 +352,9 @@ func TestModify(t *testing.T) {
 	if r.Code != Rewrite || r.TresPerNode != "gres:shard:2" || strings.Count(r.Comment, "coscheml-id=") != 1 || !strings.Contains(r.Log, "modify job=55") {
 		t.Fatalf("modify: %+v", r)
 	}
-	f.e.mu.Lock()
-	n := len(f.e.ds.reserved)
-	f.e.mu.Unlock()
+	f.e.view.mu.Lock()
+	n := len(f.e.view.reserved)
+	f.e.view.mu.Unlock()
 	if n != 1 {
 		t.Fatalf("%d reservations after modify, want 1", n)
 	}
@@ -401,56 +402,13 @@ func TestPartitionAndNoGPU(t *testing.T) {
 	}
 }
 
-func TestSteer(t *testing.T) {
-	mk := func(free ...int) *placement.Node {
-		n := &placement.Node{}
-		for i, f := range free {
-			g := placement.GPU{Index: i, Slots: 4}
-			if f < 4 {
-				g.Residents = []placement.Resident{{JobID: "x", Slots: 4 - f}}
-			}
-			n.GPUs = append(n.GPUs, g)
-		}
-		return n
-	}
-	tests := []struct {
-		free    []int
-		g, want int
-		k       int
-		ok      bool
-	}{
-		{[]int{4, 4}, 0, 2, 2, true},
-		{[]int{2, 4}, 1, 2, 3, true},  // skip GPU 0's 2 free shards
-		{[]int{2, 4}, 0, 2, 2, true},  // join GPU 0 with exactly its free shards
-		{[]int{4, 2}, 1, 2, 0, false}, // an idle lower GPU always wins
-		{[]int{0, 0, 4}, 2, 2, 2, true},
-		{[]int{1, 3, 4}, 2, 2, 4, true},
-		{[]int{3, 2}, 1, 2, 0, false},
-	}
-	for _, tc := range tests {
-		k, ok := steer(mk(tc.free...), tc.g, tc.want)
-		if k != tc.k || ok != tc.ok {
-			t.Errorf("free %v gpu %d want %d: got %d,%v want %d,%v", tc.free, tc.g, tc.want, k, ok, tc.k, tc.ok)
-		}
-	}
-}
-
-func TestSteeringBlocksUnreachableGPU(t *testing.T) {
+func TestFirstFitUnreachableGPU(t *testing.T) {
 	f := newFixture(t, func(c *config.Config) { c.Cluster.Nodes = "n1" })
 	store, _ := residency.Open(f.cfg.ResidencyDir)
 	// light-a holds 2 shards of GPU 1; GPU 0 is idle. Joining GPU 1 needs a count
 	// above GPU 0's 4 free shards: impossible, so the job must get GPU 0.
 	store.Start(residency.Entry{JobID: "1", Node: "n1", GPUs: []int{1}, Shards: 2, Tag: "light-a", Start: f.now, Expires: f.now.Add(time.Hour)})
 	f.e.Reload()
-	f.e.mu.Lock()
-	hidden := false
-	for _, res := range f.e.ds.cluster.Nodes[0].GPUs[1].Residents {
-		hidden = hidden || isSteer(res.JobID)
-	}
-	f.e.mu.Unlock()
-	if !hidden {
-		t.Fatal("GPU 1 (unreachable: idle GPU 0 has more free shards) is not hidden from the policy")
-	}
 	r := f.e.Decide(job("coscheml:app=light-b"))
 	rec := f.record(t, r)
 	if r.Code != Rewrite || rec.GPU != 0 || r.TresPerNode != "gres:shard:2" {
@@ -520,10 +478,10 @@ func TestBackgroundReload(t *testing.T) {
 func TestShortJobReleasesReservation(t *testing.T) {
 	f := newFixture(t, nil)
 	a := f.e.Decide(job("coscheml:app=heavy-a"))
-	d := ParseComment(a.Comment)
-	f.e.mu.Lock()
-	reserved := len(f.e.ds.reserved)
-	f.e.mu.Unlock()
+	d := comment.ParseComment(a.Comment)
+	f.e.view.mu.Lock()
+	reserved := len(f.e.view.reserved)
+	f.e.view.mu.Unlock()
 	if reserved != 1 {
 		t.Fatalf("%d reservations after one decision, want 1", reserved)
 	}
@@ -536,17 +494,16 @@ func TestShortJobReleasesReservation(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.e.Reload() // the first read after both prolog and epilog
-	f.e.mu.Lock()
-	reserved = len(f.e.ds.reserved)
+	f.e.view.mu.Lock()
+	reserved = len(f.e.view.reserved)
 	residents := 0
-	for _, g := range f.e.ds.cluster.Nodes[0].GPUs {
+	for _, g := range f.e.view.cluster.Nodes[0].GPUs {
 		for _, r := range g.Residents {
-			if !isSteer(r.JobID) { // steering blocks are not jobs
-				residents++
-			}
+			_ = r
+			residents++
 		}
 	}
-	f.e.mu.Unlock()
+	f.e.view.mu.Unlock()
 	if reserved != 0 || residents != 0 {
 		t.Fatalf("after a job that already ended: %d reservations, %d residents on n1", reserved, residents)
 	}
@@ -566,5 +523,76 @@ func TestMinNodesUnsetIsOneNode(t *testing.T) {
 	r := f.e.Decide(j)
 	if r.ReqNodes == "" || !strings.HasPrefix(r.TresPerNode, "gres:shard:") {
 		t.Fatalf("unset min_nodes was not placed on one node: %+v", r)
+	}
+}
+
+// shard_pinning: typed names the chosen GPU's Type in the request, in the syntax of
+// the job's own request, with exactly the shards a share needs: a heavy job next to
+// a resident on GPU 0 gets GPU 1 with 2 shards (first-fit would need 3).
+func TestTypedPinning(t *testing.T) {
+	for _, tc := range []struct {
+		tres, prefix, want string
+	}{
+		{"gres:gpu:1", "g", "gres:shard:g1:2"},
+		{"gres/gpu:1", "g", "gres/shard:g1:2"},
+		{"cpu=4,gres/gpu:1", "gpu_", "cpu=4,gres/shard:gpu_1:2"},
+	} {
+		f := newFixture(t, func(c *config.Config) {
+			c.ShardPinning, c.ShardTypePrefix = config.PinTyped, tc.prefix
+		})
+		a := f.e.Decide(job("coscheml:app=heavy-a"))
+		if a.Code != Rewrite || a.ReqNodes != "n1" || a.TresPerNode != "gres:shard:"+tc.prefix+"0:2" {
+			t.Fatalf("first job: %+v", a)
+		}
+		j := job("coscheml:app=heavy-b")
+		j.TresPerNode = tc.tres
+		b := f.e.Decide(j)
+		if b.Code != Rewrite || b.ReqNodes != "n1" || b.TresPerNode != tc.want {
+			t.Fatalf("%s: second job %+v, want %q", tc.tres, b, tc.want)
+		}
+		if d := comment.ParseComment(b.Comment); d.Shards != 2 || !strings.Contains(b.Log, "gpu=1 shards=2") {
+			t.Fatalf("%s: token %+v, log %q", tc.tres, d, b.Log)
+		}
+	}
+}
+
+// The decision stages change nothing: deciding twice on the same snapshot and view
+// gives the same outcome and leaves the view as it was; only the engine applies the
+// reservation (and takes the decision ID) afterwards.
+func TestDecisionHasNoSideEffects(t *testing.T) {
+	f := newFixture(t, nil)
+	f.e.Decide(job("coscheml:app=light-a")) // a reservation in the view
+	f.e.view.mu.Lock()
+	defer f.e.view.mu.Unlock()
+	before := f.e.view.cluster.Clone()
+	reserved, seq := len(f.e.view.reserved), f.e.idSeq
+	var outs []outcome
+	for i := 0; i < 2; i++ {
+		q := query{snap: f.e.snap.Load(), j: job("coscheml:app=heavy-a"), now: f.now, idPfx: "t", view: &f.e.view.viewState, seq: 7}
+		in, out, ok := prepare(&q)
+		if !ok {
+			t.Fatalf("not placed: %+v", out.res)
+		}
+		outs = append(outs, place(&q, &in))
+	}
+	a, b := outs[0], outs[1]
+	if a.res != b.res || a.rv == nil || b.rv == nil || a.rv.node != b.rv.node || a.rv.slots != b.rv.slots || !a.usedID {
+		t.Fatalf("two decisions on one state differ: %+v / %+v", a, b)
+	}
+	if a.rv.id != "t-7" || !strings.Contains(a.res.Comment, "coscheml-id=t-7:") {
+		t.Fatalf("decision ID not the one offered: %+v", a)
+	}
+	if len(f.e.view.reserved) != reserved || f.e.idSeq != seq {
+		t.Fatalf("deciding changed the view: %d reservations (was %d), id seq %d (was %d)", len(f.e.view.reserved), reserved, f.e.idSeq, seq)
+	}
+	if err := f.e.view.cluster.Check(); err != nil {
+		t.Fatal(err)
+	}
+	for n := range before.Nodes {
+		for g := range before.Nodes[n].GPUs {
+			if x, y := len(before.Nodes[n].GPUs[g].Residents), len(f.e.view.cluster.Nodes[n].GPUs[g].Residents); x != y {
+				t.Fatalf("n%d/gpu%d: %d residents, was %d", n+1, g, y, x)
+			}
+		}
 	}
 }

@@ -102,3 +102,30 @@ func (g GresRequest) with(entry string) string {
 	out[g.gresAt] = entry
 	return strings.Join(out, ",")
 }
+
+// WithTypedShards is the request with its GPU entry replaced by n shards of the
+// GPU Type typ (shard_pinning: typed, where every GPU of a node has its own Type).
+// The syntax follows the job's own entry ("gres:" from 22.05, "gres/" from 23.11),
+// which Slurm wrote for the running release; without one it follows version, the
+// running Slurm's SLURM_VERSION_NUMBER (0: unknown, the 22.05 form).
+func (g GresRequest) WithTypedShards(typ string, n int, version uint32) string {
+	prefix := g.prefix
+	if prefix == "" {
+		prefix = tresPrefix(version)
+	}
+	return g.with(prefix + "shard:" + typ + ":" + strconv.Itoa(n))
+}
+
+// slurm2311 is SLURM_VERSION_NUMBER of 23.11.0: TRES strings read "gres/" from it on.
+const slurm2311 = 23<<16 | 11<<8
+
+// tresPrefix is the gres prefix of TRES strings of Slurm version v.
+func tresPrefix(v uint32) string {
+	if v >= slurm2311 {
+		return "gres/"
+	}
+	return "gres:"
+}
+
+// TypeName is the Slurm GPU Type of GPU index i under shard_pinning: typed.
+func TypeName(prefix string, i int) string { return prefix + strconv.Itoa(i) }

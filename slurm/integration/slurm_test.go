@@ -134,9 +134,9 @@ func testPlacement(t *testing.T, c *cluster) {
 	next := run("coscheml:app=" + tags.goodB)
 	if id := decisionID(c.showJob(short).Comment); id == "" {
 		t.Errorf("short job %d carries no coscheml-id in its comment", short)
-	} else if n := c.countLog("job_submit/coscheml", "res:"+id+" "); n > 0 {
+	} else if n := c.countLog("job_submit/coscheml", "queued decision "+id+" "); n > 0 {
 		t.Errorf("job %d (%s) was placed against short job %d (decision %s), which had already ended: %s",
-			next.ID, tags.goodB, short, id, c.lastLogLine("res:"+id+" "))
+			next.ID, tags.goodB, short, id, c.lastLogLine("queued decision "+id+" "))
 	}
 	done(next)
 

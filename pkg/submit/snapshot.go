@@ -10,6 +10,7 @@ import (
 	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/hostlist"
 	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/placeconf"
 	"github.com/coscheml/coscheml/pkg/placement"
 	"github.com/coscheml/coscheml/pkg/profile"
 )
@@ -62,15 +63,17 @@ func DefaultSources(configPath string) Sources {
 			return cat, bad, nil
 		},
 		NewPolicy: func(cfg config.Config, pred model.Predictor) (placement.Policy, error) {
-			return placement.ByName(cfg.Policy, pred, placement.OptionsFromConfig(cfg))
+			return placeconf.Policy(cfg, pred)
 		},
 	}
 }
 
-// loaded is one consistent set of configuration, model, profiles and policy. It is
-// immutable once published (the policy excepted, which only Decide uses, under the
-// engine's lock).
-type loaded struct {
+// Snapshot is one consistent set of configuration, model, profiles, policy and the
+// problems found loading them. A loader builds it whole and the engine swaps it in
+// as one value, so a decision never sees a new configuration with an old model.
+// It is immutable once published (the policy excepted: its scratch is used only
+// by decisions, under the cluster view's lock).
+type Snapshot struct {
 	cfg    config.Config
 	cfgErr error // the configuration is unusable: pass every job through
 
@@ -85,14 +88,20 @@ type loaded struct {
 	nodes      []string
 	nodeIdx    map[string]int
 	clusterErr error
+	reach      placement.Reach // how Slurm reaches a GPU (shard_pinning)
 
+	// notes are the problems this load found (and the ones it solved, as ""),
+	// keyed for the engine's once-per-problem log.
+	notes  []note
 	stamps stamps
 	at     time.Time
 }
 
-// degraded names what makes tagged jobs pass through unchanged ("" if nothing).
-// The full error was logged once when it appeared; per-job lines only name it.
-func (l *loaded) degraded() string {
+// note is a problem under a key; "" marks the problem solved.
+type note struct{ key, msg string }
+
+// degraded names the unusable parts ("" when none).
+func (l *Snapshot) degraded() string {
 	var parts []string
 	for _, p := range []struct {
 		name string
@@ -105,13 +114,13 @@ func (l *loaded) degraded() string {
 	return strings.Join(parts, ", ")
 }
 
-// stamp identifies a file's version cheaply; a change of any makes a reload.
 type stamp struct {
 	mod  time.Time
 	size int64
 	ok   bool
 }
 
+// stamps tell the background loop that a file changed (mtime and size).
 type stamps struct{ config, model, profiles stamp }
 
 func statStamp(path string) stamp {
@@ -125,45 +134,47 @@ func statStamp(path string) stamp {
 	return stamp{mod: fi.ModTime(), size: fi.Size(), ok: true}
 }
 
-func (e *Engine) currentStamps(cfg config.Config) stamps {
+func currentStamps(src *Sources, cfg config.Config) stamps {
 	return stamps{
-		config:   statStamp(e.src.ConfigPath),
+		config:   statStamp(src.ConfigPath),
 		model:    statStamp(cfg.ModelPath),
 		profiles: statStamp(cfg.ProfileDir),
 	}
 }
 
-// load reads everything. prev (may be nil) supplies the last good model when a
-// reload finds the model file broken: a bad swap on disk must not undo placement
-// that was working, but it is reported.
-func (e *Engine) load(prev *loaded) *loaded {
-	l := &loaded{at: e.opts.Now()}
-	cfg, err := e.src.LoadConfig(e.src.ConfigPath)
+// loadSnapshot reads everything once. prev (may be nil) is the snapshot in effect:
+// a model that fails to reload is replaced by prev's when its path did not change.
+// It touches nothing but the files it reads.
+func loadSnapshot(src *Sources, prev *Snapshot, now time.Time) *Snapshot {
+	l := &Snapshot{at: now}
+	cfg, err := src.LoadConfig(src.ConfigPath)
 	if err != nil {
 		l.cfgErr = fmt.Errorf("configuration unusable, every job passes through unchanged: %w", err)
-		l.stamps = e.currentStamps(config.Config{})
+		l.stamps = currentStamps(src, config.Config{})
+		l.notes = append(l.notes, note{"config", l.cfgErr.Error()})
 		return l
 	}
 	l.cfg = cfg
-	l.stamps = e.currentStamps(cfg)
+	l.stamps = currentStamps(src, cfg)
+	l.reach = placeconf.Reach(cfg)
 
-	l.pred, err = e.src.LoadModel(cfg.ModelPath)
+	l.pred, err = src.LoadModel(cfg.ModelPath)
 	if err != nil {
 		if prev != nil && prev.pred != nil && prev.cfg.ModelPath == cfg.ModelPath {
 			l.pred = prev.pred
-			e.note("model", fmt.Sprintf("model reload failed, keeping the previous model: %v", err))
+			l.notes = append(l.notes, note{"model", fmt.Sprintf("model reload failed, keeping the previous model: %v", err)})
 		} else {
 			l.modelErr = fmt.Errorf("model unusable, tagged jobs pass through unchanged: %w", err)
 		}
 	} else {
-		e.note("model", "")
+		l.notes = append(l.notes, note{"model", ""})
 	}
-	l.catalog, l.badProfs, err = e.src.LoadCatalog(cfg.ProfileDir)
+	l.catalog, l.badProfs, err = src.LoadCatalog(cfg.ProfileDir)
 	if err != nil {
 		l.catErr = fmt.Errorf("profiles unusable, tagged jobs pass through unchanged: %w", err)
 	}
 	if l.pred != nil {
-		if l.policy, err = e.src.NewPolicy(cfg, l.pred); err != nil {
+		if l.policy, err = src.NewPolicy(cfg, l.pred); err != nil {
 			l.polErr = fmt.Errorf("placement policy: %w", err)
 		}
 	}
@@ -182,27 +193,19 @@ func (e *Engine) load(prev *loaded) *loaded {
 	for i, n := range l.nodes {
 		l.nodeIdx[n] = i
 	}
-	return l
-}
 
-// report turns a freshly loaded state's problems into notes (each logged once).
-func (e *Engine) report(l *loaded) {
-	if l.cfgErr != nil {
-		e.note("config", l.cfgErr.Error())
-		return
-	}
-	e.note("config", "")
+	l.notes = append(l.notes, note{"config", ""})
 	if l.modelErr != nil {
-		e.note("model", l.modelErr.Error())
+		l.notes = append(l.notes, note{"model", l.modelErr.Error()})
 	}
-	e.note("profiles", errString(l.catErr))
+	l.notes = append(l.notes, note{"profiles", errString(l.catErr)})
 	if len(l.badProfs) > 0 {
-		e.note("badprofiles", fmt.Sprintf("%d unreadable profiles skipped: %v", len(l.badProfs), errors.Join(l.badProfs...)))
+		l.notes = append(l.notes, note{"badprofiles", fmt.Sprintf("%d unreadable profiles skipped: %v", len(l.badProfs), errors.Join(l.badProfs...))})
 	} else {
-		e.note("badprofiles", "")
+		l.notes = append(l.notes, note{"badprofiles", ""})
 	}
-	e.note("policy", errString(l.polErr))
-	e.note("cluster", errString(l.clusterErr))
+	l.notes = append(l.notes, note{"policy", errString(l.polErr)}, note{"cluster", errString(l.clusterErr)})
+	return l
 }
 
 func errString(err error) string {

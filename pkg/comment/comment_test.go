@@ -1,4 +1,4 @@
-package submit
+package comment
 
 import (
 	"strings"
@@ -107,67 +107,6 @@ func FuzzParseComment(f *testing.F) {
 		}
 		if d.Tag != "" && (strings.Contains(d.Tag, "..") || strings.ContainsAny(d.Tag, "/;$` \t")) {
 			t.Fatalf("%q: unsafe tag %q accepted", s, d.Tag)
-		}
-	})
-}
-
-func TestParseTres(t *testing.T) {
-	tests := []struct {
-		in           string
-		gpus, shards int
-		shardsOut    string
-		errHas       string
-	}{
-		{"", 0, 0, "", ""},
-		{"gres:gpu:1", 1, 0, "gres:shard:3", ""},
-		{"gres:gpu", 1, 0, "gres:shard:3", ""},
-		{"gres:gpu:h200:2", 2, 0, "gres:shard:3", ""},
-		{"gres:gpu:h200", 1, 0, "gres:shard:3", ""},
-		{"gres/gpu:1", 1, 0, "gres/shard:3", ""},
-		{"gres:shard:2", 0, 2, "gres:shard:3", ""},
-		{"cpu:2,gres:gpu:1,gres:nic:1", 1, 0, "cpu:2,gres:shard:3,gres:nic:1", ""},
-		{"gres:nic:1", 0, 0, "", ""},
-		{"gres:gpu:1,gres:shard:2", 0, 0, "", "more than one"},
-		{"gres:gpu:a:b", 0, 0, "", "bad count"},
-		{"gres:gpu:1:2:3", 0, 0, "", "too many"},
-		{"gres:gpu:-1", 0, 0, "", "out of range"},
-	}
-	for _, tc := range tests {
-		g, err := ParseTres(tc.in)
-		if tc.errHas != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.errHas) {
-				t.Errorf("%q: err = %v, want %q", tc.in, err, tc.errHas)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("%q: %v", tc.in, err)
-			continue
-		}
-		if g.GPUs != tc.gpus || g.Shards != tc.shards {
-			t.Errorf("%q: gpus=%d shards=%d", tc.in, g.GPUs, g.Shards)
-		}
-		if tc.shardsOut != "" {
-			if got := g.WithShards(3); got != tc.shardsOut {
-				t.Errorf("%q: WithShards = %q, want %q", tc.in, got, tc.shardsOut)
-			}
-		}
-	}
-}
-
-func FuzzParseTres(f *testing.F) {
-	for _, s := range []string{"gres:gpu:1", "gres/gpu:h200:2", "cpu:1,gres:shard:4", "gres:gpu:1:2:3"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		g, err := ParseTres(s)
-		if err != nil || !g.HasGPU() {
-			return
-		}
-		out := g.WithShards(2)
-		g2, err := ParseTres(out)
-		if err != nil || g2.Shards != 2 || g2.GPUs != 0 {
-			t.Fatalf("%q -> %q -> %+v %v", s, out, g2, err)
 		}
 	})
 }

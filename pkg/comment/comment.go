@@ -1,4 +1,7 @@
-package submit
+// Package comment is the grammar of the job comment that carries a coscheml
+// directive and the plugin's decision token. It is its own package so that the node
+// hooks can read a comment without linking the decision engine.
+package comment
 
 import (
 	"errors"

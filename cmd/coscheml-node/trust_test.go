@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/jobprofile"
+	"github.com/coscheml/coscheml/pkg/observation"
+	"github.com/coscheml/coscheml/pkg/profile"
+	"github.com/coscheml/coscheml/pkg/residency"
+)
+
+// The Epilog hands a collected run to the finisher; what the controller then says
+// about the job decides whether anything is kept (docs/profiling.md).
+func TestFinishKeepsOnlyCompletedJobs(t *testing.T) {
+	seq := func(states ...string) func(string) (string, error) {
+		i := 0
+		return func(string) (string, error) {
+			s := states[min(i, len(states)-1)]
+			i++
+			if s == "ERR" {
+				return "", errors.New("controller down")
+			}
+			return s, nil
+		}
+	}
+	tests := []struct {
+		name  string
+		state func(string) (string, error)
+		keep  bool
+		msg   string
+	}{
+		{"completed after completing", seq("COMPLETING", "COMPLETING", "COMPLETED"), true, ""},
+		{"cancelled", seq("COMPLETING", "CANCELLED"), false, "CANCELLED"},
+		{"timeout", seq("TIMEOUT"), false, "TIMEOUT"},
+		{"failed", seq("FAILED"), false, "FAILED"},
+		{"requeued", seq("PENDING"), false, "PENDING"},
+		{"never leaves completing", seq("COMPLETING"), false, "still COMPLETING"},
+		{"controller down", seq("ERR"), false, "controller down"},
+		{"job purged", seq(""), false, "no longer lists"},
+		{"flaky controller then completed", seq("ERR", "COMPLETED"), true, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, _ := testConfig(t)
+			ps, _ := profile.Open(cfg.ProfileDir)
+			if err := ps.Put(&profile.Profile{Tag: "svc", Class: profile.ClassTrain, SoloRuntimeS: 100, CollectedAt: t0}); err != nil {
+				t.Fatal(err)
+			}
+			env := map[string]string{"SLURM_JOB_ID": "61", "SLURMD_NODENAME": "n1", "SLURM_JOB_GPUS": "0",
+				"SLURM_JOB_COMMENT": "coscheml:app=svc,class=train", "SLURM_JOB_UID": "1000", "SLURM_JOB_EXIT_CODE": "0"}
+			if err := prolog(cfg, env, t0, quiet()); err != nil {
+				t.Fatal(err)
+			}
+			var pending string
+			keep := func(run *jobprofile.Run) error {
+				var err error
+				pending, err = jobprofile.SavePending(cfg, run)
+				return err
+			}
+			if err := epilog(cfg, env, t0.Add(2*time.Minute), quiet(), keep); err != nil {
+				t.Fatal(err)
+			}
+			if pending == "" {
+				t.Fatal("the Epilog handed nothing to the finisher")
+			}
+			var logb bytes.Buffer
+			err := finish(cfg, pending, tc.state, time.Millisecond, 50*time.Millisecond, &logger{w: &logb})
+			if _, serr := os.Stat(pending); !errors.Is(serr, os.ErrNotExist) {
+				t.Errorf("pending file left: %v", serr)
+			}
+			obs, _ := observation.ReadDir(cfg.ObservationDir)
+			st, _ := profile.Open(cfg.ProfileDir)
+			runs, _ := st.SoloRuns("svc")
+			if tc.keep {
+				if err != nil || len(obs) != 1 || obs[0].UID != "1000" || len(runs) != 1 {
+					t.Errorf("kept %d observations (%+v), %d solo runs; err %v; log %s", len(obs), obs, len(runs), err, logb.String())
+				}
+				return
+			}
+			if len(obs) != 0 || len(runs) != 0 {
+				t.Errorf("kept %d observations, %d solo runs", len(obs), len(runs))
+			}
+			if got := fmt.Sprint(err) + logb.String(); !strings.Contains(got, tc.msg) {
+				t.Errorf("error/log %q does not say %q", got, tc.msg)
+			}
+		})
+	}
+}
+
+// A job that exited non-zero is dropped in the Epilog already: no finisher.
+func TestEpilogDropsFailedJobAtOnce(t *testing.T) {
+	cfg, _ := testConfig(t)
+	env := map[string]string{"SLURM_JOB_ID": "62", "SLURMD_NODENAME": "n1", "SLURM_JOB_GPUS": "0",
+		"SLURM_JOB_COMMENT": "coscheml:app=svc,class=train", "SLURM_JOB_EXIT_CODE": "256"}
+	prolog(cfg, env, t0, quiet())
+	called := false
+	if err := epilog(cfg, env, t0.Add(2*time.Minute), quiet(), func(*jobprofile.Run) error { called = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if called {
+		t.Error("a job with exit code 256 went to the finisher")
+	}
+}
+
+func TestParseState(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		bad      bool
+	}{
+		{"COMPLETED\n", "COMPLETED", false}, {"", "", false}, {"  \n", "", false}, {"OUT_OF_MEMORY", "OUT_OF_MEMORY", false},
+		{"COMPLETED\nCOMPLETED\n", "", true}, {"completed", "", true}, {"JobState=COMPLETED", "", true},
+		{"COMPLETED junk", "", true},
+	} {
+		got, err := parseState(tc.in)
+		if got != tc.want || (err != nil) != tc.bad {
+			t.Errorf("parseState(%q) = %q, %v", tc.in, got, err)
+		}
+	}
+}
+
+// squeueState runs a real program: a stand-in squeue that prints its arguments'
+// answer, so the exact command line is checked too.
+func TestSqueueState(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "squeue")
+	os.WriteFile(fake, []byte(`#!/bin/sh
+[ "$*" = "-h -t all -j 77 -o %T" ] || { echo "bad args: $*" >&2; exit 3; }
+echo CANCELLED
+`), 0o755)
+	if st, err := squeueState(fake, "77"); err != nil || st != "CANCELLED" {
+		t.Errorf("state %q err %v", st, err)
+	}
+	if _, err := squeueState(fake, "78"); err == nil || !strings.Contains(err.Error(), "bad args") {
+		t.Errorf("wrong job: err %v", err)
+	}
+	purged := filepath.Join(dir, "squeue2")
+	os.WriteFile(purged, []byte("#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1\n"), 0o755)
+	if st, err := squeueState(purged, "77"); err != nil || st != "" {
+		t.Errorf("purged job: %q %v", st, err)
+	}
+}
+
+// As root in a folder others can write, the node side refuses to work.
+func TestHooksRefuseWritableSharedFolders(t *testing.T) {
+	for _, mode := range []os.FileMode{0o775, 0o757, 0o1777} {
+		t.Run(fmt.Sprintf("%04o", mode), func(t *testing.T) {
+			cfg, path := testConfig(t)
+			os.MkdirAll(cfg.ResidencyDir, 0o755)
+			if err := os.Chmod(cfg.ResidencyDir, mode); err != nil {
+				t.Fatal(err)
+			}
+			err := checkSharedFolders(cfg)
+			if err == nil || !strings.Contains(err.Error(), "group- or world-writable") || !strings.Contains(err.Error(), "chmod go-w") {
+				t.Fatalf("mode %04o: %v", mode, err)
+			}
+			environ := []string{"SLURM_JOB_ID=5", "SLURMD_NODENAME=n1", "SLURM_JOB_GPUS=0"}
+			if rc := runHook("prolog", []string{"--config", path, "--no-syslog"}, environ, func() time.Time { return t0 }); rc != 0 {
+				t.Fatalf("rc %d", rc)
+			}
+			store, _ := residency.Open(cfg.ResidencyDir)
+			if _, err := store.Get("5", "n1"); err == nil {
+				t.Error("the Prolog wrote into a world-writable residency folder")
+			}
+		})
+	}
+	cfg, _ := testConfig(t)
+	for _, d := range []string{cfg.ResidencyDir, cfg.ProfileDir} {
+		os.MkdirAll(d, 0o755)
+	}
+	if err := checkSharedFolders(cfg); err != nil {
+		t.Errorf("0755 folders refused: %v", err)
+	}
+}
+
+func TestJobEnvUID(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{{"1000", "1000"}, {"0", "0"}, {"-1", ""}, {"alice", ""}, {"", ""}} {
+		je, _, err := jobEnv(map[string]string{"SLURM_JOB_ID": "1", "SLURMD_NODENAME": "n1", "SLURM_JOB_UID": tc.in})
+		if err != nil || je.UID != tc.want {
+			t.Errorf("SLURM_JOB_UID=%q: uid %q err %v", tc.in, je.UID, err)
+		}
+	}
+}
+
+// FuzzParseState: whatever squeue prints, the answer is one state word or none.
+func FuzzParseState(f *testing.F) {
+	for _, s := range []string{"COMPLETED\n", "", "JobState=COMPLETED", "COMPLETED\nFAILED\n", "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		st, err := parseState(in)
+		if err != nil && st != "" {
+			t.Fatalf("state %q with error %v", st, err)
+		}
+		if st != "" && !stateRE.MatchString(st) {
+			t.Fatalf("accepted %q", st)
+		}
+	})
+}

@@ -1,0 +1,198 @@
+package submit
+
+import (
+	"sync"
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/placement"
+	"github.com/coscheml/coscheml/pkg/profile"
+	"github.com/coscheml/coscheml/pkg/residency"
+)
+
+// clusterView is the cluster as decisions see it: the residency store's jobs plus
+// the reservations of decisions whose jobs have not started yet. It owns both, and
+// is the only thing that changes the cluster. Decisions read it under mu; the
+// background refresh builds a new cluster outside mu and swaps it in.
+type clusterView struct {
+	mu sync.Mutex
+	viewState
+	reserved []reservation
+	ttl      time.Duration // forget an unconfirmed reservation after
+}
+
+// viewState is what a decision reads from the view (never writes).
+type viewState struct {
+	cluster *placement.Cluster
+	snap    *Snapshot // the snapshot the cluster was built for
+	resErr  error
+	running map[string]bool // job ids with a residency entry
+	confirm map[string]bool // decision ids with a residency entry (or done)
+}
+
+// blocker is why no decision can be placed on this view now ("" when one can).
+func (v *viewState) blocker(snap *Snapshot, jobID string) string {
+	switch {
+	case v.resErr != nil:
+		return "degraded (residency unreadable, logged when it happened): left unchanged"
+	case v.cluster == nil || v.snap != snap:
+		return "degraded: cluster state not loaded yet"
+	case jobID != "" && v.running[jobID]:
+		return "job is running; its placement is kept"
+	}
+	return ""
+}
+
+// reservation is a decision not yet seen in the residency store: the job is queued
+// or starting. Without it, two quick submissions would both see the same GPU idle.
+type reservation struct {
+	id    string // decision id (the resident's ID, Kind Reserved)
+	jobID string // known for job_modify
+	node  int
+	gpus  []int // indexes into the node's GPUs
+	slots int
+	prof  *profile.Profile
+	class profile.Class
+	at    time.Time
+}
+
+// install swaps in cluster c, built for snap from the residency entries, with the
+// pending reservations re-applied and the confirmed or expired ones dropped.
+func (v *clusterView) install(snap *Snapshot, c *placement.Cluster, entries []residency.Entry, done []string, now time.Time) {
+	running := make(map[string]bool, len(entries))
+	confirm := make(map[string]bool, len(entries))
+	for _, en := range entries {
+		running[en.JobID] = true
+		if en.DecisionID != "" {
+			confirm[en.DecisionID] = true
+		}
+	}
+	for _, id := range done {
+		confirm[id] = true // started and already ended
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.cluster, v.snap, v.resErr = c, snap, nil
+	v.running, v.confirm = running, confirm
+	v.expireLocked(now)
+	for i := range v.reserved {
+		v.applyLocked(&v.reserved[i])
+	}
+}
+
+// setErr marks the residency unreadable: decisions pass jobs through.
+func (v *clusterView) setErr(err error) {
+	v.mu.Lock()
+	v.resErr = err
+	v.mu.Unlock()
+}
+
+// expire drops reservations that are confirmed or past the TTL.
+func (v *clusterView) expire(now time.Time) {
+	v.mu.Lock()
+	v.expireLocked(now)
+	v.mu.Unlock()
+}
+
+// expireLocked drops reservations that the residency store confirmed (the job
+// started) or that are older than the TTL. Caller holds mu.
+func (v *clusterView) expireLocked(now time.Time) {
+	kept := v.reserved[:0]
+	for _, r := range v.reserved {
+		if v.confirm[r.id] || (r.jobID != "" && v.running[r.jobID]) || now.Sub(r.at) > v.ttl {
+			if v.cluster != nil {
+				v.cluster.Remove(r.id)
+			}
+			continue
+		}
+		kept = append(kept, r)
+	}
+	v.reserved = kept
+}
+
+// reserveLocked records a decision's reservation and applies it. Caller holds mu.
+func (v *clusterView) reserveLocked(r reservation) {
+	v.reserved = append(v.reserved, r)
+	v.applyLocked(&v.reserved[len(v.reserved)-1])
+}
+
+// applyLocked makes r resident in the current cluster. Caller holds mu.
+func (v *clusterView) applyLocked(r *reservation) {
+	c := v.cluster
+	if c == nil || r.node >= len(c.Nodes) {
+		return
+	}
+	d := placement.Decision{Action: placement.ActionShare}
+	for _, g := range r.gpus {
+		if g < len(c.Nodes[r.node].GPUs) {
+			d.Placement = append(d.Placement, placement.Slot{Node: r.node, GPU: g, Slots: r.slots})
+		}
+	}
+	c.Apply(&placement.Request{JobID: r.id, Tag: tagOfProf(r.prof), Profile: r.prof, Class: r.class, Kind: placement.Reserved}, d)
+}
+
+// dropLocked forgets the reservation of an earlier decision for this job
+// (job_modify decides again). Caller holds mu.
+func (v *clusterView) dropLocked(id, jobID string) {
+	if id == "" && jobID == "" {
+		return
+	}
+	kept := v.reserved[:0]
+	for _, rv := range v.reserved {
+		if (id != "" && rv.id == id) || (jobID != "" && rv.jobID == jobID) {
+			v.cluster.Remove(rv.id)
+			continue
+		}
+		kept = append(kept, rv)
+	}
+	v.reserved = kept
+}
+
+func tagOfProf(p *profile.Profile) string {
+	if p == nil {
+		return ""
+	}
+	return p.Tag
+}
+
+// buildCluster turns the inventory and the residency entries into a cluster. Jobs
+// without a known profile (untagged, or a tag whose profile is gone) are residents
+// with a nil profile: the policy will not share their GPU. The cluster's Reach is
+// the configured shard pinning, so placement filters out GPUs Slurm cannot reach.
+func buildCluster(st *Snapshot, entries []residency.Entry) *placement.Cluster {
+	cfg := st.cfg
+	slots := cfg.SlotsPerGPU
+	c := &placement.Cluster{Nodes: make([]placement.Node, len(st.nodes)), Reach: st.reach}
+	for i, name := range st.nodes {
+		gpus := make([]placement.GPU, cfg.Cluster.GPUsPerNode)
+		for g := range gpus {
+			gpus[g] = placement.GPU{Index: g, MemMiB: cfg.Cluster.GPUMemoryMiB, Slots: slots}
+		}
+		c.Nodes[i] = placement.Node{Name: name, GPUs: gpus}
+	}
+	for _, en := range entries {
+		n, ok := st.nodeIdx[en.Node]
+		if !ok {
+			continue
+		}
+		var prof *profile.Profile
+		if en.Tag != "" {
+			prof = st.catalog[en.Tag]
+		}
+		class := en.Class
+		if class == "" && prof != nil {
+			class = prof.Class
+		}
+		held := en.Shards
+		if held <= 0 || held > slots {
+			held = slots // whole GPU, or more shards than we think a GPU has
+		}
+		for _, g := range en.GPUs {
+			if g < len(c.Nodes[n].GPUs) {
+				gpu := &c.Nodes[n].GPUs[g]
+				gpu.Residents = append(gpu.Residents, placement.Resident{JobID: en.JobID, Profile: prof, Class: class, Slots: held})
+			}
+		}
+	}
+	c.Reindex()
+	return c
+}
