@@ -172,15 +172,20 @@ func (w *Writer) rotate(f *os.File, n int) (*os.File, error) {
 		return f, nil
 	}
 	locked, err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB)
-	if err != nil || !locked {
-		return f, nil // rotated by the other writer now, or no locks here: later
+	if err == nil && !locked {
+		return f, nil // the other writer is rotating right now: check again later
 	}
+	// A filesystem without flock (err != nil) still gets the same-file check,
+	// which alone leaves only a narrow race; never rotating would let the log grow
+	// without bound.
 	if cur, err := os.Lstat(w.path); err == nil && os.SameFile(fi, cur) {
 		if err := os.Rename(w.path, w.path+".1"); err != nil {
 			w.setErr(fmt.Errorf("decision log: rotate: %w", err))
 		}
 	}
-	flock(f, syscall.LOCK_UN)
+	if locked {
+		flock(f, syscall.LOCK_UN)
+	}
 	f.Close()
 	return w.open()
 }

@@ -136,3 +136,38 @@ func TestRotationTwoWriters(t *testing.T) {
 		t.Fatalf("%s has %d lines, want 2 (one from each writer)", path, n)
 	}
 }
+
+// While the other controller holds the rotation lock, a writer keeps its file and
+// does not rename (it checks again at its next record).
+func TestRotationWaitsForLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d.log")
+	w := &Writer{path: path, maxBytes: 100}
+	f, err := w.open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte(strings.Repeat("x", 99) + "\n"))
+	other, err := os.Open(path) // another open file description: flock conflicts
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := flock(other, syscall.LOCK_EX|syscall.LOCK_NB); !ok || err != nil {
+		t.Skipf("no flock here: %v", err)
+	}
+	g, err := w.rotate(f, 10)
+	if err != nil || g != f {
+		t.Fatalf("rotate under a held lock: %v, same file %v", err, g == f)
+	}
+	if _, err := os.Stat(path + ".1"); !os.IsNotExist(err) {
+		t.Fatalf("rotated under the other writer's lock: %v", err)
+	}
+	flock(other, syscall.LOCK_UN)
+	other.Close()
+	if g, err = w.rotate(f, 10); err != nil || g == f {
+		t.Fatalf("rotate after unlock: %v", err)
+	}
+	g.Close()
+	if n := countLines(t, path+".1"); n != 1 {
+		t.Fatalf("%s.1: %d lines, want 1", path, n)
+	}
+}
