@@ -1,14 +1,23 @@
 # coscheml: interference-aware GPU co-location for Slurm.
 #
 #   make build        programs into bin/, libcoscheml.so and the Slurm plugin into lib/
-#   make test         go vet, the shim checks, unit tests, and the Slurm integration suite (root)
+#   make test         go vet, the shim checks, unit tests, race, fuzz-short, and the Slurm integration suite (root)
+#   make vet          go vet ./...
+#   make unit         the unit tests alone (go test ./...)
 #   make shim-check   the plugin against every Slurm header set + C harness (+ ASan)
+#   make integration  the Slurm integration suite alone (real daemons, root; COSCHEML_SLURM_PREFIX)
 #   make integration-matrix  the integration suite on every Slurm release (root)
 #   make demo         the simulator on the shipped data: comparison table + report
 #   make bench        benchmarks, short
 #   make fuzz         every fuzz target for FUZZTIME each
+#   make race         go test -race of the packages slurmctld runs (libcoscheml's closure)
+#   make fuzz-short   every fuzz target briefly (FUZZTIME_SHORT each; part of make test)
 #   make install      PREFIX/DESTDIR-aware install (see docs/install.md)
+#   make install-data the /var/lib/coscheml tree with its owners and modes (part of install)
+#   make uninstall    removes what install put in place, keeps /etc/coscheml
+#   make package      .deb and .rpm packages into dist/ (nfpm; docs/packaging.md)
 #   make clean
+#   make help         this list
 #
 # GNU make. Needs Go (see go.mod) and gcc; the plugin also needs Slurm's headers
 # (Debian: libslurm-dev) and is skipped with a message when they are missing.
@@ -28,9 +37,12 @@ SLURM_INCLUDE   ?= /usr/include
 COSCHEML_LIBDIR ?= $(LIBDIR)/coscheml
 
 GO        ?= go
-GOFLAGS_BUILD ?= -trimpath
+# The release the programs report with --version and the packages carry.
+VERSION   ?= 0.1.0
+GOFLAGS_BUILD ?= -trimpath -ldflags "-X github.com/coscheml/coscheml/pkg/version.Version=$(VERSION)"
 BENCHTIME ?= 200ms
 FUZZTIME  ?= 10s
+FUZZTIME_SHORT ?= 2s
 # go-nvml's cgo preamble uses deprecated NVML declarations; Go's own default
 # CGO_CFLAGS is "-O2 -g".
 CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
@@ -39,13 +51,14 @@ export CGO_CFLAGS
 PROGRAMS := coscheml coscheml-train coscheml-node
 BINS     := $(addprefix bin/,$(PROGRAMS))
 
-.PHONY: all build programs libcoscheml plugin test vet unit integration integration-matrix bench fuzz shim-check \
-        demo install uninstall clean help
+.PHONY: all build programs libcoscheml plugin test vet unit race fuzz-short integration integration-matrix \
+        shim-check bench fuzz demo install install-data uninstall package clean help
 
 all: build
 
+# Every "#   make TARGET" line of the header above.
 help:
-	@sed -n '3,12p' Makefile | sed 's/^# *//'
+	@sed -n 's/^#   \(make .*\)/\1/p' Makefile
 
 build: programs libcoscheml plugin
 
@@ -53,6 +66,7 @@ build: programs libcoscheml plugin
 # changed).
 programs:
 	@mkdir -p bin
+	@echo "make: building $(PROGRAMS) into bin/ (a first build also compiles the dependencies: a minute or two)"
 	$(GO) build $(GOFLAGS_BUILD) -o bin/ $(addprefix ./cmd/,$(PROGRAMS))
 
 libcoscheml:
@@ -67,9 +81,10 @@ plugin:
 		echo "make: install the headers (Debian/Ubuntu: apt-get install libslurm-dev) and run make build again."; \
 	fi
 
-# make test: static checks, the shim across Slurm releases, unit tests, then the
-# Slurm integration suite.
-test: vet shim-check unit integration
+# make test: static checks, the shim across Slurm releases, unit tests, the race
+# detector on what runs inside slurmctld, every fuzz target briefly, then the Slurm
+# integration suite.
+test: vet shim-check unit race fuzz-short integration
 
 vet:
 	$(GO) vet ./...
@@ -91,6 +106,11 @@ shim-check: libcoscheml
 		LIBCOSCHEML_SO=$(CURDIR)/lib/libcoscheml.so COSCHEML_SLURM_HEADERS=$(SLURM_HEADER_SETS) \
 			$(GO) test -count=1 -v -run '^TestC(ABI|Shim)$$' ./cmd/libcoscheml; \
 	fi
+
+# The packages linked into slurmctld (libcoscheml's dependency closure within this
+# module) under the race detector: a data race there corrupts slurmctld's process.
+race:
+	$(GO) test -race $$($(GO) list -deps ./cmd/libcoscheml | grep '^github.com/coscheml/coscheml/')
 
 # Real slurmctld/slurmd/munge on loopback; needs root, installs the Debian packages
 # slurm-wlm, munge and libslurm-dev when missing, builds what it needs itself, and
@@ -120,11 +140,16 @@ fuzz:
 		done; \
 	done
 
+# Each fuzz target briefly: catches a parser that panics on its seeds or on what a
+# few seconds of mutation find (31 targets: about two minutes on 2 cores).
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
+
 # The main job on the embedded default: no cluster, no GPU.
 demo: programs
 	bin/coscheml simulate --demo --report demo-report
 
-install: build
+install: build install-data
 	install -d "$(DESTDIR)$(BINDIR)"
 	install -m 0755 $(BINS) "$(DESTDIR)$(BINDIR)/"
 	install -d "$(DESTDIR)$(COSCHEML_LIBDIR)"
@@ -165,30 +190,8 @@ install: build
 	done
 	install -m 0644 etc/examples/*.yaml "$(DESTDIR)$(DOCDIR)/examples/"
 
-# slurmctld loads a job_submit plugin only if it was built for exactly its release
-# (major.minor.micro), and a refused plugin stops slurmctld at start. So install
-# refuses a plugin built for another release than the installed slurmctld's.
-# SLURMCTLD names the daemon (default: on PATH, /usr/sbin, /usr/local/sbin);
-# SLURM_RELEASE_CHECK=no skips the check (packaging for another machine).
-SLURMCTLD ?= $(firstword $(shell command -v slurmctld 2>/dev/null) $(wildcard /usr/sbin/slurmctld /usr/local/sbin/slurmctld))
-SLURM_RELEASE_CHECK ?= yes
-.PHONY: check-slurm-release
-check-slurm-release: programs
-	@if [ "$(SLURM_RELEASE_CHECK)" = no ]; then \
-		echo "make: SLURM_RELEASE_CHECK=no: not checking the plugin against the installed slurmctld"; \
-	elif [ -z "$(SLURMCTLD)" ]; then \
-		echo "make: no slurmctld found (PATH, /usr/sbin, /usr/local/sbin): cannot check the plugin's Slurm release." >&2; \
-		echo "make: name it with SLURMCTLD=/path/to/slurmctld, or SLURM_RELEASE_CHECK=no when installing for another machine." >&2; \
-		exit 1; \
-	elif ! bin/coscheml preflight --plugin-only --plugin lib/job_submit_coscheml.so --slurmctld "$(SLURMCTLD)"; then \
-		echo "make: NOT installing: lib/job_submit_coscheml.so was built with the headers in $(SLURM_INCLUDE) for another Slurm release than $(SLURMCTLD)." >&2; \
-		echo "make: slurmctld would refuse the plugin and not start. Rebuild against the headers of the installed release:" >&2; \
-		echo "make:     make clean && make SLURM_INCLUDE=<that release's prefix>/include build && make install" >&2; \
-		exit 1; \
-	fi
-
-# Removes what install put in place except the configuration (and the data under
-# /var/lib/coscheml, which install never creates).
+.PHONY: all build programs libcoscheml plugin test vet unit race fuzz-short integration integration-matrix \
+        shim-check bench fuzz demo install install-data uninstall package clean help
 uninstall:
 	rm -f $(addprefix "$(DESTDIR)$(BINDIR)"/,$(PROGRAMS))
 	rm -f "$(DESTDIR)$(COSCHEML_LIBDIR)/libcoscheml.so"
@@ -197,6 +200,35 @@ uninstall:
 	rm -rf "$(DESTDIR)$(LIBEXECDIR)/coscheml" "$(DESTDIR)$(DOCDIR)"
 	@echo "make: kept $(DESTDIR)$(SYSCONFDIR)/coscheml/ (remove it by hand if you want)"
 
+# Packages: the programs, library and plugin are built again with the packages'
+# paths (/usr, the distribution's Slurm plugin folder) into build/package, then
+# nfpm (a build tool, fetched through the Go module proxy at a pinned version;
+# NFPM=nfpm uses one on PATH) writes dist/*.deb and dist/*.rpm.
+NFPM_VERSION  ?= v2.45.2
+NFPM          ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+PKG_ARCH      ?= $(shell $(GO) env GOARCH)
+DEB_PLUGINDIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/slurm-wlm
+RPM_PLUGINDIR ?= /usr/lib64/slurm
+PKGBUILD      := build/package
+
+package:
+	@release=$$(packaging/slurm-release.sh "$(SLURM_INCLUDE)") || exit 1; \
+	set -e; \
+	rm -rf $(PKGBUILD) && mkdir -p $(PKGBUILD)/bin $(PKGBUILD)/lib $(PKGBUILD)/plugin dist; \
+	echo "make package: coscheml $(VERSION), plugin for Slurm $$release"; \
+	$(GO) build $(GOFLAGS_BUILD) -o $(PKGBUILD)/bin/ $(addprefix ./cmd/,$(PROGRAMS)); \
+	$(GO) build $(GOFLAGS_BUILD) -buildmode=c-shared -o $(PKGBUILD)/lib/libcoscheml.so ./cmd/libcoscheml; \
+	$(MAKE) -C plugin-c SLURM_INCLUDE="$(SLURM_INCLUDE)" COSCHEML_LIBDIR=/usr/lib/coscheml \
+		OUT="$(abspath $(PKGBUILD))/plugin/job_submit_coscheml.so" STAMP="$(abspath $(PKGBUILD))/plugin/.flags"; \
+	packaging/stage.sh $(PKGBUILD)/stage $(PKGBUILD)/bin; \
+	export PKG_VERSION="$(VERSION)" PKG_ARCH="$(PKG_ARCH)" SLURM_RELEASE="$$release" \
+		DEB_PLUGINDIR="$(DEB_PLUGINDIR)" RPM_PLUGINDIR="$(RPM_PLUGINDIR)"; \
+	for fmt in deb rpm; do \
+		$(NFPM) package --config packaging/nfpm-coscheml.yaml --packager $$fmt --target dist/; \
+		$(NFPM) package --config packaging/nfpm-slurm-plugin.yaml --packager $$fmt --target dist/; \
+	done; \
+	ls -l dist/
+
 clean:
-	rm -rf bin demo-report lib/libcoscheml.so lib/libcoscheml.h lib/slurm-*
+	rm -rf bin demo-report build dist lib/libcoscheml.so lib/libcoscheml.h lib/slurm-*
 	-$(MAKE) -C plugin-c clean

@@ -75,7 +75,10 @@ func runHook(kind string, args []string, environ []string, now func() time.Time)
 	log := newLogger(os.Stderr, true)
 	defer log.close()
 	if err := fs.Parse(args); err != nil {
-		log.printf("%s: %v", kind, err)
+		// --help has printed the usage already; it is not a problem to log.
+		if !errors.Is(err, flag.ErrHelp) {
+			log.printf("%s: %v", kind, err)
+		}
 		return 0
 	}
 	if *noSyslog {

@@ -17,12 +17,15 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/coscheml/coscheml/pkg/version"
 )
 
-const usage = `usage: coscheml-node prolog|epilog [--config FILE] [--timeout D]
+const usage = `usage: coscheml-node prolog|epilog [--config FILE] [--timeout D] [--no-syslog]
        coscheml-node reconcile [--config FILE] [--grace D] [--live FILE|-]
        coscheml-node sampler ARGS...
-       coscheml-node finish [--config FILE] [--wait D] --pending FILE`
+       coscheml-node finish [--config FILE] [--wait D] --pending FILE
+       coscheml-node --version`
 
 func main() {
 	if len(os.Args) < 2 {
@@ -41,6 +44,8 @@ func main() {
 		os.Exit(runFinish(args, os.Stderr))
 	case "-h", "--help", "help":
 		fmt.Println(usage)
+	case "-v", "--version", "version":
+		fmt.Println("coscheml-node version", version.String())
 	default:
 		fmt.Fprintf(os.Stderr, "coscheml-node: unknown command %q\n%s\n", os.Args[1], usage)
 		os.Exit(2)

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
+	"github.com/coscheml/coscheml/pkg/cliextra"
+	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/urfave/cli/v2"
 )
 
@@ -17,6 +20,8 @@ const (
 	exitOK      = 0
 	exitFailure = 1 // the operation failed (bad or unreadable file, training error, ...)
 	exitUsage   = 2 // bad flags or arguments
+	// A missing input file, as `coscheml` says for an unknown tag, job or file.
+	exitNotFound = 3
 )
 
 // usageError marks an error in how the program was called.
@@ -40,8 +45,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "coscheml-train:", err)
 	var ue usageError
-	if errors.As(err, &ue) {
+	switch {
+	case errors.As(err, &ue):
 		return exitUsage
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, profile.ErrNotFound):
+		return exitNotFound
 	}
 	return exitFailure
 }
@@ -55,7 +63,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			"forest), reports k-fold and leave-applications-out cross-validation against the mean\n" +
 			"predictor and the utilization-sum heuristic, and writes a model file. `eval` scores a model\n" +
 			"file on any pair file. Without --solo/--pairs both use the Lucid data built into the binary.\n\n" +
-			"Exit codes: 0 ok, 1 failure, 2 usage error.",
+			"Exit codes: 0 ok, 1 failure, 2 usage error, 3 not found (a missing file or profile).",
 		Commands: []*cli.Command{
 			trainCommand(),
 			evalCommand(),
@@ -73,6 +81,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			return cli.ShowAppHelp(c)
 		},
 	}
+	cliextra.Extend(app) // --version, completion, man page
 	for _, cmd := range app.Commands {
 		if cmd.OnUsageError == nil {
 			cmd.OnUsageError = onUsageError

@@ -133,11 +133,11 @@ func TestExitCodesAndErrors(t *testing.T) {
 		{"bad depth", []string{"train", "--out", "x", "--max-depth", "99"}, exitUsage, "max depth"},
 		{"bad feature", []string{"train", "--out", "x", "--features", "foo"}, exitUsage, `unknown feature "foo"`},
 		{"stray argument", []string{"eval", "extra"}, exitUsage, "unexpected argument"},
-		{"missing solo file", []string{"eval", "--solo", filepath.Join(dir, "none.csv")}, exitFailure, "none.csv"},
+		{"missing solo file", []string{"eval", "--solo", filepath.Join(dir, "none.csv")}, exitNotFound, "none.csv"},
 		{"bad solo file", []string{"eval", "--solo", bad, "--pairs", pairs}, exitFailure, "bad.csv"},
 		{"bad pairs file", []string{"eval", "--solo", solo, "--pairs", bad}, exitFailure, "bad.csv"},
 		{"corrupt model", []string{"eval", "--model", corrupt}, exitFailure, "corrupt.model"},
-		{"unknown tag in obs", []string{"eval", "--obs", missingTag}, exitFailure, "nosuchapp-bs1"},
+		{"unknown tag in obs", []string{"eval", "--obs", missingTag}, exitNotFound, "nosuchapp-bs1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -162,7 +162,7 @@ func TestRetrainInputErrors(t *testing.T) {
 		{"missing flags", []string{"--profiles", f.profiles}, exitUsage, "--obs is required"},
 		{"bad holdout", []string{"--profiles", f.profiles, "--obs", f.obs, "--current", cur, "--out", cur, "--holdout", "1.5"}, exitUsage, "--holdout"},
 		{"too few observations", []string{"--profiles", f.profiles, "--obs", f.obs, "--current", cur, "--out", cur}, exitFailure, "fewer than 5"},
-		{"no such obs", []string{"--profiles", f.profiles, "--obs", filepath.Join(f.dir, "nope"), "--current", cur, "--out", cur}, exitFailure, "--obs"},
+		{"no such obs", []string{"--profiles", f.profiles, "--obs", filepath.Join(f.dir, "nope"), "--current", cur, "--out", cur}, exitNotFound, "--obs"},
 		{"profiles not a folder", []string{"--profiles", filepath.Join(f.obs, "n1.csv"), "--obs", f.obs, "--current", cur, "--out", cur}, exitFailure, "not a folder"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

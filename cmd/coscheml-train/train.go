@@ -89,11 +89,15 @@ func trainCommand() *cli.Command {
 			var cal model.Calibration
 			if !c.Bool("skip-cv") {
 				t0 := time.Now()
+				end := stage(c.App.ErrWriter, fmt.Sprintf("%d-fold cross-validation (%d models)", k, k))
 				kf, err := training.KFold(td.ds, k, p, p.Seed)
+				end()
 				if err != nil {
 					return err
 				}
+				end = stage(c.App.ErrWriter, "leave-families-out cross-validation (one model per application family)")
 				lao, err := training.LeaveFamiliesOut(td.ds, p)
+				end()
 				if err != nil {
 					return err
 				}
@@ -107,7 +111,9 @@ func trainCommand() *cli.Command {
 				cv = model.CVSummary{KFold: kf.Metrics, KFoldK: k, LeaveAppsOut: lao.Metrics, Apps: len(lao.Folds)}
 			}
 			t0 := time.Now()
+			end := stage(c.App.ErrWriter, "training the model on all samples")
 			m, err := training.Train(td.ds, p)
+			end()
 			if err != nil {
 				return err
 			}

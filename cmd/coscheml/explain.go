@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/decisionlog"
@@ -23,19 +24,20 @@ func explainCommand() *cli.Command {
 		Name:      "explain",
 		Usage:     "show why the job_submit plugin placed a job where it did",
 		ArgsUsage: "JOBID",
-		Description: "Looks the job up with `scontrol show job -o JOBID` (pending or running jobs),\n" +
+		Description: "Looks the job up with `squeue -j JOBID` (pending or running jobs),\n" +
 			"reads the decision id the plugin appended to its comment, and prints that\n" +
 			"decision from the decision log (decision_log in the configuration): the\n" +
 			"action (share, exclusive, wait), the node and GPU chosen, the predicted\n" +
 			"speeds and the reason. For a running job it also shows the GPUs the node's\n" +
-			"prolog recorded. --decision ID skips scontrol (e.g. for a finished job\n" +
-			"whose id is in slurmctld's log line).\n\n" +
+			"prolog recorded. --decision ID skips squeue (e.g. for a finished job\n" +
+			"whose id is in slurmctld's log line). Root and SlurmUser (the log's owner)\n" +
+			"see every decision; other users only their own jobs'.\n\n" +
 			"Examples:\n" +
 			"   coscheml explain 4242\n" +
 			"   coscheml explain --decision mx2uzeo0-1f --json\n\n" +
 			"Exit codes: 0 ok, 2 bad arguments, 3 no such job or decision, 1 other failures.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "decision", Usage: "decision `ID` to show (instead of asking scontrol)"},
+			&cli.StringFlag{Name: "decision", Usage: "decision `ID` to show (instead of asking squeue)"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of text"},
 		},
 		Action: runExplain,
@@ -55,12 +57,45 @@ type explainOut struct {
 }
 
 var (
-	explainJobIDRE   = regexp.MustCompile(`^[0-9]+(_[0-9]+)?$`)
-	explainTokenRE   = regexp.MustCompile(`coscheml-id=([a-z0-9-]{1,32}):[0-9]+`)
-	explainStateRE   = regexp.MustCompile(`(?:^|\s)JobState=(\S+)`)
-	explainNodesRE   = regexp.MustCompile(`(?:^|\s)NodeList=(\S+)`)
-	explainCommentRE = regexp.MustCompile(`(?:^|\s)Comment=(.*?)(?:\s[A-Z][A-Za-z]*=|$)`)
+	explainJobIDRE = regexp.MustCompile(`^[0-9]+(_[0-9]+)?$`)
+	explainTokenRE = regexp.MustCompile(`coscheml-id=([a-z0-9-]{1,32}):[0-9]+`)
 )
+
+// callerUID is whose decisions explain may show (a variable for tests).
+var callerUID = os.Getuid
+
+// seesAll reports whether the caller may see every user's decisions: root and
+// the log's owner (SlurmUser, which writes it). Everyone else sees only records
+// of their own uid, as Slurm's PrivateData would have it.
+func seesAll(uid int, logPath string) bool {
+	if uid == 0 {
+		return true
+	}
+	st, err := os.Stat(logPath)
+	if err != nil {
+		return false
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && int(sys.Uid) == uid
+}
+
+// findDecision looks a record up and hides other users' records from a caller
+// who may not see them (reported exactly as a missing one, so ids of other
+// users' jobs cannot be probed).
+func findDecision(path, id, jobID string) (decisionlog.Record, error) {
+	rec, err := decisionlog.Find(path, id, jobID)
+	if err != nil {
+		return rec, err
+	}
+	if uid := callerUID(); !seesAll(uid, path) && int64(rec.UserID) != int64(uid) {
+		key := "decision " + id
+		if id == "" {
+			key = "job " + jobID
+		}
+		return decisionlog.Record{}, fmt.Errorf("%s in %s: %w", key, path, decisionlog.ErrNotFound)
+	}
+	return rec, nil
+}
 
 func runExplain(c *cli.Context) error {
 	out := explainOut{DecisionID: c.String("decision")}
@@ -83,38 +118,34 @@ func runExplain(c *cli.Context) error {
 		return err
 	}
 	if out.JobID != "" && out.DecisionID == "" {
-		line, err := scontrolShowJob(c.Context, out.JobID)
+		job, err := squeueJob(c.Context, out.JobID)
 		if err != nil {
 			return err
 		}
-		if m := explainStateRE.FindStringSubmatch(line); m != nil {
-			out.JobState = m[1]
-		}
-		if m := explainNodesRE.FindStringSubmatch(line); m != nil && m[1] != "(null)" {
-			out.NodeList = m[1]
-		}
-		if m := explainCommentRE.FindStringSubmatch(line); m != nil && m[1] != "(null)" {
-			out.Comment = sanitizeLine(m[1])
-		}
-		if m := explainTokenRE.FindStringSubmatch(line); m != nil {
+		out.JobState, out.NodeList, out.Comment = job.State, job.Nodes, sanitizeLine(job.Comment)
+		if m := explainTokenRE.FindStringSubmatch(job.Comment); m != nil {
 			out.DecisionID = m[1]
 		}
 	}
 	if out.DecisionID != "" {
-		rec, err := decisionlog.Find(cfg.DecisionLog, out.DecisionID, "")
+		rec, err := findDecision(cfg.DecisionLog, out.DecisionID, "")
 		switch {
 		case err == nil:
 			out.Decision = &rec
 		case errors.Is(err, decisionlog.ErrNotFound):
-			out.Note = "decision " + out.DecisionID + " is not in " + cfg.DecisionLog + " (rotated away, or logged on another controller)"
+			out.Note = "decision " + out.DecisionID + " is not in " + cfg.DecisionLog + " (rotated away, logged on another controller, or another user's)"
+		case errors.Is(err, os.ErrPermission):
+			out.Note = fmt.Sprintf("cannot read the decision log %s: it is mode 0640 (root, SlurmUser and its group)", cfg.DecisionLog)
 		default:
 			return err
 		}
 	} else if out.JobID != "" {
 		// Modified jobs are logged under their job id.
-		if rec, err := decisionlog.Find(cfg.DecisionLog, "", out.JobID); err == nil {
+		if rec, err := findDecision(cfg.DecisionLog, "", out.JobID); err == nil {
 			out.Decision = &rec
 			out.DecisionID = rec.ID
+		} else if errors.Is(err, os.ErrPermission) {
+			out.Note = fmt.Sprintf("cannot read the decision log %s: it is mode 0640 (root, SlurmUser and its group)", cfg.DecisionLog)
 		} else {
 			out.Note = "the plugin did not rewrite this job (untagged, or left unchanged); its comment carries no coscheml-id"
 		}
@@ -142,30 +173,79 @@ func runExplain(c *cli.Context) error {
 	return nil
 }
 
-// scontrolShowJob runs `scontrol show job -o JOBID` ($COSCHEML_SCONTROL overrides
-// the program, for tests and odd installs).
-func scontrolShowJob(ctx context.Context, jobID string) (string, error) {
-	prog := os.Getenv("COSCHEML_SCONTROL")
+// squeueFormat asks squeue for the fields explain needs. Slurm's own fields come
+// first, separated by '|', which neither a state nor a node list can hold; the
+// comment, which the user controls, comes last so that nothing in it can shift
+// the others. The job name (also the user's) is not asked for at all: with
+// `scontrol show job -o` a name such as "x JobState=COMPLETED NodeList=n9" read
+// as the job's state and nodes.
+const squeueFormat = "%i|%T|%N|%k"
+
+// squeueInfo is one job as squeue printed it with squeueFormat.
+type squeueInfo struct {
+	ID, State, Nodes, Comment string
+}
+
+var (
+	squeueIDRE    = regexp.MustCompile(`^[0-9]+(_([0-9]+|\[[0-9,%-]+\]))?(\+[0-9]+)?$`)
+	squeueStateRE = regexp.MustCompile(`^[A-Z_]{1,32}$`)
+	squeueNodesRE = regexp.MustCompile(`^[A-Za-z0-9_.,\[\]()-]*$`)
+)
+
+// parseSqueue reads squeue's output for one job: its first line (a comment may
+// hold a newline; what follows it is the comment's, not another job's).
+func parseSqueue(out string) (squeueInfo, error) {
+	line, _, _ := strings.Cut(out, "\n")
+	f := strings.SplitN(line, "|", 4)
+	if len(f) != 4 {
+		return squeueInfo{}, fmt.Errorf("squeue: unexpected output %q", sanitize(safetext.Limit(line, 80)))
+	}
+	j := squeueInfo{ID: f[0], State: f[1], Nodes: f[2], Comment: f[3]}
+	switch {
+	case !squeueIDRE.MatchString(j.ID):
+		return squeueInfo{}, fmt.Errorf("squeue: bad job id %q", sanitize(safetext.Limit(j.ID, 40)))
+	case !squeueStateRE.MatchString(j.State):
+		return squeueInfo{}, fmt.Errorf("squeue: bad job state %q", sanitize(safetext.Limit(j.State, 40)))
+	case len(j.Nodes) > 65536 || !squeueNodesRE.MatchString(j.Nodes):
+		return squeueInfo{}, fmt.Errorf("squeue: bad node list %q", sanitize(safetext.Limit(j.Nodes, 40)))
+	}
+	if j.Nodes == "(null)" {
+		j.Nodes = ""
+	}
+	if j.Comment == "(null)" {
+		j.Comment = ""
+	}
+	return j, nil
+}
+
+// squeueJob runs `squeue --noheader -j JOBID -o FORMAT` ($COSCHEML_SQUEUE
+// overrides the program, for tests and odd installs).
+func squeueJob(ctx context.Context, jobID string) (squeueInfo, error) {
+	prog := os.Getenv("COSCHEML_SQUEUE")
 	if prog == "" {
-		prog = "scontrol"
+		prog = "squeue"
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, prog, "show", "job", "-o", jobID)
+	cmd := exec.CommandContext(ctx, prog, "--noheader", "--array", "-j", jobID, "-o", squeueFormat)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	b, err := cmd.Output()
+	notFound := &notFoundError{msg: fmt.Sprintf("job %s: not known to Slurm (finished and purged?); try --decision ID from slurmctld's log", jobID)}
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if strings.Contains(msg, "Invalid job id") {
-			return "", &notFoundError{msg: fmt.Sprintf("job %s: not known to Slurm (finished and purged?); try --decision ID from slurmctld's log", jobID)}
+			return squeueInfo{}, notFound
 		}
-		return "", fmt.Errorf("scontrol show job %s: %w: %s", jobID, err, sanitizeLine(msg))
+		return squeueInfo{}, fmt.Errorf("squeue -j %s: %w: %s", jobID, err, sanitizeLine(msg))
 	}
-	return strings.TrimSpace(string(b)), nil
+	if strings.TrimSpace(string(b)) == "" { // some releases print nothing for a purged job
+		return squeueInfo{}, notFound
+	}
+	return parseSqueue(string(b))
 }
 
 func sanitizeLine(s string) string { return safetext.Limit(s, 300) }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 )
 
 // explainEnv writes a config, a decision log with one decision, a residency entry
-// for job 4242 and a fake scontrol that knows jobs 4242 (tagged) and 7 (untagged).
+// for job 4242 and a fake squeue that knows jobs 4242 (tagged), 4343 (hostile name) and 7 (untagged).
 func explainEnv(t *testing.T) string {
 	t.Helper()
 	t.Setenv("COSCHEML_CONFIG", "")
@@ -33,15 +34,34 @@ func explainEnv(t *testing.T) string {
 	if err := store.Start(residency.Entry{JobID: "4242", Node: "n1", GPUs: []int{0}, Shards: 2, Tag: "light-b", DecisionID: "abc-7", Start: now, Expires: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	script := filepath.Join(dir, "scontrol")
+	// A fake squeue that fills in the format it is given, as squeue does, from
+	// per-job fields; job 4343's name is hostile (it would have faked the state and
+	// nodes of `scontrol show job -o`), and its comment holds '|' and a newline.
+	script := filepath.Join(dir, "squeue")
 	os.WriteFile(script, []byte(`#!/bin/sh
-case "$4" in
-4242) echo "JobId=4242 JobName=x JobState=RUNNING Reason=None NodeList=n1 Comment=run coscheml:app=light-b coscheml-id=abc-7:2 TresPerNode=gres:shard:2";;
-7) echo "JobId=7 JobState=PENDING NodeList=(null) Comment=(null)";;
+while [ $# -gt 0 ]; do
+	case "$1" in -j) job=$2; shift;; -o) fmt=$2; shift;; esac
+	shift
+done
+case "$job" in
+4242) state=RUNNING nodes=n1 name=x comment='run coscheml:app=light-b coscheml-id=abc-7:2';;
+4343) state=PENDING nodes= name='x JobState=COMPLETED NodeList=n9' comment='a|COMPLETED|n9|b
+4343|COMPLETED|n9|x';;
+7) state=PENDING nodes= name=y comment='(null)';;
 *) echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1;;
 esac
+printf '%s\n' "$fmt" | awk -v i="$job" -v t="$state" -v n="$nodes" -v j="$name" -v k="$comment" '{
+	out = ""
+	for (p = 1; p <= length($0); p++) {
+		c = substr($0, p, 1)
+		if (c == "%") { p++; c = substr($0, p, 1)
+			out = out (c == "i" ? i : c == "T" ? t : c == "N" ? n : c == "j" ? j : c == "k" ? k : "")
+		} else out = out c
+	}
+	print out
+}'
 `), 0o755)
-	t.Setenv("COSCHEML_SCONTROL", script)
+	t.Setenv("COSCHEML_SQUEUE", script)
 	return cfg
 }
 
@@ -69,6 +89,11 @@ func TestExplain(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &o) != nil || o.Decision == nil || o.Decision.Node != "n1" || o.DecisionID != "abc-7" || o.Comment != "run coscheml:app=light-b coscheml-id=abc-7:2" {
 		t.Fatalf("json: %d %s", code, out)
 	}
+	code, out, _ = runCLI("--config", cfg, "explain", "--json", "4343")
+	o = explainOut{}
+	if code != 0 || json.Unmarshal([]byte(out), &o) != nil || o.JobState != "PENDING" || o.NodeList != "" {
+		t.Fatalf("hostile job name: %d %+v (want PENDING, no nodes)", code, o)
+	}
 	code, out, _ = runCLI("--config", cfg, "explain", "7")
 	if code != 0 || !strings.Contains(out, "PENDING") || !strings.Contains(out, "did not rewrite") {
 		t.Fatalf("untagged job: %d %s", code, out)
@@ -88,4 +113,94 @@ func TestExplain(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d", bad, code, exitUsage)
 		}
 	}
+}
+
+// A caller other than root and the log's owner (SlurmUser) sees only decisions
+// of their own uid; another user's is reported exactly as a missing one.
+func TestExplainOwnDecisionsOnly(t *testing.T) {
+	t.Setenv("COSCHEML_CONFIG", "")
+	dir := t.TempDir()
+	dlog := filepath.Join(dir, "decisions.log")
+	cfg := filepath.Join(dir, "coscheml.yaml")
+	os.WriteFile(cfg, []byte("decision_log: "+dlog+"\nresidency_dir: "+filepath.Join(dir, "r")+"\nprofile_dir: "+filepath.Join(dir, "p")+"\n"), 0o644)
+	w := decisionlog.NewWriter(dlog, 0, 0)
+	w.Log(decisionlog.Record{ID: "mine-1", Time: time.Now(), Op: "submit", UserID: 4200001, Tag: "a", Outcome: "rewrite", Action: "share", Node: "n1", Reason: "r"})
+	w.Log(decisionlog.Record{ID: "theirs-1", Time: time.Now(), Op: "submit", UserID: 4200002, Tag: "secret", Outcome: "rewrite", Action: "share", Node: "n2", Reason: "r"})
+	w.Log(decisionlog.Record{ID: "theirs-2", Time: time.Now(), Op: "modify", JobID: "55", UserID: 4200002, Tag: "secret", Outcome: "rewrite", Action: "share", Node: "n2", Reason: "r"})
+	w.Close()
+	st, _ := os.Stat(dlog)
+	owner := int(st.Sys().(*syscall.Stat_t).Uid)
+	for _, tc := range []struct {
+		name   string
+		uid    int
+		args   []string
+		wantOK bool
+	}{
+		{"own decision", 4200001, []string{"--decision", "mine-1"}, true},
+		{"other's decision", 4200001, []string{"--decision", "theirs-1"}, false},
+		{"other's by job id", 4200001, []string{"--decision", "theirs-2"}, false},
+		{"owner sees all", owner, []string{"--decision", "theirs-1"}, true},
+		{"root sees all", 0, []string{"--decision", "theirs-1"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.uid == 4200001 && owner == 4200001 {
+				t.Skip("test uid collides with the log's owner")
+			}
+			old := callerUID
+			callerUID = func() int { return tc.uid }
+			defer func() { callerUID = old }()
+			code, out, errs := runCLI(append([]string{"--config", cfg, "explain"}, tc.args...)...)
+			if tc.wantOK && (code != 0 || !strings.Contains(out, "decision "+tc.args[1])) {
+				t.Fatalf("exit %d: %s%s", code, out, errs)
+			}
+			if !tc.wantOK && (code != exitNotFound || strings.Contains(out+errs, "secret") || strings.Contains(out+errs, "n2")) {
+				t.Fatalf("another user's decision shown (exit %d): %s%s", code, out, errs)
+			}
+		})
+	}
+}
+
+func TestParseSqueue(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want squeueInfo
+		bad  bool
+	}{
+		{in: "4242|RUNNING|n1|run coscheml-id=abc-7:2\n", want: squeueInfo{"4242", "RUNNING", "n1", "run coscheml-id=abc-7:2"}},
+		{in: "7|PENDING||(null)\n", want: squeueInfo{"7", "PENDING", "", ""}},
+		{in: "12_3|RUNNING|gpu[01-02]|a|b|c\n", want: squeueInfo{"12_3", "RUNNING", "gpu[01-02]", "a|b|c"}},
+		{in: "12_[4-9%2]|PENDING|(null)|x\n13|RUNNING|n9|y\n", want: squeueInfo{"12_[4-9%2]", "PENDING", "", "x"}},
+		{in: "4343|PENDING||c\n4343|COMPLETED|n9|x", want: squeueInfo{"4343", "PENDING", "", "c"}},
+		{in: "4242|RUNNING JobState=X|n1|c", bad: true},
+		{in: "4242|RUNNING|n1 n2|c", bad: true},
+		{in: "x|RUNNING|n1|c", bad: true},
+		{in: "4242|RUNNING|n1", bad: true},
+		{in: "", bad: true},
+	} {
+		got, err := parseSqueue(tc.in)
+		if tc.bad {
+			if err == nil {
+				t.Errorf("%q: accepted as %+v", tc.in, got)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%q: %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func FuzzParseSqueue(f *testing.F) {
+	for _, s := range []string{"4242|RUNNING|n1|c\n", "7|PENDING||(null)", "12_[1-3]|PENDING|(null)|a|b\nx", "|||", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		j, err := parseSqueue(s)
+		if err != nil {
+			return
+		}
+		if !squeueStateRE.MatchString(j.State) || strings.ContainsAny(j.Nodes, " |\n") || strings.ContainsAny(j.ID, " |\n") || strings.Contains(j.Comment, "\n") {
+			t.Fatalf("%q parsed to %+v", s, j)
+		}
+	})
 }

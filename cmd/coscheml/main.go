@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/coscheml/coscheml/pkg/cliextra"
 	"github.com/urfave/cli/v2"
 )
 
@@ -65,6 +66,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			modelCommand(),
 			explainCommand(),
 			simulateCommand(),
+			statusCommand(),
 			preflightCommand(),
 		},
 		// A bare "coscheml" or an unknown command is a usage error, not a silent
@@ -80,6 +82,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		// calling os.Exit behind our back.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	cliextra.Extend(app) // --version, completion, man page
 	wireProfileRun(app)
 	app.OnUsageError = onUsageError
 	for _, cmd := range app.Commands {

@@ -235,7 +235,7 @@ func printPlace(w io.Writer, out placeOut, asJSON bool) error {
 	case "wait":
 		fmt.Fprintln(w, "  decision: WAIT: no acceptable GPU now; the job stays queued")
 	default:
-		fmt.Fprintf(w, "  decision: %s\n", strings.ToUpper(out.Action))
+		fmt.Fprintf(w, "  decision: %s\n", decisionWords(out.Action, out.Placement))
 		for _, g := range out.Placement {
 			with := "idle GPU"
 			if len(g.Residents) > 0 {

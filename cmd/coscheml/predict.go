@@ -24,7 +24,8 @@ func predictCommand() *cli.Command {
 			"   coscheml --model ./my.model predict resnet18-bs32 ppo-bs64 --json\n\n" +
 			"Exit codes: 0 ok, 2 bad arguments or invalid tag, 3 a tag has no profile.",
 		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "explain", Usage: "show each prediction's decision path through the tree"},
+			&cli.BoolFlag{Name: "explain", Usage: "summarize why: the forest's average and spread, the features its paths split on most, one representative path"},
+			&cli.BoolFlag{Name: "explain-full", Usage: "print every tree's decision path (long: one line per split)"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of text"},
 		},
 		Action: runPredict,
@@ -46,10 +47,12 @@ type predictOut struct {
 	Model       string          `json:"model"`
 	Predictions []predictionOut `json:"predictions"`
 	Share       bool            `json:"share"` // every job stays at or above its floor
+	// Why Share is false although every prediction clears its floor (too many jobs).
+	Reason string `json:"reason,omitempty"`
 }
 
 func runPredict(c *cli.Context) error {
-	explain, asJSON := c.Bool("explain"), c.Bool("json")
+	explain, full, asJSON := c.Bool("explain"), c.Bool("explain-full"), c.Bool("json")
 	// urfave/cli stops at the first argument, so accept the flags after the tags
 	// too: "predict A B --json" is what people type.
 	var tags []string
@@ -59,6 +62,8 @@ func runPredict(c *cli.Context) error {
 			asJSON = true
 		case "--explain", "-explain":
 			explain = true
+		case "--explain-full", "-explain-full":
+			full = true
 		default:
 			if strings.HasPrefix(a, "-") {
 				return usageErrorf("predict: unknown flag %q (see coscheml predict --help)", sanitize(a))
@@ -101,11 +106,18 @@ func runPredict(c *cli.Context) error {
 		speed := m.PredictSpeed(p, co)
 		floor := cfg.SpeedFloor.Floor(string(p.Class))
 		po := predictionOut{Tag: p.Tag, Class: string(p.Class), CoRunners: coTags, Speed: speed, Floor: floor, AboveFloor: speed >= floor}
-		if explain {
+		switch {
+		case full:
 			po.Explain = m.Explain(p, co)
+		case explain:
+			po.Explain = summarizeExplain(m.Explain(p, co))
 		}
 		out.Share = out.Share && po.AboveFloor
 		out.Predictions = append(out.Predictions, po)
+	}
+	if why := tooManyJobs(len(tags), cfg.MaxCoRunners); why != "" {
+		out.Share, out.Reason = false, why
+		fmt.Fprintln(c.App.ErrWriter, "coscheml: predict: warning:", why)
 	}
 	w := c.App.Writer
 	if asJSON {
@@ -124,13 +136,28 @@ func runPredict(c *cli.Context) error {
 			fmt.Fprintln(w, "    ", line)
 		}
 	}
-	if out.Share {
+	if explain && !full && len(m.Trees) > 1 {
+		fmt.Fprintln(w, "(--explain-full prints every tree's path)")
+	}
+	switch {
+	case out.Share:
 		fmt.Fprintln(w, "verdict: may share one GPU (every job stays above its floor)")
-	} else {
+	case out.Reason != "":
+		fmt.Fprintln(w, "verdict: keep apart:", out.Reason)
+	default:
 		fmt.Fprintln(w, "verdict: keep apart (a job would fall below its floor)")
 	}
 	fmt.Fprintln(w, "model:", out.Model)
 	return nil
+}
+
+// tooManyJobs says why n jobs may not share one GPU under max_corunners, or "".
+func tooManyJobs(n, maxCoRunners int) string {
+	if n <= maxCoRunners {
+		return ""
+	}
+	return fmt.Sprintf("%d jobs on one GPU exceed max_corunners %d in the configuration, so the placement never shares this way "+
+		"(and the model was trained on pairs: predictions for more jobs are extrapolations)", n, maxCoRunners)
 }
 
 // slowdown words a speed: "12.0% slower than alone".

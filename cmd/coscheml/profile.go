@@ -146,6 +146,13 @@ func profileList(c *cli.Context) error {
 	if c.NArg() != 0 {
 		return usageErrorf("profile list: unexpected argument %q", sanitize(c.Args().First()))
 	}
+	if usesDefaultCatalog(c) {
+		ps, err := defaultCatalogList(c)
+		if err != nil {
+			return err
+		}
+		return printProfileList(c, ps)
+	}
 	st, err := openExistingStore(c)
 	if err != nil {
 		return err
@@ -154,6 +161,16 @@ func profileList(c *cli.Context) error {
 	for _, p := range problems {
 		fmt.Fprintln(c.App.ErrWriter, "coscheml: profile list:", p)
 	}
+	if err := printProfileList(c, ps); err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("profile list: %d unreadable profile files in %s (listed above)", len(problems), st.Dir())
+	}
+	return nil
+}
+
+func printProfileList(c *cli.Context, ps []*profile.Profile) error {
 	w := c.App.Writer
 	if c.Bool("json") {
 		if ps == nil {
@@ -177,9 +194,6 @@ func profileList(c *cli.Context) error {
 			return err
 		}
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("profile list: %d unreadable profile files in %s (listed above)", len(problems), st.Dir())
-	}
 	return nil
 }
 
@@ -190,6 +204,20 @@ func profileShow(c *cli.Context) error {
 	tag := c.Args().First()
 	if err := profile.ValidateTag(tag); err != nil {
 		return &usageError{msg: "profile show: " + err.Error()}
+	}
+	if usesDefaultCatalog(c) {
+		cat, err := loadCatalog(c)
+		if err != nil {
+			return err
+		}
+		p, err := lookupTag(cat, tag)
+		if err != nil {
+			return fmt.Errorf("profile show: %w", err)
+		}
+		if c.Bool("json") {
+			return writeJSON(c.App.Writer, p)
+		}
+		return printProfile(c.App.Writer, p)
 	}
 	st, err := openExistingStore(c)
 	if errors.Is(err, fs.ErrNotExist) {

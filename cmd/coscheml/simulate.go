@@ -83,7 +83,13 @@ func runSimulate(c *cli.Context) error {
 	}
 	nodes, gpn, nJobs, load, seeds := c.Int("nodes"), c.Int("gpus-per-node"), c.Int("jobs"), c.Float64("load"), c.Int("seeds")
 	maxDur := c.Duration("max-duration")
-	if c.Bool("demo") {
+	demo := c.Bool("demo")
+	if defaultToDemo(c) {
+		fmt.Fprintf(c.App.ErrWriter, "simulate: no trace or cluster flags given: running the --demo preset (%d Philly jobs of at most %s, %dx%d GPUs, load %g, %d seeds); "+
+			"give --jobs, --load, --nodes, ... to choose your own (see coscheml simulate --help)\n", demoJobs, demoMaxDuration, demoNodes, demoGPUsPerNode, demoLoad, demoSeeds)
+		demo = true
+	}
+	if demo {
 		set := func(name string) bool { return c.IsSet(name) }
 		if !set("nodes") {
 			nodes = demoNodes
@@ -124,7 +130,7 @@ func runSimulate(c *cli.Context) error {
 	}
 	reach := placeconf.Reach(cfg)
 	pin := c.String("shard-pinning")
-	if c.Bool("demo") && pin == "" {
+	if demo && pin == "" {
 		// The demo compares the policies themselves: every GPU reachable, as with
 		// per-GPU Slurm types. --shard-pinning first-fit shows what Slurm 22.05's
 		// first-fit shard allocator costs them.
@@ -218,19 +224,19 @@ func runSimulate(c *cli.Context) error {
 		perRun = nJobs
 	}
 	exp.Config.ProgressEvery = 20000
+	t0 := time.Now()
 	exp.Config.Progress = func(finished int) {
 		mu.Lock()
 		defer mu.Unlock()
 		jobsDone += finished
-		progress(fmt.Sprintf("simulate: %d/%d runs done, %d/%d jobs finished", runsDone, totalRuns, jobsDone, totalRuns*perRun))
+		progress(simProgressText(jobsDone, totalRuns*perRun, runsDone, totalRuns, time.Since(t0)))
 	}
 	exp.OnRun = func(done, total int, r *sim.PolicyRun) {
 		mu.Lock()
 		defer mu.Unlock()
 		runsDone = done
-		progress(fmt.Sprintf("simulate: %d/%d runs done (%s seed %d: %d jobs, %d events in %s)", done, total, r.Policy, r.Seed, len(r.Result.Jobs), r.Result.Events, r.Result.Wall.Round(time.Millisecond)))
+		progress(simProgressText(jobsDone, totalRuns*perRun, runsDone, totalRuns, time.Since(t0)))
 	}
-	t0 := time.Now()
 	runs, err := exp.Execute()
 	progress("")
 	if err != nil {
@@ -256,6 +262,7 @@ func runSimulate(c *cli.Context) error {
 			fmt.Sprintf("ground truth: %d applications, %d of %d ordered pairs measured (%d samples), others from the 3 nearest measured pairs", tt.Len(), measured, total, samples),
 			fmt.Sprintf("classes: hpc %.0f%%, train %.0f%%, infer %.0f%% (labels over DL-training profiles); floors hpc %g, train %g, infer %g",
 				100*exp.Mix.HPC, 100*exp.Mix.Train, 100*exp.Mix.Infer, exp.Options.Floors.HPC, exp.Options.Floors.Train, exp.Options.Floors.Infer),
+			droppedText(runs, nodes*gpn),
 			fmt.Sprintf("simulated in %s", time.Since(t0).Round(time.Millisecond)),
 		},
 		Summaries: sim.SummarizeRuns(runs, "exclusive"),
@@ -268,7 +275,7 @@ func runSimulate(c *cli.Context) error {
 		if err := report.Write(dir, in); err != nil {
 			return err
 		}
-		fmt.Fprintf(c.App.Writer, "\nReport written to %s/ (%s)\n", sanitize(dir), strings.Join(report.Files, ", "))
+		fmt.Fprintf(c.App.Writer, "\nReport written to %s/ (%s); docs/evaluation.md explains it.\n", sanitize(dir), strings.Join(report.Files, ", "))
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // Write writes b to path atomically with mode perm. The temp file is a dot file
@@ -49,7 +50,8 @@ func Write(path string, b []byte, perm os.FileMode) (err error) {
 
 // SyncDir makes a rename or removal in dir durable.
 func SyncDir(dir string) error {
-	d, err := os.Open(dir)
+	// O_DIRECTORY: a FIFO here is refused at once instead of blocking the open.
+	d, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/hostlist"
+	"github.com/coscheml/coscheml/pkg/safeopen"
 	"github.com/coscheml/coscheml/pkg/safetext"
 	"gopkg.in/yaml.v3"
 )
@@ -25,7 +25,9 @@ const MaxFileSize = 1 << 20
 // their Default() value. Unknown keys, wrong types and out-of-range values are
 // errors that name the file, the key and (when known) its line.
 func Load(path string) (Config, error) {
-	f, err := os.Open(path)
+	// Regular files only, opened without blocking: a FIFO here would stall
+	// slurmctld's start. The path is the admin's, so a symlink is followed.
+	f, err := safeopen.Regular(path, safeopen.FollowLinks)
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}

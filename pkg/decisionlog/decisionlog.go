@@ -4,7 +4,9 @@
 // The log is a file of JSON lines, appended by one background goroutine so that the
 // submit path only does a non-blocking channel send; when the file reaches its size
 // bound it is rotated to <path>.1 (one old file kept), so the log never grows
-// without limit. A torn last line (crash) is skipped by readers.
+// without limit; rotation is safe with two controllers (HA) appending to one
+// log. A torn last line (crash) is skipped by readers. The file is mode 0640
+// (Mode): it names every job's user, application and node.
 package decisionlog
 
 import (
@@ -16,7 +18,10 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"github.com/coscheml/coscheml/pkg/safeopen"
 )
 
 // DefaultMaxBytes is the rotation size of the log.
@@ -139,17 +144,10 @@ func (w *Writer) loop() {
 				continue
 			}
 		}
-		if fi, err := f.Stat(); err == nil && fi.Size()+int64(len(b)) > w.maxBytes && fi.Size() > 0 {
-			f.Close()
-			f = nil
-			if err := os.Rename(w.path, w.path+".1"); err != nil {
-				w.setErr(fmt.Errorf("decision log: rotate: %w", err))
-			}
-			if f, err = w.open(); err != nil {
-				w.setErr(err)
-				w.dropped.Add(1)
-				continue
-			}
+		if f, err = w.rotate(f, len(b)); err != nil {
+			w.setErr(err)
+			w.dropped.Add(1)
+			continue
 		}
 		if _, err := f.Write(b); err != nil {
 			w.setErr(fmt.Errorf("decision log %s: %w", w.path, err))
@@ -159,13 +157,85 @@ func (w *Writer) loop() {
 	}
 }
 
+// rotate moves a full log to <path>.1 and returns the file to write next.
+//
+// Two controllers (HA) may append to one shared log. Both can see it full; if the
+// second renamed too, it would move the first's fresh file over the full rotated
+// one and lose it. So the rename happens under an exclusive flock of the full file
+// and only while the path still names that file; otherwise someone else rotated
+// it and we just reopen the path. The lock is not waited for (LOCK_NB): a busy
+// lock means the other controller is rotating right now, and the next record
+// checks again.
+func (w *Writer) rotate(f *os.File, n int) (*os.File, error) {
+	fi, err := f.Stat()
+	if err != nil || fi.Size()+int64(n) <= w.maxBytes || fi.Size() == 0 {
+		return f, nil
+	}
+	locked, err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB)
+	if err == nil && !locked {
+		return f, nil // the other writer is rotating right now: check again later
+	}
+	// A filesystem without flock (err != nil) still gets the same-file check,
+	// which alone leaves only a narrow race; never rotating would let the log grow
+	// without bound.
+	if cur, err := os.Lstat(w.path); err == nil && os.SameFile(fi, cur) {
+		if err := os.Rename(w.path, w.path+".1"); err != nil {
+			w.setErr(fmt.Errorf("decision log: rotate: %w", err))
+		}
+	}
+	if locked {
+		flock(f, syscall.LOCK_UN)
+	}
+	f.Close()
+	return w.open()
+}
+
+// flock applies how to f's file; false without error when LOCK_NB found it held.
+func flock(f *os.File, how int) (bool, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = syscall.Flock(int(fd), how) }); err != nil {
+		return false, err
+	}
+	if errors.Is(ferr, syscall.EWOULDBLOCK) {
+		return false, nil
+	}
+	return ferr == nil, ferr
+}
+
+// Mode is the decision log's file mode: it lists every job's uid, tag and node,
+// so only the owner (SlurmUser) and its group (admins) may read it; Slurm's
+// PrivateData must not be sidestepped through it.
+const Mode = 0o640
+
+// open opens the log for appending: a regular file only (O_NOFOLLOW, and
+// O_NONBLOCK so a FIFO never blocks the writer), created with Mode; an older log
+// with wider modes is tightened to at most Mode.
 func (w *Writer) open() (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(w.path), 0o755); err != nil {
 		return nil, fmt.Errorf("decision log: %w", err)
 	}
-	f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, Mode)
 	if err != nil {
 		return nil, fmt.Errorf("decision log: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("decision log %s: %w", w.path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("decision log %s: not a regular file (%v)", w.path, fi.Mode().Type())
+	}
+	if perm := fi.Mode().Perm(); perm&^Mode != 0 {
+		if err := f.Chmod(perm & Mode); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("decision log %s: tighten mode %v: %w", w.path, perm, err)
+		}
 	}
 	return f, nil
 }
@@ -180,7 +250,7 @@ func Find(path, id, jobID string) (Record, error) {
 	var best Record
 	found := false
 	for _, p := range []string{path + ".1", path} {
-		f, err := os.Open(p)
+		f, err := safeopen.Regular(p, safeopen.NoFollow)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}

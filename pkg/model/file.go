@@ -6,11 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 
 	"github.com/coscheml/coscheml/models"
 	"github.com/coscheml/coscheml/pkg/atomicfile"
+	"github.com/coscheml/coscheml/pkg/safeopen"
 	"github.com/ugorji/go/codec"
 )
 
@@ -112,7 +112,9 @@ func (m *Model) validate() error {
 
 // Load reads a model file. Errors name the file.
 func Load(path string) (*Model, error) {
-	f, err := os.Open(path)
+	// Regular files only, without blocking (a FIFO would stall slurmctld); the
+	// path is the admin's, so a symlink (e.g. current -> model-v3) is followed.
+	f, err := safeopen.Regular(path, safeopen.FollowLinks)
 	if err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}

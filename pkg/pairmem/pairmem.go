@@ -59,6 +59,11 @@ type Options struct {
 	// MaxPerUserApp is the most observations one user counts for on one
 	// application's residuals (default 3).
 	MaxPerUserApp float64
+	// NoFamilyLevels turns off the family levels of the residuals (job next to
+	// the co-runner's family, family next to family): only the job
+	// application's residuals correct the model, as before issue 9's follow-up.
+	// For comparisons (TestTuneFloorTarget); the default is on.
+	NoFamilyLevels bool
 	// MaxUsersPerPair bounds the users tracked per pair (default 64); later users
 	// are ignored for that pair, so memory stays bounded.
 	MaxUsersPerPair int
@@ -115,13 +120,13 @@ type Memory struct {
 	opts    Options
 	mu      sync.RWMutex
 	pairs   map[key]*pairStats
-	apps    map[string]*pairStats // residuals (prediction - measured) per job application
+	resid   map[rkey]*pairStats // residuals (prediction - measured) per job application, per level
 	version atomic.Uint64
 }
 
 // New returns an empty memory.
 func New(opts Options) *Memory {
-	return &Memory{opts: opts.withDefaults(), pairs: map[key]*pairStats{}, apps: map[string]*pairStats{}}
+	return &Memory{opts: opts.withDefaults(), pairs: map[key]*pairStats{}, resid: map[rkey]*pairStats{}}
 }
 
 // Options returns the options in effect.
@@ -158,26 +163,70 @@ func (m *Memory) Add(job, co, uid string, speed float64) error {
 	return nil
 }
 
+// Residual levels, from the most specific: the model's residuals for the job
+// application next to any application of the co-runner's family, for the job's
+// family next to the co-runner's family, and for the job application next to
+// anything. A pair the memory does not know is corrected from the most
+// specific level with enough evidence: the model errs alike for the batch
+// sizes and precisions of one family next to another, so a family pair learns
+// from every co-run of its members, far sooner than each tag pair from its own.
+const (
+	levelTagFam uint8 = iota
+	levelFamFam
+	levelTag
+	nLevels
+)
+
+// rkey is a residual group: level and its two names (b empty for levelTag).
+type rkey struct {
+	level uint8
+	a, b  string
+}
+
 // AddResidual records one residual of the model (prediction - measured speed)
-// for job application job, measured for user uid.
+// for job application job (next to any co-runners), measured for user uid.
 func (m *Memory) AddResidual(job, uid string, residual float64) error {
+	return m.addResidual(job, "", uid, residual)
+}
+
+// AddPairResidual records one residual of the model for job next to exactly
+// one co-runner co: it counts for the job application, for the job next to
+// co's family and for job's family next to co's family.
+func (m *Memory) AddPairResidual(job, co, uid string, residual float64) error {
+	if err := profile.ValidateTag(co); err != nil {
+		return fmt.Errorf("pair memory: co-runner: %w", err)
+	}
+	return m.addResidual(job, co, uid, residual)
+}
+
+func (m *Memory) addResidual(job, co, uid string, residual float64) error {
 	if err := profile.ValidateTag(job); err != nil {
 		return fmt.Errorf("pair memory: job: %w", err)
 	}
 	if !(residual >= -2 && residual <= 2) {
 		return fmt.Errorf("%w: residual %v outside [-2, 2]", ErrSpeed, residual)
 	}
+	keys := [nLevels]rkey{{level: levelTag, a: job}}
+	n := 1
+	if co != "" {
+		cf := model.Family(co)
+		keys[1] = rkey{level: levelTagFam, a: job, b: cf}
+		keys[2] = rkey{level: levelFamFam, a: model.Family(job), b: cf}
+		n = 3
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p := m.apps[job]
-	if p == nil {
-		if len(m.apps) >= m.opts.MaxPairs {
-			return nil
+	for _, k := range keys[:n] {
+		p := m.resid[k]
+		if p == nil {
+			if len(m.resid) >= m.opts.MaxPairs {
+				continue
+			}
+			p = &pairStats{}
+			m.resid[k] = p
 		}
-		p = &pairStats{}
-		m.apps[job] = p
+		m.record(p, uid, residual, m.opts.MaxPerUserApp)
 	}
-	m.record(p, uid, residual, m.opts.MaxPerUserApp)
 	return nil
 }
 
@@ -284,8 +333,26 @@ func (m *Memory) Estimate(job, co string, coverage float64) (Estimate, bool) {
 // residuals for job application job, its capped evidence, and whether that is
 // enough (AppMinEvidence) to correct the model.
 func (m *Memory) AppResidual(job string) (mean, sd, evidence float64, ok bool) {
+	return m.residual(rkey{level: levelTag, a: job})
+}
+
+// PairResidual is AppResidual for job next to exactly one co-runner co: the
+// most specific level (job next to co's family, job's family next to co's
+// family, job next to anything) with enough evidence, or the job
+// application's level when none has.
+func (m *Memory) PairResidual(job, co string) (mean, sd, evidence float64, ok bool) {
+	cf := model.Family(co)
+	for _, k := range [...]rkey{{level: levelTagFam, a: job, b: cf}, {level: levelFamFam, a: model.Family(job), b: cf}} {
+		if mean, sd, evidence, ok = m.residual(k); ok {
+			return mean, sd, evidence, ok
+		}
+	}
+	return m.residual(rkey{level: levelTag, a: job})
+}
+
+func (m *Memory) residual(k rkey) (mean, sd, evidence float64, ok bool) {
 	m.mu.RLock()
-	p := m.apps[job]
+	p := m.resid[k]
 	if p != nil {
 		mean, sd, evidence = p.mean, p.sd, p.evidence
 	}
@@ -392,9 +459,23 @@ func (p *Predictor) PredictSpeedLower(job *profile.Profile, co []*profile.Profil
 		lower = speed
 	}
 	if job != nil && len(co) > 0 {
-		if r, sd, n, ok := p.mem.AppResidual(job.Tag); ok {
+		var r, sd, n float64
+		var ok bool
+		if len(co) == 1 && co[0] != nil && !p.mem.opts.NoFamilyLevels {
+			r, sd, n, ok = p.mem.PairResidual(job.Tag, co[0].Tag)
+		} else {
+			r, sd, n, ok = p.mem.AppResidual(job.Tag)
+		}
+		if ok {
+			// The corrected prediction keeps the narrower of the two margins: the
+			// residuals' prediction interval, or the model's calibrated margin
+			// (valid for the uncorrected prediction, conservative once a bias is
+			// removed). Each holds at the coverage asked, the smaller at worst at
+			// twice the miss rate; chosen on the synthetic tuning study
+			// (TestTuneFloorTarget, docs/model.md): JCT -4 points, same floors.
+			margin := speed - lower
 			speed -= r
-			lower = speed - zt(coverage, n)*max(sd, p.mem.opts.NoiseSD)*math.Sqrt(1+1/n)
+			lower = speed - min(zt(coverage, n)*max(sd, p.mem.opts.NoiseSD)*math.Sqrt(1+1/n), margin)
 		}
 	}
 	if e.Evidence > 0 {
@@ -422,7 +503,11 @@ func (p *Predictor) Observe(job *profile.Profile, co []*profile.Profile, uid str
 	} else if !(speed > 0 && speed <= observation.MaxSpeed) {
 		return fmt.Errorf("%w: %v outside (0, %v]", ErrSpeed, speed, observation.MaxSpeed)
 	}
-	return p.mem.AddResidual(job.Tag, uid, p.model.PredictSpeed(job, co)-min(speed, 1))
+	res := p.model.PredictSpeed(job, co) - min(speed, 1)
+	if len(co) == 1 {
+		return p.mem.AddPairResidual(job.Tag, co[0].Tag, uid, res)
+	}
+	return p.mem.AddResidual(job.Tag, uid, res)
 }
 
 // Version is the memory's version.

@@ -3,6 +3,7 @@ package pairmem
 import (
 	"errors"
 	"math"
+	"strconv"
 	"testing"
 
 	"github.com/coscheml/coscheml/pkg/observation"
@@ -175,8 +176,13 @@ func TestAppCorrection(t *testing.T) {
 		t.Fatalf("residual %v over %v, ok %v", r, n, ok)
 	}
 	speed, lower := p.PredictSpeedLower(job, []*profile.Profile{prof("new")}, 0.9)
-	if math.Abs(speed-0.7) > 1e-12 || !(lower < speed) {
-		t.Fatalf("unseen pair of x: (%v, %v), want the corrected 0.7 and a bound below it", speed, lower)
+	if math.Abs(speed-0.7) > 1e-12 || !(lower < speed) || lower < speed-0.05-1e-12 {
+		t.Fatalf("unseen pair of x: (%v, %v), want the corrected 0.7 and a bound below it by at most the model's margin 0.05", speed, lower)
+	}
+	// with a wide model margin, the residuals' prediction interval is used
+	p3, _ := NewPredictor(constModel{0.9, 0.5}, mem)
+	if s3, l3 := p3.PredictSpeedLower(job, []*profile.Profile{prof("new")}, 0.9); math.Abs(s3-0.7) > 1e-12 || !(l3 > s3-0.5) || !(l3 < s3) {
+		t.Fatalf("wide model margin: (%v, %v), want the residuals' narrower interval", s3, l3)
 	}
 	// one user alone cannot correct an application: capped at MaxPerUserApp
 	mem2 := New(Options{})
@@ -238,4 +244,54 @@ func FuzzAdd(f *testing.F) {
 			t.Fatalf("after 3 accepted observations of %v: %+v (known %v)", speed, e, ok)
 		}
 	})
+}
+
+// Residuals transfer within families: the most specific level with enough
+// evidence corrects a pair the memory has never seen, and one user alone
+// cannot make any level count.
+func TestFamilyTransfer(t *testing.T) {
+	mem := New(Options{})
+	p, err := NewPredictor(constModel{0.9, 0.05}, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// x-bs32 is 0.2 slower than the model says next to family y, as good as it
+	// says next to family z; each measured by five users on five tags.
+	for i := range 5 {
+		uid := string(rune('a' + i))
+		bs := strconv.Itoa(8 << i)
+		for _, c := range []struct {
+			co    string
+			speed float64
+		}{{"y-bs" + bs, 0.7}, {"z-bs" + bs, 0.9}} {
+			if err := p.Observe(prof("x-bs32"), []*profile.Profile{prof(c.co)}, uid, c.speed); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		job, co string
+		want    float64
+	}{
+		{"x-bs32", "y-bs4", 0.7},       // job next to y's family
+		{"x-bs32", "z-bs4", 0.9},       // job next to z's family
+		{"x-bs64", "y-bs4", 0.7},       // x's family next to y's family
+		{"x-bs32", "w-bs1", 0.8},       // no family level: the application's mean residual
+		{"v-bs1", "y-bs4", 0.9},        // nothing known: the model
+		{"x-bs32", "y-bs8", 0.9 - 0.2}, // a pair seen once: not known, the family's correction
+	} {
+		speed, lower := p.PredictSpeedLower(prof(tc.job), []*profile.Profile{prof(tc.co)}, 0.9)
+		if math.Abs(speed-tc.want) > 1e-9 || !(lower < speed) {
+			t.Errorf("%s next to %s: (%v, %v), want speed %v and a bound below it", tc.job, tc.co, speed, lower, tc.want)
+		}
+	}
+	// one user's ten co-runs next to family q count as three: no correction
+	for i := range 10 {
+		_ = p.Observe(prof("x-bs32"), []*profile.Profile{prof("q-bs" + strconv.Itoa(i+1))}, "mallory", 1)
+	}
+	for _, k := range []rkey{{level: levelTagFam, a: "x-bs32", b: "q"}, {level: levelFamFam, a: "x", b: "q"}} {
+		if _, _, n, ok := mem.residual(k); ok || n != 3 {
+			t.Errorf("one user's ten residuals at %+v count %v (ok %v), want 3 and not enough", k, n, ok)
+		}
+	}
 }

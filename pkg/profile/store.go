@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/coscheml/coscheml/pkg/atomicfile"
+	"github.com/coscheml/coscheml/pkg/safeopen"
 )
 
 // Ext is the file name extension of a stored profile: <dir>/<tag>.prof.
@@ -91,7 +92,9 @@ func (s *Store) Get(tag string) (*Profile, error) {
 // readFile reads and decodes one profile file and checks that it holds the
 // profile of tag (its name), so a copied or renamed file is caught.
 func readFile(path, tag string) (*Profile, error) {
-	f, err := os.Open(path)
+	// The profile folder is written by profiling runs: regular files only, no
+	// symlink, never blocking on a FIFO (slurmctld reads these).
+	f, err := safeopen.Regular(path, safeopen.NoFollow)
 	if err != nil {
 		return nil, err
 	}

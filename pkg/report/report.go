@@ -144,9 +144,15 @@ func Markdown(w io.Writer, in Input) error {
 		b.WriteString("\n")
 	}
 	belowFloorTable(&b, in)
+	b.WriteString("\n" + EvaluationNote + "\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// EvaluationNote points readers of the tables to the document that explains them.
+const EvaluationNote = "How to read these figures (what each column measures, why GPU util (alloc) can fall while " +
+	"kernel-busy and useful utilization rise, how they compare with the paper's claims, and the simulator's assumptions): " +
+	"docs/evaluation.md (installed: /usr/share/doc/coscheml/docs/evaluation.md)."
 
 // belowFloorBlocks returns, per policy (in Summaries order), the mean over
 // seeds of the jobs below floor in each block of sim.BelowFloorBlock jobs, and

@@ -151,7 +151,7 @@ func fmtHours(s float64) string {
 // JCTCDF plots the CDF of job completion times (log scale) per policy, first seed.
 func JCTCDF(w io.Writer, in Input) error {
 	runs := firstSeed(in)
-	c := newCanvas("Job completion time CDF (seed "+seedOf(runs)+")", "job completion time (log scale)", "fraction of jobs")
+	c := newCanvas("Job completion time CDF (seed "+seedOf(runs)+")", "job completion time (hours, log scale)", "fraction of jobs (cumulative, 0-1)")
 	c.logX, c.y0, c.y1 = true, 0, 1
 	c.x0, c.x1 = math.Inf(1), 0.0
 	curves := make([][]float64, len(runs))
@@ -204,18 +204,18 @@ func seedOf(runs []*sim.PolicyRun) string {
 
 // Utilization plots allocated GPUs / GPUs over time per policy, first seed.
 func Utilization(w io.Writer, in Input) error {
-	return timeline(w, in, "GPU utilization over time: allocated GPUs / GPUs", func(s sim.Sample) float64 { return s.Alloc })
+	return timeline(w, in, "GPU utilization over time: allocated GPUs / GPUs", "allocated GPUs (% of all GPUs)", func(s sim.Sample) float64 { return s.Alloc })
 }
 
 // KernelUtilization plots the GPUs' kernel-busy fraction (NVML utilization.gpu,
 // from measurements) over time per policy, first seed.
 func KernelUtilization(w io.Writer, in Input) error {
-	return timeline(w, in, "GPU busy over time: kernel utilization (measured)", func(s sim.Sample) float64 { return s.Kernel })
+	return timeline(w, in, "GPU busy over time: kernel utilization (measured)", "kernel busy (% of GPU time, mean over all GPUs)", func(s sim.Sample) float64 { return s.Kernel })
 }
 
-func timeline(w io.Writer, in Input, title string, val func(sim.Sample) float64) error {
+func timeline(w io.Writer, in Input, title, ylab string, val func(sim.Sample) float64) error {
 	runs := firstSeed(in)
-	c := newCanvas(title+" (seed "+seedOf(runs)+")", "time since first submission", "fraction of GPUs")
+	c := newCanvas(title+" (seed "+seedOf(runs)+")", "time since first submission (hours)", ylab)
 	c.x0, c.x1, c.y0, c.y1 = 0, 1, 0, 1.05
 	for _, r := range runs {
 		c.x1 = max(c.x1, r.Result.Makespan)
@@ -262,7 +262,7 @@ func Improvement(w io.Writer, in Input) error {
 			colors = append(colors, palette[i%len(palette)])
 		}
 	}
-	c := newCanvas("Improvement over "+in.Baseline+" (mean over seeds, whiskers min-max)", "", "improvement (higher is better)")
+	c := newCanvas("Improvement over "+in.Baseline+" (mean over seeds, whiskers min-max)", "", "change against "+in.Baseline+" (%, higher is better)")
 	lo, hi := 0.0, 0.1
 	for _, s := range pols {
 		for _, m := range metrics {

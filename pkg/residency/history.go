@@ -16,6 +16,7 @@ import (
 
 	"github.com/coscheml/coscheml/pkg/hostlist"
 	"github.com/coscheml/coscheml/pkg/profile"
+	"github.com/coscheml/coscheml/pkg/safeopen"
 )
 
 // MaxHistoryBytes is the size at which a GPU's history log is rotated (the previous
@@ -157,7 +158,7 @@ func (s *Store) History(node string, gpu int) (events []Event, bad int, err erro
 		return nil, 0, err
 	}
 	for _, p := range []string{path + ".1", path} {
-		f, err := os.Open(p)
+		f, err := safeopen.Regular(p, safeopen.NoFollow)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/coscheml/coscheml/pkg/safeopen"
 )
 
 // Reader lists the active entries of a store, decoding each file only once: active
@@ -144,7 +146,7 @@ func (s *Store) List(now time.Time, grace time.Duration) (ReadResult, error) {
 // listNames lists a folder's names unsorted (cheaper than os.ReadDir, which sorts
 // and builds a DirEntry per file).
 func listNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
+	f, err := safeopen.Dir(dir) // a FIFO here must not block slurmctld's refresh
 	if err != nil {
 		return nil, err
 	}

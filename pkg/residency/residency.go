@@ -34,6 +34,7 @@ import (
 	"github.com/coscheml/coscheml/pkg/atomicfile"
 	"github.com/coscheml/coscheml/pkg/hostlist"
 	"github.com/coscheml/coscheml/pkg/profile"
+	"github.com/coscheml/coscheml/pkg/safeopen"
 )
 
 // Version is the entry format version.
@@ -397,7 +398,7 @@ func (s *Store) pruneTmp(name string, now time.Time, grace time.Duration, res *R
 
 // pruneDone removes done markers older than DoneTTL + grace.
 func (s *Store) pruneDone(now time.Time, grace time.Duration, res *ReconcileResult) {
-	d, err := os.Open(s.doneDir())
+	d, err := safeopen.Dir(s.doneDir())
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			res.Problems = append(res.Problems, fmt.Errorf("done markers: %w", err))
@@ -459,7 +460,9 @@ func ParseLiveJobs(r io.Reader) (map[string]bool, error) {
 }
 
 func readLimited(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	// active/ is written by the nodes' prologs: regular files only, no symlink,
+	// never blocking on a FIFO (slurmctld's refresh reads these).
+	f, err := safeopen.Regular(path, safeopen.NoFollow)
 	if err != nil {
 		return nil, err
 	}

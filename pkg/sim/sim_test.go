@@ -386,7 +386,9 @@ func TestExperimentPairMemory(t *testing.T) {
 	// A warm-up run first fills the memory: the measured run ends knowing more.
 	warm := exp
 	warm.Policies = []string{"coscheml"}
-	warm.WarmUp = func(seed int64) ([]trace.Job, error) { return phillySample(t, 600, 16, 1.5, seed+WarmUpSeedOffset, tt), nil }
+	warm.WarmUp = func(seed int64) ([]trace.Job, error) {
+		return phillySample(t, 600, 16, 1.5, seed+WarmUpSeedOffset, tt), nil
+	}
 	wruns, err := warm.Execute()
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,12 @@ import (
 )
 
 // CoverageLevels are the coverage levels a calibration stores.
-var CoverageLevels = []float64{0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.975, 0.99}
+var CoverageLevels = []float64{0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.875, 0.9, 0.925, 0.95, 0.975, 0.99}
+
+// DefaultTarget is the default CalibrationOptions.Target: the largest share of
+// accepted held-out co-locations allowed below their floor when the default
+// coverage is chosen.
+const DefaultTarget = 0.005
 
 // FloorWeight is one class's floor and its share of the jobs, for choosing the
 // default coverage.
@@ -50,7 +55,7 @@ func (o CalibrationOptions) withDefaults() CalibrationOptions {
 		o.Floors = []FloorWeight{{f.HPC, 0.2}, {f.Train, 0.6}, {f.Infer, 0.2}}
 	}
 	if o.Target <= 0 {
-		o.Target = 0.01
+		o.Target = DefaultTarget
 	}
 	return o
 }

@@ -34,6 +34,9 @@ type CVReport struct {
 type OutOfFold struct {
 	Fold        string
 	Pred, Truth float64
+	// Spread is the fold model's tree spread for the sample (the difficulty
+	// estimate normalized margins scale by).
+	Spread float64
 }
 
 // KFold runs k-fold cross-validation with a seeded shuffle.
@@ -60,7 +63,7 @@ func KFold(ds Dataset, k int, p model.Params, seed int64) (CVReport, error) {
 		}
 		rep.Folds = append(rep.Folds, Fold{Name: "fold " + strconv.Itoa(f+1), Train: len(train), Test: len(test), Metrics: MetricsOf(r)})
 		for j, x := range r {
-			rep.OutOfFold = append(rep.OutOfFold, OutOfFold{Fold: model.Family(ds.Samples[test[j]].Tag), Pred: x.Pred, Truth: x.Truth})
+			rep.OutOfFold = append(rep.OutOfFold, OutOfFold{Fold: model.Family(ds.Samples[test[j]].Tag), Pred: x.Pred, Truth: x.Truth, Spread: x.Spread})
 		}
 		all = append(all, r...)
 	}
@@ -122,7 +125,7 @@ func LeaveAppsOut(ds Dataset, p model.Params, group func(tag string) string) (CV
 		}
 		rep.Folds = append(rep.Folds, Fold{Name: app, Train: len(train), Test: len(test), Metrics: MetricsOf(r)})
 		for _, x := range r {
-			rep.OutOfFold = append(rep.OutOfFold, OutOfFold{Fold: app, Pred: x.Pred, Truth: x.Truth})
+			rep.OutOfFold = append(rep.OutOfFold, OutOfFold{Fold: app, Pred: x.Pred, Truth: x.Truth, Spread: x.Spread})
 		}
 		all = append(all, r...)
 	}
@@ -138,7 +141,8 @@ func runFold(ds Dataset, train, test []int, p model.Params) ([]Scored, error) {
 	r := make([]Scored, len(test))
 	for j, i := range test {
 		s := &ds.Samples[i]
-		r[j] = Scored{Truth: s.Speed, Pred: m.PredictSpeed(s.Job, s.Co), MeanPred: m.TrainMean, UtilSum: s.UtilSum()}
+		pred, sd := m.PredictSpeedSpread(s.Job, s.Co)
+		r[j] = Scored{Truth: s.Speed, Pred: pred, Spread: sd, MeanPred: m.TrainMean, UtilSum: s.UtilSum()}
 	}
 	return r, nil
 }

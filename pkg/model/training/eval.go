@@ -12,6 +12,9 @@ import (
 // (Sample.UtilSum). Cross-validation (package training) pools these across folds.
 type Scored struct {
 	Truth, Pred, MeanPred, UtilSum float64
+	// Spread is the standard deviation of the ensemble members' predictions
+	// (0 for a single tree or another Predictor).
+	Spread float64
 }
 
 // MetricsOf scores a set of evaluated samples.

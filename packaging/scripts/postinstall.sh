@@ -1,0 +1,13 @@
+#!/bin/sh
+# Makes systemd see the reconcile timer; enabling it is the admin's choice
+# (docs/install.md), because it must run on exactly the hosts that mount residency_dir.
+if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+	systemctl daemon-reload >/dev/null 2>&1 || true
+fi
+# slurmctld (SlurmUser, "slurm" in Debian's and most RPM packages) creates and
+# rotates the decision log in /var/lib/coscheml and removes the Epilog's done
+# markers; everything else there is written by root (docs/install.md).
+if id -u slurm >/dev/null 2>&1; then
+	chown slurm: /var/lib/coscheml /var/lib/coscheml/residency/done 2>/dev/null || true
+fi
+exit 0

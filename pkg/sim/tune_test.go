@@ -1,0 +1,185 @@
+package sim
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/coscheml/coscheml/models"
+	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/model/training"
+	"github.com/coscheml/coscheml/pkg/observation"
+	"github.com/coscheml/coscheml/pkg/pairmem"
+	"github.com/coscheml/coscheml/pkg/placement"
+	"github.com/coscheml/coscheml/pkg/profile"
+	"github.com/coscheml/coscheml/pkg/trace"
+)
+
+// syntheticJobs is the workload the calibration target is tuned on: NOT the
+// Philly trace (that is the evaluation), but a fixed, documented distribution:
+//   - n jobs, Poisson arrivals (exponential gaps), then scaled by
+//     trace.SetLoad to the offered load on gpus GPUs;
+//   - duration alone lognormal, median 1 h, sigma 1.5 (in ln seconds), kept
+//     within [1 min, 24 h] by redrawing: many short jobs, a long tail;
+//   - GPUs 1 (70%), 2 (10%), 4 (10%), 8 (10%).
+//
+// Applications and classes are assigned as for any trace (trace.Assign).
+func syntheticJobs(n, gpus int, load float64, seed int64) ([]trace.Job, error) {
+	r := rand.New(rand.NewPCG(uint64(seed), 0x73796e7468))
+	jobs := make([]trace.Job, n)
+	t := 0.0
+	for i := range jobs {
+		t += r.ExpFloat64() * 600
+		d := 0.0
+		for d < 60 || d > 24*3600 {
+			d = 3600 * math.Exp(1.5*r.NormFloat64())
+		}
+		g := 1
+		switch u := r.Float64(); {
+		case u < 0.1:
+			g = 8
+		case u < 0.2:
+			g = 4
+		case u < 0.3:
+			g = 2
+		}
+		jobs[i] = trace.Job{ID: "syn" + strconv.Itoa(i), Submit: t, Duration: d, GPUs: g}
+	}
+	if _, err := trace.SetLoad(jobs, gpus, load); err != nil {
+		return nil, err
+	}
+	return jobs, nil
+}
+
+// TestTuneFloorTarget is the nested leave-families-out simulation behind the
+// default calibration target (training.DefaultTarget, docs/model.md): for each
+// family F, a model trained without any observation of F, calibrated on its
+// own leave-families-out residuals with each candidate target, runs the
+// synthetic workload against the Lucid truth (which holds F) with the pair
+// memory on. TUNE=1 to run (minutes).
+func TestTuneFloorTarget(t *testing.T) {
+	if os.Getenv("TUNE") == "" {
+		t.Skip("set TUNE=1")
+	}
+	tt := shipped(t)
+	ps, err := profile.ReadLucidSolo(bytes.NewReader(models.DefaultSoloCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := profile.Catalog{}
+	for _, p := range ps {
+		cat[p.Tag] = p
+	}
+	obs, err := observation.ReadLucidPairs(bytes.NewReader(models.DefaultPairsCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fams []string
+	for _, o := range obs {
+		if f := model.Family(o.Tag); !slices.Contains(fams, f) {
+			fams = append(fams, f)
+		}
+	}
+	slices.Sort(fams)
+	targets := []float64{0.005, 0.0075, 0.01, 0.02, 0.03, 0.05}
+	seeds := []int64{1, 2, 3}
+	const nodes, perNode, n, load = 8, 8, 2000, 2.0
+	type agg struct{ below, jobs, ratio, runs float64 }
+	mechs := []struct {
+		name string
+		opts pairmem.Options
+	}{{"family levels (default)", pairmem.Options{}}, {"application level only", pairmem.Options{NoFamilyLevels: true}}}
+	res := make([][]agg, len(mechs))
+	worst := make([][]float64, len(mechs))
+	for i := range mechs {
+		res[i], worst[i] = make([]agg, len(targets)), make([]float64, len(targets))
+	}
+	for _, f := range fams {
+		var kept []observation.Observation
+		for _, o := range obs {
+			if model.Family(o.Tag) != f && model.Family(o.CoTags[0]) != f {
+				kept = append(kept, o)
+			}
+		}
+		ds, err := training.BuildDataset(cat, kept)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := training.DefaultParams()
+		lfo, err := training.LeaveFamiliesOut(ds, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := training.Train(ds, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		oracle := map[int64]float64{}
+		for ti, target := range targets {
+			cal, _, err := training.Calibrate(lfo.OutOfFold, training.CalibrationOptions{Target: target})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mm := *m
+			mm.Calibration = cal
+			for mi, mech := range mechs {
+				pols := []string{"coscheml"}
+				if ti == 0 && mi == 0 {
+					pols = append(pols, "oracle")
+				}
+				exp := Experiment{
+					Config: Config{Nodes: nodes, GPUsPerNode: perNode}, Truth: tt, Model: &mm,
+					PairMemory: true, MemoryOptions: mech.opts, Options: placement.DefaultOptions(), Policies: pols, Seeds: seeds,
+					Jobs: func(seed int64) ([]trace.Job, error) { return syntheticJobs(n, nodes*perNode, load, seed) },
+				}
+				runs, err := exp.Execute()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range runs {
+					if r.Policy == "oracle" {
+						oracle[r.Seed] = r.Overall.AvgJCT
+					}
+				}
+				b, j, rs := 0.0, 0.0, 0.0
+				for _, r := range runs {
+					if r.Policy != "coscheml" {
+						continue
+					}
+					b += float64(r.Overall.BelowFloor)
+					j += float64(r.Overall.Jobs)
+					rs += r.Overall.AvgJCT/oracle[r.Seed] - 1
+				}
+				a := &res[mi][ti]
+				a.below += b
+				a.jobs += j
+				a.ratio += rs
+				a.runs += float64(len(seeds))
+				worst[mi][ti] = max(worst[mi][ti], b/j)
+				t.Logf("held out %-12s target %.4g, %s: coverage %.3g, below floor %.2f%%, avg JCT vs oracle %+.1f%%",
+					f, target, mech.name, cal.DefaultCoverage, 100*b/j, 100*rs/float64(len(seeds)))
+			}
+		}
+	}
+	chosen := targets[0]
+	stop := false
+	for mi, mech := range mechs {
+		for ti, target := range targets {
+			below := res[mi][ti].below / res[mi][ti].jobs
+			t.Logf("%s, target %.4g: below floor %.2f%% (worst family %.2f%%), avg JCT vs oracle %+.1f%%",
+				mech.name, target, 100*below, 100*worst[mi][ti], 100*res[mi][ti].ratio/res[mi][ti].runs)
+			if mi == 0 && !stop {
+				if below > 0.005 || worst[mi][ti] > 0.01 {
+					stop = true
+				} else {
+					chosen = target
+				}
+			}
+		}
+	}
+	t.Logf("rule (fixed before running): the largest target with at most 0.5%% of jobs below floor over all folds and at most 1%% in every fold: %.4g", chosen)
+}
