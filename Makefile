@@ -190,8 +190,51 @@ install: build install-data
 	done
 	install -m 0644 etc/examples/*.yaml "$(DESTDIR)$(DOCDIR)/examples/"
 
-.PHONY: all build programs libcoscheml plugin test vet unit race fuzz-short integration integration-matrix \
-        shim-check bench fuzz demo install install-data uninstall package clean help
+# slurmctld loads a job_submit plugin only if it was built for exactly its release
+# (major.minor.micro), and a refused plugin stops slurmctld at start. So install
+# refuses a plugin built for another release than the installed slurmctld's.
+# SLURMCTLD names the daemon (default: on PATH, /usr/sbin, /usr/local/sbin);
+# SLURM_RELEASE_CHECK=no skips the check (packaging for another machine).
+SLURMCTLD ?= $(firstword $(shell command -v slurmctld 2>/dev/null) $(wildcard /usr/sbin/slurmctld /usr/local/sbin/slurmctld))
+SLURM_RELEASE_CHECK ?= yes
+.PHONY: check-slurm-release
+check-slurm-release: programs
+	@if [ "$(SLURM_RELEASE_CHECK)" = no ]; then \
+		echo "make: SLURM_RELEASE_CHECK=no: not checking the plugin against the installed slurmctld"; \
+	elif [ -z "$(SLURMCTLD)" ]; then \
+		echo "make: no slurmctld found (PATH, /usr/sbin, /usr/local/sbin): cannot check the plugin's Slurm release." >&2; \
+		echo "make: name it with SLURMCTLD=/path/to/slurmctld, or SLURM_RELEASE_CHECK=no when installing for another machine." >&2; \
+		exit 1; \
+	elif ! bin/coscheml preflight --plugin-only --plugin lib/job_submit_coscheml.so --slurmctld "$(SLURMCTLD)"; then \
+		echo "make: NOT installing: lib/job_submit_coscheml.so was built with the headers in $(SLURM_INCLUDE) for another Slurm release than $(SLURMCTLD)." >&2; \
+		echo "make: slurmctld would refuse the plugin and not start. Rebuild against the headers of the installed release:" >&2; \
+		echo "make:     make clean && make SLURM_INCLUDE=<that release's prefix>/include build && make install" >&2; \
+		exit 1; \
+	fi
+
+# The data tree the plugin and the node hooks need (docs/install.md, "Files and
+# folders"): slurmctld (SLURM_USER) creates and rotates the decision log in
+# STATEDIR and removes the Epilog's done markers; root (the Prolog/Epilog, the
+# admin) writes the rest. No folder is group- or world-writable: the node hooks
+# refuse to write in one as root. Owners are set only when run as root and
+# SLURM_USER exists (a DESTDIR staged by a user gets the modes alone); existing
+# folders keep their contents.
+SLURM_USER ?= slurm
+STATEDIR   ?= /var/lib/coscheml
+install-data:
+	install -d -m 0755 "$(DESTDIR)$(STATEDIR)" "$(DESTDIR)$(STATEDIR)/profiles" \
+		"$(DESTDIR)$(STATEDIR)/residency" "$(DESTDIR)$(STATEDIR)/residency/active" \
+		"$(DESTDIR)$(STATEDIR)/residency/done" "$(DESTDIR)$(STATEDIR)/observations" \
+		"$(DESTDIR)$(STATEDIR)/run" "$(DESTDIR)$(STATEDIR)/run/profiling"
+	@if [ "$$(id -u)" = 0 ] && id -u "$(SLURM_USER)" >/dev/null 2>&1; then \
+		echo "chown $(SLURM_USER): $(DESTDIR)$(STATEDIR) $(DESTDIR)$(STATEDIR)/residency/done"; \
+		chown "$(SLURM_USER):" "$(DESTDIR)$(STATEDIR)" "$(DESTDIR)$(STATEDIR)/residency/done"; \
+	else \
+		echo "make: NOT setting owners (needs root and the user $(SLURM_USER), SLURM_USER=...): chown $(SLURM_USER): $(STATEDIR) $(STATEDIR)/residency/done"; \
+	fi
+
+# Removes what install put in place except the configuration and the data under
+# STATEDIR (profiles, observations and logs are the site's).
 uninstall:
 	rm -f $(addprefix "$(DESTDIR)$(BINDIR)"/,$(PROGRAMS))
 	rm -f "$(DESTDIR)$(COSCHEML_LIBDIR)/libcoscheml.so"
