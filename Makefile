@@ -13,6 +13,7 @@
 #   make race         go test -race of the packages slurmctld runs (libcoscheml's closure)
 #   make fuzz-short   every fuzz target briefly (FUZZTIME_SHORT each; part of make test)
 #   make install      PREFIX/DESTDIR-aware install (see docs/install.md)
+#   make check-slurm-release  is lib/job_submit_coscheml.so built for the installed slurmctld? (part of install)
 #   make install-data the /var/lib/coscheml tree with its owners and modes (part of install)
 #   make uninstall    removes what install put in place, keeps /etc/coscheml
 #   make package      .deb and .rpm packages into dist/ (nfpm; docs/packaging.md)
@@ -109,8 +110,8 @@ shim-check: libcoscheml
 
 # The packages linked into slurmctld (libcoscheml's dependency closure within this
 # module) under the race detector: a data race there corrupts slurmctld's process.
-race:
-	$(GO) test -race $$($(GO) list -deps ./cmd/libcoscheml | grep '^github.com/coscheml/coscheml/')
+race: libcoscheml
+	LIBCOSCHEML_SO=$(CURDIR)/lib/libcoscheml.so $(GO) test -race $$($(GO) list -deps ./cmd/libcoscheml | grep '^github.com/coscheml/coscheml/')
 
 # Real slurmctld/slurmd/munge on loopback; needs root, installs the Debian packages
 # slurm-wlm, munge and libslurm-dev when missing, builds what it needs itself, and

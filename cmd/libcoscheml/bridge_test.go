@@ -339,4 +339,8 @@ func TestSafeMode(t *testing.T) {
 			}
 		})
 	}
+	// Stop the engine (it writes the decision log) before the folders go.
+	if e := engine.Swap(nil); e != nil {
+		e.Close()
+	}
 }
