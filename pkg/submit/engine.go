@@ -62,6 +62,7 @@ type Result struct {
 // Options tune the engine; zero values take the defaults.
 type Options struct {
 	ReloadEvery    time.Duration // check the files' mtimes (default 2 s)
+	MemoryEvery    time.Duration // check the observation files for the pair memory (default 1 min)
 	ResidencyEvery time.Duration // re-list the residency store (default 500 ms)
 	ReservationTTL time.Duration // forget an unconfirmed decision after (default 15 min)
 	StaleGrace     time.Duration // residency entries past expiry+grace are ignored (default 10 min)
@@ -76,6 +77,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.ReloadEvery <= 0 {
 		o.ReloadEvery = 2 * time.Second
+	}
+	if o.MemoryEvery <= 0 {
+		o.MemoryEvery = time.Minute
 	}
 	if o.ResidencyEvery <= 0 {
 		o.ResidencyEvery = 500 * time.Millisecond
@@ -207,7 +211,7 @@ func (e *Engine) loop() {
 	defer e.loopOn.Store(false)
 	tick := time.NewTicker(min(e.opts.ReloadEvery, e.opts.ResidencyEvery))
 	defer tick.Stop()
-	lastCheck := e.opts.Now()
+	lastCheck, lastObs := e.opts.Now(), e.opts.Now()
 	for {
 		select {
 		case <-e.stop:
@@ -221,9 +225,19 @@ func (e *Engine) loop() {
 			now := e.opts.Now()
 			if now.Sub(lastCheck) >= e.opts.ReloadEvery {
 				lastCheck = now
-				if cur := e.snap.Load(); cur == nil || currentStamps(&e.src, cur.cfg) != cur.stamps {
+				cur := e.snap.Load()
+				if cur == nil || changed(&e.src, cur) {
 					e.Reload()
 					return
+				}
+				// Epilogs append observations all the time: rebuild the pair
+				// memory at most once per MemoryEvery, not on every append.
+				if memoryOn(cur.cfg) && now.Sub(lastObs) >= e.opts.MemoryEvery {
+					lastObs = now
+					if obsStamp(cur.cfg.ObservationDir) != cur.stamps.observations {
+						e.Reload()
+						return
+					}
 				}
 			}
 			e.bgMu.Lock()
@@ -231,6 +245,14 @@ func (e *Engine) loop() {
 			e.bgMu.Unlock()
 		})
 	}
+}
+
+// changed says whether the configuration, model or profiles changed since cur
+// was loaded (the observations are checked on their own schedule).
+func changed(src *Sources, cur *Snapshot) bool {
+	st := currentStamps(src, cur.cfg)
+	st.observations = cur.stamps.observations
+	return st != cur.stamps
 }
 
 // safely runs f, turning a panic into a note: the background loop must survive.
@@ -352,13 +374,15 @@ func (e *Engine) takeNotes() string {
 	return s
 }
 
-// Problems returns the problems in effect now (for CLIs and tests).
+// Problems returns the problems in effect now (for CLIs and tests). Notes
+// under an "info-" key are logged like problems but degrade nothing (the pair
+// memory: without it the model alone decides), so they are not listed.
 func (e *Engine) Problems() []string {
 	e.notesMu.Lock()
 	defer e.notesMu.Unlock()
 	var out []string
-	for _, m := range e.notes {
-		if m != "" {
+	for k, m := range e.notes {
+		if m != "" && !strings.HasPrefix(k, "info-") {
 			out = append(out, m)
 		}
 	}
