@@ -20,6 +20,8 @@ type Config struct {
 	ResidencyDir   string `yaml:"residency_dir"`
 	ObservationDir string `yaml:"observation_dir"`
 	DecisionLog    string `yaml:"decision_log"`
+	// MetricsFile: the plugin's decision counters, Prometheus text format ("" = off).
+	MetricsFile string `yaml:"metrics_file"`
 	// PairMemory: the plugin learns pairs from observation_dir (pkg/pairmem).
 	PairMemory bool `yaml:"pair_memory"`
 
