@@ -1,16 +1,19 @@
 # coscheml: interference-aware GPU co-location for Slurm.
 #
 #   make build        programs into bin/, libcoscheml.so and the Slurm plugin into lib/
-#   make test         go vet, unit tests, race, fuzz-short, and the Slurm integration suite (root)
+#   make test         go vet, the shim checks, unit tests, race, fuzz-short, and the Slurm integration suite (root)
 #   make vet          go vet ./...
 #   make unit         the unit tests alone (go test ./...)
-#   make integration  the Slurm integration suite alone (real daemons, root)
+#   make shim-check   the plugin against every Slurm header set + C harness (+ ASan)
+#   make integration  the Slurm integration suite alone (real daemons, root; COSCHEML_SLURM_PREFIX)
+#   make integration-matrix  the integration suite on every Slurm release (root)
 #   make demo         the simulator on the shipped data: comparison table + report
 #   make bench        benchmarks, short
 #   make fuzz         every fuzz target for FUZZTIME each
 #   make race         go test -race of the packages slurmctld runs (libcoscheml's closure)
 #   make fuzz-short   every fuzz target briefly (FUZZTIME_SHORT each; part of make test)
 #   make install      PREFIX/DESTDIR-aware install (see docs/install.md)
+#   make check-slurm-release  is lib/job_submit_coscheml.so built for the installed slurmctld? (part of install)
 #   make install-data the /var/lib/coscheml tree with its owners and modes (part of install)
 #   make uninstall    removes what install put in place, keeps /etc/coscheml
 #   make package      .deb and .rpm packages into dist/ (nfpm; docs/packaging.md)
@@ -49,8 +52,8 @@ export CGO_CFLAGS
 PROGRAMS := coscheml coscheml-train coscheml-node
 BINS     := $(addprefix bin/,$(PROGRAMS))
 
-.PHONY: all build programs libcoscheml plugin test vet unit race fuzz-short integration bench fuzz \
-        demo install install-data uninstall package clean help
+.PHONY: all build programs libcoscheml plugin test vet unit race fuzz-short integration integration-matrix \
+        shim-check bench fuzz demo install install-data uninstall package clean help
 
 all: build
 
@@ -79,26 +82,52 @@ plugin:
 		echo "make: install the headers (Debian/Ubuntu: apt-get install libslurm-dev) and run make build again."; \
 	fi
 
-# make test: static checks, unit tests, the race detector on what runs inside
-# slurmctld, every fuzz target briefly, then the Slurm integration suite.
-test: vet unit race fuzz-short integration
+# make test: static checks, the shim across Slurm releases, unit tests, the race
+# detector on what runs inside slurmctld, every fuzz target briefly, then the Slurm
+# integration suite.
+test: vet shim-check unit race fuzz-short integration
 
 vet:
 	$(GO) vet ./...
 
-unit:
-	$(GO) test ./...
+# The C tests of cmd/libcoscheml (abi.c, harness.c) load the freshly built library.
+unit: libcoscheml
+	LIBCOSCHEML_SO=$(CURDIR)/lib/libcoscheml.so $(GO) test ./...
+
+# The shim compiled with -Wall -Wextra -Werror against every Slurm release's public
+# headers (../shared/slurm/headers/<version>/, developers and CI only), the C
+# harness run through each build into lib/libcoscheml.so, then once under
+# AddressSanitizer. Without that folder, make unit still checks the system's headers.
+SLURM_HEADER_SETS ?= $(CURDIR)/../shared/slurm/headers
+shim-check: libcoscheml
+	@if [ ! -d "$(SLURM_HEADER_SETS)" ]; then \
+		echo "make: SKIPPING shim-check: $(SLURM_HEADER_SETS) not found (the Slurm header sets of every release are in the developers' ../shared/slurm; make unit checks the system's headers)"; \
+	else \
+		echo "== shim against $$(ls $(SLURM_HEADER_SETS) | tr '\n' ' ')"; \
+		LIBCOSCHEML_SO=$(CURDIR)/lib/libcoscheml.so COSCHEML_SLURM_HEADERS=$(SLURM_HEADER_SETS) \
+			$(GO) test -count=1 -v -run '^TestC(ABI|Shim)$$' ./cmd/libcoscheml; \
+	fi
 
 # The packages linked into slurmctld (libcoscheml's dependency closure within this
 # module) under the race detector: a data race there corrupts slurmctld's process.
-race:
-	$(GO) test -race $$($(GO) list -deps ./cmd/libcoscheml | grep '^github.com/coscheml/coscheml/')
+race: libcoscheml
+	LIBCOSCHEML_SO=$(CURDIR)/lib/libcoscheml.so $(GO) test -race $$($(GO) list -deps ./cmd/libcoscheml | grep '^github.com/coscheml/coscheml/')
 
 # Real slurmctld/slurmd/munge on loopback; needs root, installs the Debian packages
 # slurm-wlm, munge and libslurm-dev when missing, builds what it needs itself, and
 # skips with a message without root.
+#
+# COSCHEML_SLURM_PREFIX picks the Slurm installation (default /usr, Debian's
+# packages; a source build from .ci/build-slurm VERSION lives in
+# /var/cache/coscheml/slurm/VERSION). Only one suite may run at a time on a host.
 integration:
-	$(GO) test -tags integration -count=1 -timeout 25m -v ./slurm/integration/...
+	flock /tmp/coscheml-integration.lock $(GO) test -tags integration -count=1 -timeout 40m -v ./slurm/integration/...
+
+# The suite on Debian's Slurm and on every source release (built into
+# /var/cache/coscheml/slurm when missing), MATRIX_RUNS times each.
+MATRIX_RUNS ?= 1
+integration-matrix:
+	.ci/integration-matrix $(MATRIX_RUNS)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./...
@@ -127,6 +156,7 @@ install: build install-data
 	install -d "$(DESTDIR)$(COSCHEML_LIBDIR)"
 	install -m 0755 lib/libcoscheml.so "$(DESTDIR)$(COSCHEML_LIBDIR)/"
 	@if [ -f lib/job_submit_coscheml.so ]; then \
+		$(MAKE) --no-print-directory check-slurm-release || exit 1; \
 		echo "install -m 0755 lib/job_submit_coscheml.so $(DESTDIR)$(SLURM_PLUGINDIR)/"; \
 		install -d "$(DESTDIR)$(SLURM_PLUGINDIR)" && \
 		install -m 0755 lib/job_submit_coscheml.so "$(DESTDIR)$(SLURM_PLUGINDIR)/"; \
@@ -160,6 +190,28 @@ install: build install-data
 		d="$(DESTDIR)$(DOCDIR)/$$(dirname $$f)"; install -d "$$d"; install -m 0644 "$$f" "$$d/"; \
 	done
 	install -m 0644 etc/examples/*.yaml "$(DESTDIR)$(DOCDIR)/examples/"
+
+# slurmctld loads a job_submit plugin only if it was built for exactly its release
+# (major.minor.micro), and a refused plugin stops slurmctld at start. So install
+# refuses a plugin built for another release than the installed slurmctld's.
+# SLURMCTLD names the daemon (default: on PATH, /usr/sbin, /usr/local/sbin);
+# SLURM_RELEASE_CHECK=no skips the check (packaging for another machine).
+SLURMCTLD ?= $(firstword $(shell command -v slurmctld 2>/dev/null) $(wildcard /usr/sbin/slurmctld /usr/local/sbin/slurmctld))
+SLURM_RELEASE_CHECK ?= yes
+.PHONY: check-slurm-release
+check-slurm-release: programs
+	@if [ "$(SLURM_RELEASE_CHECK)" = no ]; then \
+		echo "make: SLURM_RELEASE_CHECK=no: not checking the plugin against the installed slurmctld"; \
+	elif [ -z "$(SLURMCTLD)" ]; then \
+		echo "make: no slurmctld found (PATH, /usr/sbin, /usr/local/sbin): cannot check the plugin's Slurm release." >&2; \
+		echo "make: name it with SLURMCTLD=/path/to/slurmctld, or SLURM_RELEASE_CHECK=no when installing for another machine." >&2; \
+		exit 1; \
+	elif ! bin/coscheml preflight --plugin-only --plugin lib/job_submit_coscheml.so --slurmctld "$(SLURMCTLD)"; then \
+		echo "make: NOT installing: lib/job_submit_coscheml.so was built with the headers in $(SLURM_INCLUDE) for another Slurm release than $(SLURMCTLD)." >&2; \
+		echo "make: slurmctld would refuse the plugin and not start. Rebuild against the headers of the installed release:" >&2; \
+		echo "make:     make clean && make SLURM_INCLUDE=<that release's prefix>/include build && make install" >&2; \
+		exit 1; \
+	fi
 
 # The data tree the plugin and the node hooks need (docs/install.md, "Files and
 # folders"): slurmctld (SLURM_USER) creates and rotates the decision log in
@@ -222,5 +274,5 @@ package:
 	ls -l dist/
 
 clean:
-	rm -rf bin demo-report build dist lib/libcoscheml.so lib/libcoscheml.h
+	rm -rf bin demo-report build dist lib/libcoscheml.so lib/libcoscheml.h lib/slurm-*
 	-$(MAKE) -C plugin-c clean

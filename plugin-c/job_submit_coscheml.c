@@ -27,6 +27,8 @@
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 
+#include "coscheml_abi.h"
+
 #ifndef SLURM_VERSION_NUM
 #error "slurm/slurm.h did not define SLURM_VERSION_NUM: libslurm-dev too old or missing"
 #endif
@@ -48,36 +50,29 @@ extern void slurm_error(const char *fmt, ...)
 const char plugin_name[] = "coscheml interference-aware GPU co-location";
 const char plugin_type[] = "job_submit/coscheml";
 const uint32_t plugin_version = SLURM_VERSION_NUMBER;
+/* The interface to libcoscheml.so, readable by `coscheml preflight` from the file. */
+const uint32_t coscheml_plugin_abi = COSCHEML_ABI_VERSION;
 
-/* The answers of coscheml_job_submit / coscheml_job_modify. */
-enum {
-	COSCHEML_UNCHANGED = 0,
-	COSCHEML_REWRITE = 1,
-	COSCHEML_REJECT = 2,
-};
-
-typedef int (*init_fn)(const char *config_path);
-typedef int (*decide_fn)(const char *comment, const char *tres_per_node,
-			 const char *partition, uint32_t user_id,
-			 uint32_t min_nodes, uint32_t max_nodes,
-			 uint32_t time_limit, uint32_t job_id,
-			 char **out_tres_per_node, char **out_req_nodes,
-			 char **out_comment, char **out_user_msg,
-			 char **out_log);
-typedef void (*void_fn)(void);
-typedef void (*version_fn)(uint32_t slurm_version);
+/*
+ * The job ID field: 25.11 removed job_desc_msg_t.job_id; the ID lives in
+ * step_id.job_id from then on.
+ */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+#define JOB_DESC_ID(jd) ((jd)->step_id.job_id)
+#else
+#define JOB_DESC_ID(jd) ((jd)->job_id)
+#endif
 
 /*
  * Set up by init() only and read-only afterwards, except conf_seen which
  * remembers the last slurm.conf generation handed to coscheml_reconfigure.
- * When lib.submit is NULL the plugin passes every job through unchanged.
+ * When lib.decide is NULL the plugin passes every job through unchanged.
  */
 static struct {
 	void *handle;
-	decide_fn submit;
-	decide_fn modify;
-	void_fn reconfigure;
-	void_fn fini;
+	coscheml_decide_fn decide;
+	coscheml_void_fn reconfigure;
+	coscheml_void_fn fini;
 	const slurm_conf_t *conf; /* slurmctld's config, to notice reconfigure */
 } lib;
 static pthread_mutex_t conf_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -166,8 +161,11 @@ static void load_library(void)
 	char buf[4096];
 	const char *path = library_path(buf, sizeof(buf));
 	const char *config = env_or("COSCHEML_CONFIG", COSCHEML_DEFAULT_CONFIG);
-	init_fn go_init;
-	version_fn go_version;
+	const slurm_conf_t *conf;
+	coscheml_abi_version_fn go_abi;
+	coscheml_init_fn go_init;
+	char *log_text = NULL;
+	uint32_t abi;
 	int rc;
 
 	lib.handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
@@ -176,23 +174,43 @@ static void load_library(void)
 			    plugin_type, path, dlerror());
 		return;
 	}
-	go_init = (init_fn)dlsym(lib.handle, "coscheml_init");
-	lib.submit = (decide_fn)dlsym(lib.handle, "coscheml_job_submit");
-	lib.modify = (decide_fn)dlsym(lib.handle, "coscheml_job_modify");
-	lib.reconfigure = (void_fn)dlsym(lib.handle, "coscheml_reconfigure");
-	lib.fini = (void_fn)dlsym(lib.handle, "coscheml_fini");
-	if (!go_init || !lib.submit || !lib.modify) {
-		slurm_error("%s: %s lacks coscheml_init/coscheml_job_submit/coscheml_job_modify; passing all jobs through unchanged",
+	/*
+	 * A library from another build may expect other arguments: check the
+	 * interface version before calling anything else.
+	 */
+	go_abi = (coscheml_abi_version_fn)dlsym(lib.handle,
+						"coscheml_abi_version");
+	if (!go_abi) {
+		slurm_error("%s: %s has no coscheml_abi_version (a library older than this plugin, which speaks interface %u): install libcoscheml.so and job_submit_coscheml.so from the same build; passing all jobs through unchanged",
+			    plugin_type, path, COSCHEML_ABI_VERSION);
+		memset(&lib, 0, sizeof(lib));
+		return;
+	}
+	abi = go_abi();
+	if (abi != COSCHEML_ABI_VERSION) {
+		slurm_error("%s: %s speaks interface %" PRIu32 ", this plugin speaks %u: install libcoscheml.so and job_submit_coscheml.so from the same build; passing all jobs through unchanged",
+			    plugin_type, path, abi, COSCHEML_ABI_VERSION);
+		memset(&lib, 0, sizeof(lib));
+		return;
+	}
+	go_init = (coscheml_init_fn)dlsym(lib.handle, "coscheml_init");
+	lib.decide = (coscheml_decide_fn)dlsym(lib.handle, "coscheml_decide");
+	lib.reconfigure = (coscheml_void_fn)dlsym(lib.handle,
+						  "coscheml_reconfigure");
+	lib.fini = (coscheml_void_fn)dlsym(lib.handle, "coscheml_fini");
+	if (!go_init || !lib.decide) {
+		slurm_error("%s: %s lacks coscheml_init/coscheml_decide; passing all jobs through unchanged",
 			    plugin_type, path);
 		memset(&lib, 0, sizeof(lib));
 		return;
 	}
-	/* Optional: lets the library pick the TRES syntax of this Slurm. */
-	go_version = (version_fn)dlsym(lib.handle, "coscheml_slurm_version");
-	if (go_version)
-		go_version(SLURM_VERSION_NUMBER);
 
-	rc = go_init(config);
+	conf = (const slurm_conf_t *)dlsym(RTLD_DEFAULT, "slurm_conf");
+	rc = go_init(config, SLURM_VERSION_NUMBER,
+		     conf ? conf->slurm_conf : NULL, &log_text);
+	if (log_text)
+		log_lines(log_text);
+	free(log_text);
 	if (rc != 0) {
 		/*
 		 * The library stays loaded and degraded: what is broken passes
@@ -202,11 +220,12 @@ static void load_library(void)
 			    plugin_type, config, rc);
 	}
 
-	lib.conf = (const slurm_conf_t *)dlsym(RTLD_DEFAULT, "slurm_conf");
+	lib.conf = conf;
 	if (lib.conf)
 		conf_seen = lib.conf->last_update;
-	slurm_info("%s: loaded %s (config %s, Slurm %d.%02d.%d)", plugin_type,
-		   path, config, SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER),
+	slurm_info("%s: loaded %s (interface %u, config %s, Slurm %d.%02d.%d)",
+		   plugin_type, path, COSCHEML_ABI_VERSION, config,
+		   SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER),
 		   SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER),
 		   SLURM_VERSION_MICRO(SLURM_VERSION_NUMBER));
 }
@@ -230,84 +249,106 @@ int fini(void)
 }
 
 /*
- * Ask the library and apply its answer to job_desc. Returns the Slurm error
- * code; *user_msg receives a malloc'ed message for the user (or NULL).
+ * The job ID as a number. scontrol update fills job_id_str, not the numeric
+ * field: parse it, so the library can tell a running job's update from a new
+ * submission. NO_VAL when there is none.
  */
-static int decide(decide_fn fn, job_desc_msg_t *job_desc, uint32_t submit_uid,
-		  char **user_msg)
+static uint32_t job_id_of(const job_desc_msg_t *job_desc)
 {
-	char *tres = NULL, *req_nodes = NULL, *comment = NULL, *log_text = NULL;
-	uint32_t uid, min_nodes, job_id;
-	int answer, rc = SLURM_SUCCESS;
+	uint32_t job_id = JOB_DESC_ID(job_desc);
 
-	*user_msg = NULL;
-	if (!fn)
-		return SLURM_SUCCESS;
-	check_reconfigure();
-
-	/* user_id may be unset (NO_VAL) on some paths: fall back to the submitter. */
-	uid = (job_desc->user_id == NO_VAL) ? submit_uid : job_desc->user_id;
-	/*
-	 * sbatch leaves min_nodes at NO_VAL unless -N is given; Slurm later
-	 * makes that 1, so hand the library Slurm's own default.
-	 */
-	min_nodes = (job_desc->min_nodes == NO_VAL) ? 1 : job_desc->min_nodes;
-	/*
-	 * scontrol update fills job_id_str, not job_id: pass the number so the
-	 * library can tell a running job's update from a new submission.
-	 */
-	job_id = job_desc->job_id;
 	if ((job_id == NO_VAL || job_id == 0) && job_desc->job_id_str) {
 		char *end = NULL;
 		unsigned long v = strtoul(job_desc->job_id_str, &end, 10);
 
 		if (end && end != job_desc->job_id_str && *end == '\0' &&
 		    v > 0 && v < NO_VAL)
-			job_id = (uint32_t)v;
+			return (uint32_t)v;
 	}
-	answer = fn(job_desc->comment, job_desc->tres_per_node,
-		    job_desc->partition, uid, min_nodes,
-		    job_desc->max_nodes, job_desc->time_limit, job_id,
-		    &tres, &req_nodes, &comment, user_msg, &log_text);
+	return job_id == 0 ? NO_VAL : job_id;
+}
 
-	if (log_text)
-		log_lines(log_text);
+/*
+ * Ask the library and apply its answer to job_desc. Returns the Slurm error
+ * code; *user_msg receives a malloc'ed message for the user (or NULL).
+ */
+static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
+		  char **user_msg)
+{
+	struct coscheml_job job;
+	struct coscheml_answer ans;
+	int answer, rc = SLURM_SUCCESS;
+
+	*user_msg = NULL;
+	if (!lib.decide)
+		return SLURM_SUCCESS;
+	check_reconfigure();
+
+	memset(&job, 0, sizeof(job));
+	memset(&ans, 0, sizeof(ans));
+	job.size = sizeof(job);
+	ans.size = sizeof(ans);
+	job.modify = modify ? 1 : 0;
+	job.comment = job_desc->comment;
+	job.tres_per_node = job_desc->tres_per_node;
+	job.partition = job_desc->partition;
+	/* user_id may be unset (NO_VAL) on some paths: fall back to the submitter. */
+	job.user_id = (job_desc->user_id == NO_VAL) ? submit_uid : job_desc->user_id;
+	/*
+	 * sbatch leaves min_nodes at NO_VAL unless -N is given; Slurm later
+	 * makes that 1, so hand the library Slurm's own default.
+	 */
+	job.min_nodes = (job_desc->min_nodes == NO_VAL) ? 1 : job_desc->min_nodes;
+	job.max_nodes = job_desc->max_nodes;
+	job.time_limit = job_desc->time_limit;
+	job.job_id = job_id_of(job_desc);
+
+	answer = lib.decide(&job, &ans);
+
+	if (ans.log)
+		log_lines(ans.log);
 
 	switch (answer) {
 	case COSCHEML_UNCHANGED:
 		break;
 	case COSCHEML_REWRITE:
-		if (tres)
-			set_slurm_str(&job_desc->tres_per_node, tres);
-		if (req_nodes)
-			set_slurm_str(&job_desc->req_nodes, req_nodes);
-		if (comment)
-			set_slurm_str(&job_desc->comment, comment);
+		if (ans.tres_per_node)
+			set_slurm_str(&job_desc->tres_per_node, ans.tres_per_node);
+		if (ans.req_nodes)
+			set_slurm_str(&job_desc->req_nodes, ans.req_nodes);
+		if (ans.comment)
+			set_slurm_str(&job_desc->comment, ans.comment);
 		break;
 	case COSCHEML_REJECT:
 		rc = ESLURM_INVALID_GRES;
-		if (!*user_msg) {
-			*user_msg = strdup("coscheml: job rejected (see slurmctld log)");
-		}
+		*user_msg = ans.user_msg ? ans.user_msg :
+			strdup("coscheml: job rejected (see slurmctld log)");
+		ans.user_msg = NULL;
 		break;
 	default:
 		/* An answer this shim does not know: fail open. */
 		slurm_error("%s: library returned unknown answer %d for job %" PRIu32 "; leaving it unchanged",
-			    plugin_type, answer, job_desc->job_id);
+			    plugin_type, answer, job.job_id);
 		break;
 	}
+	if (ans.user_msg && answer != COSCHEML_REJECT) {
+		/* A warning the user still sees ("accepted unshared because ..."). */
+		*user_msg = ans.user_msg;
+		ans.user_msg = NULL;
+	}
 
-	free(tres);
-	free(req_nodes);
-	free(comment);
-	free(log_text);
+	free(ans.tres_per_node);
+	free(ans.req_nodes);
+	free(ans.comment);
+	free(ans.user_msg);
+	free(ans.log);
 	return rc;
 }
 
 int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid, char **err_msg)
 {
 	char *user_msg = NULL;
-	int rc = decide(lib.submit, job_desc, submit_uid, &user_msg);
+	int rc = decide(false, job_desc, submit_uid, &user_msg);
 
 	/*
 	 * On success a message is a warning the user still sees ("accepted
@@ -326,7 +367,7 @@ int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid,
 	       char **err_msg)
 {
 	char *user_msg = NULL;
-	int rc = decide(lib.modify, job_desc, submit_uid, &user_msg);
+	int rc = decide(true, job_desc, submit_uid, &user_msg);
 
 	(void)job_ptr;
 	if (user_msg && err_msg) {
@@ -341,16 +382,12 @@ int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid,
 int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid)
 {
 	char *user_msg = NULL;
-	int rc = decide(lib.modify, job_desc, submit_uid, &user_msg);
+	int rc = decide(true, job_desc, submit_uid, &user_msg);
 
 	(void)job_ptr;
 	if (user_msg) {
-		if (job_desc->job_id_str)
-			slurm_info("%s: job %s update: %s", plugin_type,
-				   job_desc->job_id_str, user_msg);
-		else
-			slurm_info("%s: job %" PRIu32 " update: %s",
-				   plugin_type, job_desc->job_id, user_msg);
+		slurm_info("%s: job %" PRIu32 " update: %s", plugin_type,
+			   job_id_of(job_desc), user_msg);
 	}
 	free(user_msg);
 	return rc;

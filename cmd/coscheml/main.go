@@ -67,6 +67,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			explainCommand(),
 			simulateCommand(),
 			statusCommand(),
+			preflightCommand(),
 		},
 		// A bare "coscheml" or an unknown command is a usage error, not a silent
 		// success.

@@ -4,9 +4,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/submit"
 )
 
@@ -35,14 +38,14 @@ func TestBridgeGo(t *testing.T) {
 	if r := decideGo(submit.JobFields{Comment: "coscheml:app=x"}); r.Code != submit.Unchanged {
 		t.Fatalf("without init: %+v", r)
 	}
-	if rc := initGo(writeConfig(t, "")); rc != 0 {
+	if rc, _ := initGo(writeConfig(t, ""), 0x160508, ""); rc != 0 {
 		t.Fatalf("init with a good config: %d (%v)", rc, engine.Load().Problems())
 	}
 	r := decideGo(submit.JobFields{Comment: "coscheml:app=nosuch", TresPerNode: "gres:gpu:1", MinNodes: 1, JobID: submit.NoVal})
 	if r.Code != submit.Reject || !strings.Contains(r.UserMsg, "unknown application profile 'nosuch'") {
 		t.Fatalf("unknown profile: %+v", r)
 	}
-	if rc := initGo(writeConfig(t, "model_path: /nonexistent/x.model\n")); rc != 1 {
+	if rc, _ := initGo(writeConfig(t, "model_path: /nonexistent/x.model\n"), 0x160508, ""); rc != 1 {
 		t.Fatalf("init with a missing model: %d, want 1", rc)
 	}
 	r = decideGo(submit.JobFields{Comment: "coscheml:app=nosuch", TresPerNode: "gres:gpu:1", MinNodes: 1, JobID: submit.NoVal})
@@ -55,7 +58,7 @@ func TestBridgeGo(t *testing.T) {
 	if strings.Contains(r.Log, "nonexistent") {
 		t.Fatalf("the failure is logged per job: %q", r.Log)
 	}
-	if rc := initGo(filepath.Join(t.TempDir(), "missing.yaml")); rc != 1 {
+	if rc, _ := initGo(filepath.Join(t.TempDir(), "missing.yaml"), 0x160508, ""); rc != 1 {
 		t.Fatalf("init with a missing config: %d", rc)
 	}
 	if r := decideGo(submit.JobFields{Comment: "coscheml:app=../x", TresPerNode: "gres:gpu:1"}); r.Code != submit.Unchanged {
@@ -63,37 +66,281 @@ func TestBridgeGo(t *testing.T) {
 	}
 }
 
-// TestCHarness drives the real c-shared library from C. Building it takes minutes
-// on a loaded machine, so the test runs only when LIBCOSCHEML_SO names a library
-// built with `go build -buildmode=c-shared -o $LIBCOSCHEML_SO ./cmd/libcoscheml`.
-func TestCHarness(t *testing.T) {
-	so := os.Getenv("LIBCOSCHEML_SO")
-	if so == "" {
-		t.Skip("set LIBCOSCHEML_SO to a built libcoscheml.so")
+// cLibrary returns a built libcoscheml.so: $LIBCOSCHEML_SO (make builds it into
+// lib/ first), or one built here (minutes on a loaded machine; skipped by -short).
+func cLibrary(t *testing.T) string {
+	t.Helper()
+	if so := os.Getenv("LIBCOSCHEML_SO"); so != "" {
+		abs, err := filepath.Abs(so)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(abs); err != nil {
+			t.Fatalf("LIBCOSCHEML_SO: %v", err)
+		}
+		return abs
 	}
-	bin := filepath.Join(t.TempDir(), "harness")
-	if out, err := exec.Command("gcc", "-Wall", "-o", bin, "testdata/harness.c", "-ldl").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
+	if testing.Short() {
+		t.Skip("-short: set LIBCOSCHEML_SO to a built libcoscheml.so (make test does)")
 	}
-	out, err := exec.Command(bin, so, writeConfig(t, "")).CombinedOutput()
+	so := filepath.Join(t.TempDir(), "libcoscheml.so")
+	if out, err := exec.Command("go", "build", "-buildmode=c-shared", "-o", so, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building libcoscheml.so: %v\n%s", err, out)
+	}
+	return so
+}
+
+// cc compiles with gcc and fails the test with the compiler's words.
+func cc(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// runC runs a built C program and returns its output; env adds variables.
+func runC(t *testing.T, env []string, prog string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(prog, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("harness: %v\n%s", err, out)
+		t.Fatalf("%s: %v\n%s", filepath.Base(prog), err, out)
 	}
-	got := string(out)
-	for _, want := range []string{
+	return string(out)
+}
+
+func wantLines(t *testing.T, what, got string, wants []string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(got, want) {
+			t.Errorf("%s output lacks %q:\n%s", what, want, got)
+		}
+	}
+}
+
+// TestCABI drives the library's C interface directly (testdata/abi.c): the
+// version check, the size checks, decisions, reconfigure, fini and init again.
+// It needs only gcc, no Slurm headers.
+func TestCABI(t *testing.T) {
+	so := cLibrary(t)
+	bin := filepath.Join(t.TempDir(), "abi")
+	cc(t, "-Wall", "-Wextra", "-Werror", "-o", bin, "testdata/abi.c", "-ldl")
+	got := runC(t, nil, bin, so, writeConfig(t, ""))
+	wantLines(t, "abi", got, []string{
+		"abi=2 header=2",
 		"init rc=0",
-		"untagged rc=0 tres=NULL nodes=NULL msg=NULL",
+		"untagged rc=0 tres=NULL nodes=NULL msg=NULL log=NULL",
 		"nulls rc=0 tres=NULL",
 		"badtag rc=2 tres=NULL nodes=NULL msg=coscheml: invalid tag",
-		"long rc=2 tres=NULL nodes=NULL msg=coscheml: comment of 10000 characters",
 		"unknown rc=2 tres=NULL nodes=NULL msg=coscheml: unknown application profile 'nosuch'",
-		"modify rc=0",
-		"loop done",
+		"modify rc=0 tres=NULL nodes=NULL msg=NULL log=modify job=17 ",
+		"shortjob rc=0 tres=NULL nodes=NULL msg=NULL log=the plugin passed a job of 8 bytes",
+		"shortanswer rc=0 untouched=1",
+		"nullanswer rc=0",
+		"nulljob rc=0",
+		"loop rc=2",
 		"afterfini rc=0 tres=NULL nodes=NULL msg=NULL",
 		"reinit rc=2",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("harness output lacks %q:\n%s", want, got)
+	})
+}
+
+// headerSets lists the Slurm header folders (each holding slurm/slurm.h) to build
+// the shim against: every <version>/ under $COSCHEML_SLURM_HEADERS (make
+// shim-check points it at ../shared/slurm/headers), else the system's.
+func headerSets(t *testing.T) map[string]string {
+	t.Helper()
+	sets := map[string]string{}
+	if root := os.Getenv("COSCHEML_SLURM_HEADERS"); root != "" {
+		ents, err := os.ReadDir(root)
+		if err != nil {
+			t.Fatalf("COSCHEML_SLURM_HEADERS: %v", err)
 		}
+		for _, e := range ents {
+			dir := filepath.Join(root, e.Name())
+			if _, err := os.Stat(filepath.Join(dir, "slurm", "slurm.h")); err == nil {
+				sets[e.Name()] = dir
+			}
+		}
+		if len(sets) == 0 {
+			t.Fatalf("COSCHEML_SLURM_HEADERS=%s holds no <version>/slurm/slurm.h", root)
+		}
+		return sets
+	}
+	if _, err := os.Stat("/usr/include/slurm/slurm.h"); err == nil {
+		sets["system"] = "/usr/include"
+	}
+	return sets
+}
+
+// TestCShim builds the job_submit shim against each Slurm header set with
+// -Wall -Wextra -Werror and runs testdata/harness.c (built against the same
+// headers, playing slurmctld) through it into the real library; then the
+// version check against libraries of other builds, and once under
+// AddressSanitizer.
+func TestCShim(t *testing.T) {
+	so := cLibrary(t)
+	sets := headerSets(t)
+	if len(sets) == 0 {
+		t.Skip("SKIPPING the shim harness: no Slurm headers (/usr/include/slurm/slurm.h; Debian: apt-get install libslurm-dev)")
+	}
+	cfg := writeConfig(t, "")
+	names := make([]string, 0, len(sets))
+	for name := range sets {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	build := func(t *testing.T, inc, dir string, extra ...string) (shim, harness string) {
+		shim, harness = filepath.Join(dir, "job_submit_coscheml.so"), filepath.Join(dir, "harness")
+		cc(t, append([]string{"-O2", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-std=gnu11",
+			"-I" + inc, "-I.", "-o", shim, "../../plugin-c/job_submit_coscheml.c", "-ldl", "-lpthread"}, extra...)...)
+		cc(t, append([]string{"-O1", "-g", "-Wall", "-Wextra", "-Werror", "-std=gnu11", "-rdynamic",
+			"-I" + inc, "-I.", "-o", harness, "testdata/harness.c", "-ldl"}, extra...)...)
+		return shim, harness
+	}
+	wants := []string{
+		"match=1",
+		"init rc=0",
+		"loaded " + so + " (interface 2",
+		"untagged rc=0 tres=gres:gpu:1 nodes=NULL msg=NULL",
+		"nulls rc=0 tres=NULL nodes=NULL msg=NULL",
+		"badtag rc=1 tres=gres:gpu:1 nodes=NULL msg=coscheml: invalid tag",
+		"long rc=1 tres=gres:gpu:1 nodes=NULL msg=coscheml: comment of 10000 characters",
+		"unknown rc=1 tres=gres:gpu:1 nodes=NULL msg=coscheml: unknown application profile 'nosuch'",
+		"job_submit/coscheml: modify job=17 ",
+		"job_submit/coscheml: modify job=18 ",
+		"job_submit/coscheml: modify job=new ",
+		"modify-untagged rc=0",
+		"loop done live=0",
+		"afterfini rc=0 tres=gres:gpu:1 nodes=NULL msg=NULL",
+		"reinit rc=1",
+		"end live=0",
+	}
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			shim, harness := build(t, sets[name], t.TempDir())
+			got := runC(t, nil, harness, shim, so, cfg)
+			wantLines(t, "harness", got, wants)
+			if strings.Contains(got, "error:") {
+				t.Errorf("the shim logged an error:\n%s", got)
+			}
+		})
+	}
+	newest := sets[names[len(names)-1]]
+
+	// A library of another build: refused before any other call (the fake's
+	// other exports abort), every job passes through, and the log says why.
+	t.Run("mismatch", func(t *testing.T) {
+		dir := t.TempDir()
+		shim, harness := build(t, newest, dir)
+		for _, tc := range []struct {
+			name, flag, want string
+		}{
+			{"abi1", "-DFAKE_ABI=1", "speaks interface 1, this plugin speaks 2"},
+			{"abi99", "-DFAKE_ABI=99", "speaks interface 99, this plugin speaks 2"},
+			{"old", "-DNO_ABI", "has no coscheml_abi_version"},
+		} {
+			fake := filepath.Join(dir, tc.name+".so")
+			cc(t, "-shared", "-fPIC", tc.flag, "-o", fake, "testdata/fakelib.c")
+			got := runC(t, nil, harness, shim, fake, cfg)
+			wantLines(t, tc.name, got, []string{tc.want, "passing all jobs through unchanged",
+				"badtag rc=0 tres=gres:gpu:1 nodes=NULL msg=NULL", "end live=0"})
+		}
+	})
+
+	t.Run("asan", func(t *testing.T) {
+		probe := filepath.Join(t.TempDir(), "probe")
+		if out, err := exec.Command("sh", "-c", "echo 'int main(void){return 0;}' | gcc -fsanitize=address -x c -o "+probe+" -").CombinedOutput(); err != nil {
+			t.Skipf("gcc cannot build with -fsanitize=address here: %s", out)
+		}
+		shim, harness := build(t, newest, t.TempDir(), "-fsanitize=address", "-fno-omit-frame-pointer")
+		// The Go runtime's own allocations are not ours to judge (leak check off);
+		// use-after-free, double free and overflows in the shim and harness are.
+		got := runC(t, []string{"ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:exitcode=23"}, harness, shim, so, cfg)
+		wantLines(t, "asan harness", got, wants)
+	})
+}
+
+// TestSafeMode: a slurm.conf whose SelectTypeParameters make first-fit steering
+// impossible puts the library in safe mode, said once at init; tagged jobs then
+// get all shards of one GPU on any node (no node or GPU pinned), and bad tags are
+// still refused. A plain slurm.conf, or none, keeps normal placement.
+func TestSafeMode(t *testing.T) {
+	t.Cleanup(func() {
+		if e := engine.Swap(nil); e != nil {
+			e.Close()
+		}
+	})
+	cfgPath := writeConfig(t, "")
+	dir := filepath.Dir(cfgPath)
+	f, err := os.Open(filepath.Join("..", "..", "models", "data", "lucid-train", "solo_profiles.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := profile.ReadLucidSolo(f)
+	f.Close()
+	if err != nil || len(ps) == 0 {
+		t.Fatalf("lucid profiles: %v", err)
+	}
+	store, err := profile.Open(filepath.Join(dir, "profiles"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Put(ps[0]); err != nil {
+		t.Fatal(err)
+	}
+	conf := func(params string) string {
+		p := filepath.Join(t.TempDir(), "slurm.conf")
+		text := "SelectType=select/cons_tres\nSelectTypeParameters=" + params +
+			"\nGresTypes=gpu,shard\nNodeName=n[1-3] CPUs=8 Gres=gpu:h200:4,shard:16\n"
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	job := submit.JobFields{Comment: "coscheml:app=" + ps[0].Tag, TresPerNode: "gres/gpu:1", MinNodes: 1, JobID: submit.NoVal}
+	for _, tc := range []struct {
+		name, slurmConf string
+		safe            bool
+	}{
+		{"LL_SHARED_GRES", conf("CR_Core,LL_SHARED_GRES"), true},
+		{"plain", conf("CR_Core"), false},
+		{"unknown slurm.conf", "", false},
+		{"unreadable slurm.conf", filepath.Join(t.TempDir(), "missing.conf"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc, log := initGo(cfgPath, 0x190b07, tc.slurmConf)
+			if rc != 0 {
+				t.Fatalf("init rc %d: %v", rc, engine.Load().Problems())
+			}
+			if got := strings.Count(log, "SAFE MODE"); got != map[bool]int{true: 1, false: 0}[tc.safe] {
+				t.Fatalf("init log says SAFE MODE %d times:\n%s", got, log)
+			}
+			// The engine reads the residency store in the background: wait for it.
+			var r submit.Result
+			for i := 0; i < 100; i++ {
+				if r = decideGo(job); !strings.Contains(r.Log, "not loaded yet") {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if r.Code != submit.Rewrite {
+				t.Fatalf("tagged job: %+v", r)
+			}
+			if tc.safe {
+				if r.TresPerNode != "gres/shard:4" || r.ReqNodes != "" {
+					t.Errorf("safe mode: want all 4 shards of one GPU on any node, got tres=%q nodes=%q (%s)", r.TresPerNode, r.ReqNodes, r.Log)
+				}
+			} else if r.ReqNodes == "" {
+				t.Errorf("normal mode: the job should be pinned to a node: %+v", r)
+			}
+			if bad := decideGo(submit.JobFields{Comment: "coscheml:app=../x", TresPerNode: "gres/gpu:1", JobID: submit.NoVal}); bad.Code != submit.Reject {
+				t.Errorf("a bad tag must still be refused: %+v", bad)
+			}
+		})
+	}
+	// Stop the engine (it writes the decision log) before the folders go.
+	if e := engine.Swap(nil); e != nil {
+		e.Close()
 	}
 }

@@ -13,6 +13,7 @@ package main
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "coscheml_abi.h"
 */
 import "C"
 
@@ -30,45 +31,88 @@ const defaultConfig = "/etc/coscheml/coscheml.yaml"
 // other place for it: the C side holds no Go pointers.
 var engine atomic.Pointer[submit.Engine]
 
-// slurmVersion is what the shim reported through coscheml_slurm_version (0 if
-// never called): the TRES syntax of a typed rewrite follows it when the job's own
+// slurmVersion is the SLURM_VERSION_NUMBER the shim was built for (0 before
+// init): the TRES syntax of a typed rewrite follows it when the job's own
 // request gives none to follow.
 var slurmVersion atomic.Uint32
 
 func main() {}
 
+// coscheml_abi_version is the first call the shim makes: it uses the library only
+// when this equals its own COSCHEML_ABI_VERSION (see coscheml_abi.h).
+//
+//export coscheml_abi_version
+func coscheml_abi_version() C.uint32_t {
+	return C.COSCHEML_ABI_VERSION
+}
+
 //export coscheml_init
-func coscheml_init(configPath *C.char) (rc C.int) {
+func coscheml_init(configPath *C.char, slurmVer C.uint32_t, slurmConf *C.char, outLog **C.char) (rc C.int) {
+	if outLog != nil {
+		*outLog = nil
+	}
 	defer func() {
-		if recover() != nil {
+		if r := recover(); r != nil {
 			rc = 1
+			setOut(outLog, fmt.Sprintf("internal error in coscheml_init: %v", r))
 		}
 	}()
 	path := goString(configPath)
 	if path == "" {
 		path = defaultConfig
 	}
-	return C.int(initGo(path))
+	slurmVersion.Store(uint32(slurmVer))
+	code, log := initGo(path, uint32(slurmVer), goString(slurmConf))
+	setOut(outLog, log)
+	return C.int(code)
 }
 
-//export coscheml_slurm_version
-func coscheml_slurm_version(v C.uint32_t) {
-	defer func() { _ = recover() }()
-	slurmVersion.Store(uint32(v))
-}
-
-//export coscheml_job_submit
-func coscheml_job_submit(comment, tres, partition *C.char, userID, minNodes, maxNodes, timeLimit, jobID C.uint32_t,
-	outTres, outReqNodes, outComment, outUserMsg, outLog **C.char) C.int {
-	return decideC(false, comment, tres, partition, userID, minNodes, maxNodes, timeLimit, jobID,
-		outTres, outReqNodes, outComment, outUserMsg, outLog)
-}
-
-//export coscheml_job_modify
-func coscheml_job_modify(comment, tres, partition *C.char, userID, minNodes, maxNodes, timeLimit, jobID C.uint32_t,
-	outTres, outReqNodes, outComment, outUserMsg, outLog **C.char) C.int {
-	return decideC(true, comment, tres, partition, userID, minNodes, maxNodes, timeLimit, jobID,
-		outTres, outReqNodes, outComment, outUserMsg, outLog)
+// coscheml_decide answers job_submit (job.modify 0) and job_modify (1).
+//
+//export coscheml_decide
+func coscheml_decide(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) (rc C.int) {
+	// The answer is written only when the caller's struct is as large as ours;
+	// a shorter one comes from a shim of another build, which the version check
+	// should have stopped: fail open without touching it.
+	if ans == nil || ans.size < C.uint32_t(C.sizeof_struct_coscheml_answer) {
+		return C.int(submit.Unchanged)
+	}
+	outs := []**C.char{&ans.tres_per_node, &ans.req_nodes, &ans.comment, &ans.user_msg, &ans.log}
+	for _, o := range outs {
+		*o = nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			rc = C.int(submit.Unchanged)
+			// Outputs are set last, so nothing was handed over yet; the panic goes
+			// to the log line only.
+			setOut(&ans.log, fmt.Sprintf("internal error in the bridge, job left unchanged: %v", r))
+		}
+	}()
+	if job == nil || job.size < C.uint32_t(C.sizeof_struct_coscheml_job) {
+		size := 0
+		if job != nil {
+			size = int(job.size)
+		}
+		setOut(&ans.log, fmt.Sprintf("the plugin passed a job of %d bytes, this library needs %d: "+
+			"install libcoscheml.so and job_submit_coscheml.so from the same build; job left unchanged",
+			size, C.sizeof_struct_coscheml_job))
+		return C.int(submit.Unchanged)
+	}
+	j := submit.JobFields{
+		Comment: goString(job.comment), TresPerNode: goString(job.tres_per_node), Partition: goString(job.partition),
+		UserID: uint32(job.user_id), MinNodes: uint32(job.min_nodes), MaxNodes: uint32(job.max_nodes),
+		TimeLimit: uint32(job.time_limit), JobID: uint32(job.job_id), Modify: job.modify != 0,
+	}
+	res := decideGo(j)
+	setOut(&ans.log, res.Log)
+	setOut(&ans.user_msg, res.UserMsg)
+	if res.Code == submit.Rewrite {
+		setOut(&ans.tres_per_node, res.TresPerNode)
+		setOut(&ans.req_nodes, res.ReqNodes)
+		setOut(&ans.comment, res.Comment)
+	}
+	return C.int(res.Code)
 }
 
 //export coscheml_reconfigure
@@ -85,38 +129,6 @@ func coscheml_fini() {
 	if e := engine.Swap(nil); e != nil {
 		e.Close()
 	}
-}
-
-func decideC(modify bool, comment, tres, partition *C.char, userID, minNodes, maxNodes, timeLimit, jobID C.uint32_t,
-	outTres, outReqNodes, outComment, outUserMsg, outLog **C.char) (rc C.int) {
-	outs := []**C.char{outTres, outReqNodes, outComment, outUserMsg, outLog}
-	for _, o := range outs {
-		if o != nil {
-			*o = nil
-		}
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			rc = C.int(submit.Unchanged)
-			// Outputs are set last, so nothing was handed over yet; the panic goes
-			// to the log line only.
-			setOut(outLog, fmt.Sprintf("internal error in the bridge, job left unchanged: %v", r))
-		}
-	}()
-	j := submit.JobFields{
-		Comment: goString(comment), TresPerNode: goString(tres), Partition: goString(partition),
-		UserID: uint32(userID), MinNodes: uint32(minNodes), MaxNodes: uint32(maxNodes),
-		TimeLimit: uint32(timeLimit), JobID: uint32(jobID), Modify: modify,
-	}
-	res := decideGo(j)
-	setOut(outLog, res.Log)
-	setOut(outUserMsg, res.UserMsg)
-	if res.Code == submit.Rewrite {
-		setOut(outTres, res.TresPerNode)
-		setOut(outReqNodes, res.ReqNodes)
-		setOut(outComment, res.Comment)
-	}
-	return C.int(res.Code)
 }
 
 // setOut stores a malloc'ed copy of s (the caller free()s it); "" stays NULL.

@@ -5,6 +5,7 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -52,6 +53,9 @@ func needRoot(t *testing.T) {
 // Never slurm-wlm-emulator: it swaps the daemons for a front-end build.
 func ensurePackages(t *testing.T) {
 	t.Helper()
+	if slurmPrefix() != "/usr" {
+		return // a source build under test: nothing to install
+	}
 	need := []string{
 		debianSbin + "/slurmctld-wlm", debianSbin + "/slurmd-wlm", debianSbin + "/slurmstepd-wlm",
 		"/usr/bin/sbatch", "/usr/bin/scontrol", "/usr/bin/squeue", "/usr/bin/sdiag",
@@ -104,23 +108,29 @@ func repoRoot(t *testing.T) string {
 
 // artifacts are the built programs and libraries the cluster uses.
 type artifacts struct {
-	repo   string
-	binDir string // coscheml, coscheml-node
-	libDir string // libcoscheml.so, job_submit_coscheml.so
+	repo      string
+	binDir    string // coscheml, coscheml-node
+	libDir    string // libcoscheml.so
+	pluginDir string // job_submit_coscheml.so built for the Slurm under test
+	slurm     *slurmInstall
 }
 
 // build compiles what the cluster needs into the repository's bin/ and lib/ (the
-// same places `make build` uses), or checks they exist when
+// same places `make build` uses; the plugin into lib/slurm-<version>/, against
+// the headers of the Slurm under test), or checks they exist when
 // COSCHEML_INTEGRATION_NOBUILD=1.
 func build(t *testing.T) artifacts {
 	t.Helper()
 	repo := repoRoot(t)
-	a := artifacts{repo: repo, binDir: filepath.Join(repo, "bin"), libDir: filepath.Join(repo, "lib")}
+	s := findSlurm(t)
+	a := artifacts{repo: repo, binDir: filepath.Join(repo, "bin"), libDir: filepath.Join(repo, "lib"),
+		pluginDir: s.pluginOutDir(repo), slurm: s}
 	if os.Getenv("COSCHEML_INTEGRATION_NOBUILD") == "" {
 		steps := [][]string{
 			{"go", "build", "-o", a.binDir + "/", "./cmd/coscheml", "./cmd/coscheml-node"},
 			{"go", "build", "-buildmode=c-shared", "-o", filepath.Join(a.libDir, "libcoscheml.so"), "./cmd/libcoscheml"},
-			{"make", "-C", "plugin-c"},
+			{"make", "-C", "plugin-c", "SLURM_INCLUDE=" + s.include,
+				"OUT=" + filepath.Join(a.pluginDir, "job_submit_coscheml.so"), "EXTRA_CFLAGS=-Werror"},
 		}
 		for _, s := range steps {
 			start := time.Now()
@@ -134,7 +144,7 @@ func build(t *testing.T) artifacts {
 	}
 	for _, f := range []string{
 		filepath.Join(a.binDir, "coscheml"), filepath.Join(a.binDir, "coscheml-node"),
-		filepath.Join(a.libDir, "libcoscheml.so"), filepath.Join(a.libDir, "job_submit_coscheml.so"),
+		filepath.Join(a.libDir, "libcoscheml.so"), filepath.Join(a.pluginDir, "job_submit_coscheml.so"),
 	} {
 		if _, err := os.Stat(f); err != nil {
 			t.Fatalf("needed artifact missing: %v (run `make build`)", err)
@@ -235,6 +245,9 @@ type cluster struct {
 	cfgPath string        // coscheml.yaml
 	cfg     config.Config // what cfgPath holds now
 	plugin  bool          // JobSubmitPlugins=coscheml in slurm.conf
+	topo    topology      // how the GPUs are described to Slurm
+
+	pins tally // placements checked against Slurm's allocation
 
 	ctld    *proc
 	ctldLog string // slurmctld's own log file
@@ -242,9 +255,44 @@ type cluster struct {
 	env     []string // environment of every Slurm client command
 }
 
+// topology is how a test cluster describes its GPUs to Slurm.
+type topology struct {
+	// typed gives every GPU of a node its own Type g0..g3 (and one shard line
+	// per GPU), so that a request can name the GPU: exact pinning.
+	typed bool
+	// cores binds GPUs 0-1 to socket 0 (cores 0-3) and GPUs 2-3 to socket 1
+	// (cores 4-7) in gres.conf, as real nodes do; 24.05.4+ orders the shard
+	// pick by that affinity.
+	cores bool
+	// selectParams is SelectTypeParameters ("" = CR_Core).
+	selectParams string
+}
+
+func (tp topology) String() string {
+	var parts []string
+	if tp.typed {
+		parts = append(parts, "per-GPU types")
+	} else {
+		parts = append(parts, "one GPU type")
+	}
+	if tp.cores {
+		parts = append(parts, "Cores= affinity")
+	}
+	if tp.selectParams != "" {
+		parts = append(parts, "SelectTypeParameters="+tp.selectParams)
+	}
+	return strings.Join(parts, ", ")
+}
+
 // newCluster writes the cluster folder and starts slurmctld and the slurmd; all of
 // it is stopped by t.Cleanup.
 func newCluster(t *testing.T, a artifacts, plugin bool, edit func(*config.Config)) *cluster {
+	t.Helper()
+	return newClusterTopo(t, a, plugin, topology{}, edit)
+}
+
+// newClusterTopo is newCluster with the GPUs described by topo.
+func newClusterTopo(t *testing.T, a artifacts, plugin bool, topo topology, edit func(*config.Config)) *cluster {
 	t.Helper()
 	host, err := os.Hostname()
 	if err != nil {
@@ -254,7 +302,7 @@ func newCluster(t *testing.T, a artifacts, plugin bool, edit func(*config.Config
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, a: a, dir: dir, host: host, plugin: plugin, slurmd: map[string]*proc{}}
+	c := &cluster{t: t, a: a, dir: dir, host: host, plugin: plugin, topo: topo, slurmd: map[string]*proc{}}
 	t.Cleanup(func() {
 		if t.Failed() || os.Getenv("COSCHEML_INTEGRATION_KEEP") != "" {
 			t.Logf("cluster folder kept for inspection: %s", dir)
@@ -268,7 +316,10 @@ func newCluster(t *testing.T, a artifacts, plugin bool, edit func(*config.Config
 		c.nodes = append(c.nodes, fmt.Sprintf("n%d", i))
 	}
 	c.ctldLog = filepath.Join(dir, "log", "slurmctld.log")
-	c.env = append(os.Environ(), "SLURM_CONF="+c.path("slurm.conf"))
+	// The release's own clients first: coscheml explain runs scontrol, and a
+	// client of another release cannot talk to these daemons.
+	c.env = append(os.Environ(), "SLURM_CONF="+c.path("slurm.conf"),
+		"PATH="+a.slurm.binDir+":"+os.Getenv("PATH"))
 	c.writeFiles(edit)
 	t.Cleanup(c.stopAll)
 	c.startCtld()
@@ -277,8 +328,12 @@ func newCluster(t *testing.T, a artifacts, plugin bool, edit func(*config.Config
 	}
 	c.waitIdle(60 * time.Second)
 	// The daemon-name trap shows as Gres=(null): the GPUs must be there.
-	want := fmt.Sprintf("Gres=gpu:h200:%d,shard:", gpusPerNode)
-	if out, err := c.run("scontrol", "show", "node", c.nodes[0]); err != nil || !strings.Contains(out, want) {
+	// (With Cores=, newer releases add the sockets: gpu:h200:4(S:0-1).)
+	want := regexp.MustCompile(fmt.Sprintf(`Gres=gpu:h200:%d(\(S:[0-9-]+\))?,shard:`, gpusPerNode))
+	if topo.typed {
+		want = regexp.MustCompile(`Gres=gpu:g0:1(\(S:[0-9-]+\))?,gpu:g1:1`)
+	}
+	if out, err := c.run("scontrol", "show", "node", c.nodes[0]); err != nil || !want.MatchString(out) {
 		t.Fatalf("node %s lacks %s (started under the -wlm names?): %v\n%s", c.nodes[0], want, err, out)
 	}
 	return c
@@ -312,7 +367,7 @@ func (c *cluster) writeFiles(edit func(*config.Config)) {
 	// The daemon-name trap: Slurm picks its role from argv[0]'s basename, and the
 	// -wlm names silently drop a node's Gres=.
 	for _, d := range []string{"slurmctld", "slurmd", "slurmstepd"} {
-		if err := os.Symlink(filepath.Join(debianSbin, d+"-wlm"), c.path("sbin", d)); err != nil {
+		if err := os.Symlink(c.a.slurm.daemons[d], c.path("sbin", d)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -332,13 +387,11 @@ export COSCHEML_CONFIG=%q
 export COSCHEML_BIN=%q
 export PATH=%q:"$PATH"
 exec %q "$@"
-`, c.path("coscheml.yaml"), c.a.binDir, c.a.binDir, filepath.Join(c.a.repo, "slurm", hook+".sh")), 0o755)
+`, c.path("coscheml.yaml"), c.a.binDir, c.a.binDir+":"+c.a.slurm.binDir, filepath.Join(c.a.repo, "slurm", hook+".sh")), 0o755)
 	}
 
 	c.writeSlurmConf()
-	c.writeFile("gres.conf", fmt.Sprintf(
-		"NodeName=n[1-%d] Name=gpu Type=h200 File=%s/nvidia[0-%d]\nNodeName=n[1-%d] Name=shard Count=%d\n",
-		numNodes, c.path("dev"), gpusPerNode-1, numNodes, gpusPerNode*shardsPerGPU), 0o644)
+	c.writeFile("gres.conf", c.gresConf(), 0o644)
 
 	// Profiles: the Lucid solo measurements, imported the way an admin would.
 	c.coscheml("profile", "import", "--format", "lucid", "--store", c.path("var/profiles"), filepath.Join(c.a.repo, lucidSolo))
@@ -400,6 +453,43 @@ func (c *cluster) writeConfig(cfg config.Config) {
 	c.replaceFile(c.cfgPath, b)
 }
 
+// gresConf describes the fake GPUs: one type and evenly spread shards, or (typed)
+// one Type and one shard line per GPU; with cores, GPUs 0-1 on cores 0-3 and
+// GPUs 2-3 on cores 4-7.
+func (c *cluster) gresConf() string {
+	var b strings.Builder
+	nodes := fmt.Sprintf("n[1-%d]", numNodes)
+	affinity := func(i int) string {
+		if !c.topo.cores {
+			return ""
+		}
+		if i < gpusPerNode/2 {
+			return " Cores=0-3"
+		}
+		return " Cores=4-7"
+	}
+	switch {
+	case c.topo.typed:
+		for i := 0; i < gpusPerNode; i++ {
+			fmt.Fprintf(&b, "NodeName=%s Name=gpu Type=g%d File=%s/nvidia%d%s\n", nodes, i, c.path("dev"), i, affinity(i))
+		}
+		for i := 0; i < gpusPerNode; i++ {
+			fmt.Fprintf(&b, "NodeName=%s Name=shard Count=%d File=%s/nvidia%d%s\n", nodes, shardsPerGPU, c.path("dev"), i, affinity(i))
+		}
+	case c.topo.cores:
+		for i := 0; i < gpusPerNode; i++ {
+			fmt.Fprintf(&b, "NodeName=%s Name=gpu Type=h200 File=%s/nvidia%d%s\n", nodes, c.path("dev"), i, affinity(i))
+		}
+		for i := 0; i < gpusPerNode; i++ {
+			fmt.Fprintf(&b, "NodeName=%s Name=shard Count=%d File=%s/nvidia%d%s\n", nodes, shardsPerGPU, c.path("dev"), i, affinity(i))
+		}
+	default:
+		fmt.Fprintf(&b, "NodeName=%s Name=gpu Type=h200 File=%s/nvidia[0-%d]\nNodeName=%s Name=shard Count=%d\n",
+			nodes, c.path("dev"), gpusPerNode-1, nodes, gpusPerNode*shardsPerGPU)
+	}
+	return b.String()
+}
+
 func (c *cluster) writeSlurmConf() {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
@@ -419,28 +509,54 @@ func (c *cluster) writeSlurmConf() {
 	p("SlurmctldDebug=info")
 	p("SlurmdDebug=info")
 	p("ProctrackType=proctrack/linuxproc")
-	p("TaskPlugin=task/none")
 	p("SelectType=select/cons_tres")
-	p("SelectTypeParameters=CR_Core")
+	p("SelectTypeParameters=%s", cmp.Or(c.topo.selectParams, "CR_Core"))
 	p("SlurmdParameters=config_overrides")
-	p("AccountingStorageType=accounting_storage/none")
-	p("JobAcctGatherType=jobacct_gather/none")
+	// Newer releases dropped some "none" plugins (26.05 has no task/none,
+	// jobacct_gather/none, accounting_storage/none): their default is the same.
+	for _, kv := range [][2]string{
+		{"AccountingStorageType", "accounting_storage/none"},
+		{"JobAcctGatherType", "jobacct_gather/none"},
+		{"TaskPlugin", "task/none"},
+		{"MpiDefault", "mpi/none"},
+	} {
+		if c.a.slurm.hasPlugin(kv[1]) {
+			p("%s=%s", kv[0], strings.TrimPrefix(kv[1], "mpi/"))
+		}
+	}
 	p("MailProg=/bin/true")
-	p("MpiDefault=none")
 	p("ReturnToService=2")
 	p("MaxJobCount=20000")
+	// Newer releases hold a batch job up to 3 s before trying to start it; the
+	// suite starts jobs one by one and waits for each.
+	// 23.11-25.11 without accounting storage (the "none" plugin is gone): the
+	// main scheduler skips a job as "has invalid account" and only backfill
+	// starts it, every bf_interval (default 30 s).
+	p("SchedulerParameters=batch_sched_delay=0,bf_interval=1")
 	p("MinJobAge=600")
 	p("GresTypes=gpu,shard")
-	p("PluginDir=%s:%s", debianPluginDir, c.a.libDir)
+	p("PluginDir=%s:%s", c.a.slurm.pluginDir, c.a.pluginDir)
 	if c.plugin {
 		p("JobSubmitPlugins=coscheml")
 	}
 	p("PrologFlags=Alloc")
 	p("Prolog=%s", c.path("hooks", "prolog.sh"))
 	p("Epilog=%s", c.path("hooks", "epilog.sh"))
+	gres := fmt.Sprintf("gpu:h200:%d,shard:%d", gpusPerNode, gpusPerNode*shardsPerGPU)
+	if c.topo.typed {
+		var g []string
+		for i := 0; i < gpusPerNode; i++ {
+			g = append(g, fmt.Sprintf("gpu:g%d:1", i))
+		}
+		gres = strings.Join(g, ",") + fmt.Sprintf(",shard:%d", gpusPerNode*shardsPerGPU)
+	}
+	cpus := "CPUs=8"
+	if c.topo.cores {
+		cpus = "CPUs=8 Sockets=2 CoresPerSocket=4 ThreadsPerCore=1"
+	}
 	for i, n := range c.nodes {
-		p("NodeName=%s NodeHostname=%s NodeAddr=127.0.0.1 Port=%d CPUs=8 RealMemory=2000 Gres=gpu:h200:%d,shard:%d",
-			n, c.host, c.nodePorts[i], gpusPerNode, gpusPerNode*shardsPerGPU)
+		p("NodeName=%s NodeHostname=%s NodeAddr=127.0.0.1 Port=%d %s RealMemory=2000 Gres=%s",
+			n, c.host, c.nodePorts[i], cpus, gres)
 	}
 	p("PartitionName=p Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
 	c.writeFile("slurm.conf", b.String(), 0o644)
@@ -673,7 +789,7 @@ func (c *cluster) leftoverSteps() []int {
 			continue
 		}
 		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-		if filepath.Base(exe) != "slurmstepd-wlm" {
+		if b := filepath.Base(exe); b != "slurmstepd-wlm" && b != "slurmstepd" {
 			continue
 		}
 		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
@@ -697,7 +813,7 @@ func (c *cluster) run(name string, args ...string) (string, error) {
 func (c *cluster) run3(name string, args ...string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
+	cmd := exec.CommandContext(ctx, c.a.slurm.bin(name), args...)
 	cmd.Env = c.env
 	cmd.Dir = c.path("jobs")
 	var o, e bytes.Buffer
@@ -750,16 +866,14 @@ type job struct {
 	Reason      string
 	NodeList    string
 	ReqNodeList string
-	TresPerNode string
+	TresPerNode string // in 22.05's spelling ("gres:gpu:1") on every release
 	Comment     string
-	GPUIdx      string // IDX of the first allocated node's GRES, e.g. "0" or "0-1"
+	Restarts    int    // requeues by Slurm (launch failures, node trouble)
+	GPUIdx      string // GPU indices of the first allocated node, e.g. "0" or "0-1"
 	Raw         string
 }
 
-var (
-	fieldRE = regexp.MustCompile(`(\w+)=(\S*)`)
-	idxRE   = regexp.MustCompile(`GRES=\S*\(IDX:([0-9,-]+)\)`)
-)
+var fieldRE = regexp.MustCompile(`(\w+)=(\S*)`)
 
 func (c *cluster) showJob(id int) job {
 	c.t.Helper()
@@ -767,6 +881,11 @@ func (c *cluster) showJob(id int) job {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	return parseJob(id, out)
+}
+
+// parseJob reads `scontrol show job -d` of one job.
+func parseJob(id int, out string) job {
 	j := job{ID: id, Raw: out}
 	for _, line := range strings.Split(out, "\n") {
 		trim := strings.TrimSpace(line)
@@ -786,14 +905,49 @@ func (c *cluster) showJob(id int) job {
 			case "ReqNodeList":
 				j.ReqNodeList = m[2]
 			case "TresPerNode":
-				j.TresPerNode = m[2]
+				// 23.11+ writes gres/gpu where 22.05 writes gres:gpu.
+				j.TresPerNode = strings.ReplaceAll(m[2], "gres/", "gres:")
+			case "Restarts":
+				j.Restarts, _ = strconv.Atoi(m[2])
+			case "GRES":
+				if j.GPUIdx == "" && strings.HasPrefix(trim, "Nodes=") {
+					j.GPUIdx = gresIndices(m[2])
+				}
 			}
 		}
 	}
-	if m := idxRE.FindStringSubmatch(out); m != nil {
-		j.GPUIdx = m[1]
-	}
 	return j
+}
+
+var (
+	idxRE     = regexp.MustCompile(`\(IDX:([0-9,-]+)\)`)
+	perGPURE  = regexp.MustCompile(`\(((?:\d+/\d+,?)+)\)`)
+	gresEntRE = regexp.MustCompile(`(?:^|,)((?:gpu|shard)[^(,]*)`)
+)
+
+// gresIndices reads the GPU indices of one node's GRES allocation, as
+// `scontrol show job -d` prints it: "gpu:h200:1(IDX:2)" (every release),
+// "shard:2(IDX:0)" (22.05) or per GPU "shard:2(0/4,0/4,2/4,0/4)" (23.11+: the
+// GPUs with a share of the job's shards). "" when it has none.
+func gresIndices(gres string) string {
+	if gresEntRE.FindString(gres) == "" {
+		return ""
+	}
+	if m := idxRE.FindStringSubmatch(gres); m != nil {
+		return m[1]
+	}
+	m := perGPURE.FindStringSubmatch(gres)
+	if m == nil {
+		return ""
+	}
+	var idx []string
+	for i, part := range strings.Split(m[1], ",") {
+		used, _, _ := strings.Cut(part, "/")
+		if n, err := strconv.Atoi(used); err == nil && n > 0 {
+			idx = append(idx, strconv.Itoa(i))
+		}
+	}
+	return strings.Join(idx, ",")
 }
 
 // startJob submits a job that touches a marker file and then sleeps: the marker
@@ -818,7 +972,9 @@ func (c *cluster) startJob(comment, gres string) job {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return c.showJob(id)
+	j := c.showJob(id)
+	c.checkPlacement(j)
+	return j
 }
 
 // countLog counts slurmctld log lines containing every one of subs.
@@ -849,13 +1005,18 @@ func (c *cluster) countLogs(sub string) int {
 	n := c.countLog(sub)
 	b, _ := os.ReadFile(c.path("log", "slurmctld.out"))
 	for _, l := range strings.Split(string(b), "\n") {
-		// slurmctld -D also copies its log lines to stderr: count each once.
-		if strings.Contains(l, sub) && !strings.HasPrefix(l, "slurmctld: ") {
+		// slurmctld -D also copies its log lines to stderr ("slurmctld: ...",
+		// 23.11+ "[timestamp] ..."): count each once.
+		if strings.Contains(l, sub) && !daemonCopyRE.MatchString(l) {
 			n++
 		}
 	}
 	return n
 }
+
+// daemonCopyRE matches slurmctld's own stderr copies of its log lines:
+// "slurmctld: ..." on 22.05, "[2026-12-01T00:40:00.123] ..." from 23.11 on.
+var daemonCopyRE = regexp.MustCompile(`^(\[[^\]]*\] |slurmctld: )`)
 
 // lastLogLine returns the last slurmctld log line containing sub.
 func (c *cluster) lastLogLine(sub string) string {
@@ -902,6 +1063,52 @@ func (c *cluster) queued() map[int]string {
 		}
 	}
 	return ids
+}
+
+// waitRan waits up to d until every job of ids is in a terminal state; it
+// returns the last squeue states and the jobs Slurm requeued (Restarts>0) that
+// are not terminal yet.
+func (c *cluster) waitRan(ids []int, terminal func(string) bool, d time.Duration) (map[int]string, []int) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		q := c.queued()
+		var open []int
+		for _, id := range ids {
+			if !terminal(q[id]) {
+				open = append(open, id)
+			}
+		}
+		if len(open) == 0 || time.Now().After(deadline) {
+			var requeued []int
+			for _, id := range open {
+				out, err := c.run("scontrol", "show", "job", "-d", strconv.Itoa(id))
+				if err == nil && parseJob(id, out).Restarts > 0 {
+					requeued = append(requeued, id)
+				}
+			}
+			return q, requeued
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// waitNoJobs waits until no job is pending, running or completing, then lets the
+// library's residency reads see the Epilogs.
+func (c *cluster) waitNoJobs(d time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		out, err := c.run("squeue", "-h", "-t", "PD,R,CG,CF", "-o", "%i")
+		if err == nil && strings.TrimSpace(out) == "" {
+			time.Sleep(residencySettle)
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("jobs still queued after %v: %s", d, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // waitGone waits until the jobs have left the nodes (their Epilog finished).

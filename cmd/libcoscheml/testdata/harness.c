@@ -1,80 +1,227 @@
 /*
- * harness: loads libcoscheml.so the way the job_submit shim does (dlopen) and
- * drives its C API: init, submit (good, rejected, NULL fields), modify,
- * reconfigure, fini. Prints one line per call; bridge_test.go checks them.
- * usage: harness LIB CONFIG
+ * harness: plays slurmctld for the job_submit/coscheml shim. Compiled against
+ * one release's public Slurm headers (-I.../headers/<version>), it loads the
+ * shim built against the same headers, which loads libcoscheml.so, and calls
+ * init, job_submit and job_modify with job_desc_msg_t as that release lays it
+ * out (25.11+: the job ID in step_id.job_id). It stands in for libslurmfull's
+ * allocator and logger (exported from this executable: link with -rdynamic),
+ * counting allocations so that a leak or a double free shows.
+ *
+ * Prints one line per call; bridge_test.go checks them.
+ * usage: harness SHIM LIB CONFIG
  */
+#define _GNU_SOURCE
 #include <dlfcn.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-typedef int (*init_fn)(const char *);
-typedef int (*decide_fn)(const char *, const char *, const char *, uint32_t,
-			 uint32_t, uint32_t, uint32_t, uint32_t, char **,
-			 char **, char **, char **, char **);
-typedef void (*void_fn)(void);
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
 
-static decide_fn submit, modify;
+#include "coscheml_abi.h"
 
-static void show(const char *what, decide_fn fn, const char *comment,
-		 const char *tres, uint32_t job_id)
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+#define JOB_DESC_ID(jd) ((jd)->step_id.job_id)
+#else
+#define JOB_DESC_ID(jd) ((jd)->job_id)
+#endif
+
+/* --- libslurmfull stand-ins, found by the shim through the executable --- */
+
+slurm_conf_t slurm_conf;
+static long live_strings; /* Slurm-allocated strings not yet freed */
+
+char *slurm_xstrdup(const char *str)
 {
-	char *o[5] = {0};
-	int rc = fn(comment, tres, NULL, 1000, 1, 1, 60, job_id, &o[0], &o[1],
-		    &o[2], &o[3], &o[4]);
-	printf("%s rc=%d tres=%s nodes=%s msg=%s\n", what, rc,
-	       o[0] ? o[0] : "NULL", o[1] ? o[1] : "NULL",
-	       o[3] ? o[3] : "NULL");
-	if (o[4] && strchr(o[4], '\n'))
-		printf("%s multi-line log\n", what);
-	for (int i = 0; i < 5; i++)
-		free(o[i]); /* malloc'ed by the library: must be free()able */
+	if (!str)
+		return NULL;
+	live_strings++;
+	return strdup(str);
+}
+
+void slurm_xfree(void **item)
+{
+	if (item && *item) {
+		live_strings--;
+		free(*item);
+		*item = NULL;
+	}
+}
+
+static void vlog(const char *level, const char *fmt, va_list ap)
+{
+	printf("%s: ", level);
+	vprintf(fmt, ap);
+	printf("\n");
+}
+
+void slurm_info(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog("info", fmt, ap);
+	va_end(ap);
+}
+
+void slurm_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog("error", fmt, ap);
+	va_end(ap);
+}
+
+/* --- the shim's entry points --- */
+
+typedef int (*plugin_fn)(void);
+typedef int (*submit_fn)(job_desc_msg_t *, uint32_t, char **);
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 2, 0)
+typedef int (*modify_fn)(job_desc_msg_t *, void *, uint32_t, char **);
+#else
+typedef int (*modify_fn)(job_desc_msg_t *, void *, uint32_t);
+#endif
+
+static submit_fn job_submit;
+static modify_fn job_modify;
+
+/* A job as sbatch hands it over: Slurm-allocated strings, NO_VAL defaults. */
+static void job_init(job_desc_msg_t *jd, const char *comment, const char *tres)
+{
+	memset(jd, 0, sizeof(*jd));
+	JOB_DESC_ID(jd) = NO_VAL;
+	jd->user_id = 1000;
+	jd->min_nodes = NO_VAL;
+	jd->max_nodes = NO_VAL;
+	jd->time_limit = 60;
+	jd->comment = slurm_xstrdup(comment);
+	jd->tres_per_node = slurm_xstrdup(tres);
+}
+
+static void job_free(job_desc_msg_t *jd)
+{
+	slurm_xfree((void **)&jd->comment);
+	slurm_xfree((void **)&jd->tres_per_node);
+	slurm_xfree((void **)&jd->req_nodes);
+	slurm_xfree((void **)&jd->job_id_str);
+}
+
+static const char *s(const char *v)
+{
+	return v ? v : "NULL";
+}
+
+static void show_submit(const char *what, const char *comment, const char *tres)
+{
+	job_desc_msg_t jd;
+	char *err = NULL;
+	int rc;
+
+	job_init(&jd, comment, tres);
+	rc = job_submit(&jd, 1000, &err);
+	printf("%s rc=%d tres=%s nodes=%s msg=%s\n", what, rc != SLURM_SUCCESS,
+	       s(jd.tres_per_node), s(jd.req_nodes), s(err));
+	slurm_xfree((void **)&err);
+	job_free(&jd);
+}
+
+/* scontrol update jobid=ID comment=...: only job_id_str is set. */
+static void show_modify(const char *what, const char *id_str, uint32_t id,
+			const char *comment)
+{
+	job_desc_msg_t jd;
+	int rc;
+
+	job_init(&jd, comment, NULL);
+	JOB_DESC_ID(&jd) = id;
+	jd.job_id_str = slurm_xstrdup(id_str);
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 2, 0)
+	char *err = NULL;
+	rc = job_modify(&jd, NULL, 0, &err);
+	printf("%s rc=%d msg=%s\n", what, rc != SLURM_SUCCESS, s(err));
+	slurm_xfree((void **)&err);
+#else
+	rc = job_modify(&jd, NULL, 0);
+	printf("%s rc=%d msg=(log)\n", what, rc != SLURM_SUCCESS);
+#endif
+	job_free(&jd);
 }
 
 int main(int argc, char **argv)
 {
-	if (argc != 3)
+	void *h;
+	plugin_fn init, fini;
+	const uint32_t *version;
+
+	if (argc != 4) {
+		fprintf(stderr, "usage: harness SHIM LIB CONFIG\n");
 		return 2;
-	void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	setenv("COSCHEML_LIB", argv[2], 1);
+	setenv("COSCHEML_CONFIG", argv[3], 1);
+	slurm_conf.slurm_conf = "/nonexistent/slurm.conf";
+	slurm_conf.last_update = time(NULL);
+
+	h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		printf("dlopen: %s\n", dlerror());
 		return 1;
 	}
-	init_fn init = (init_fn)dlsym(h, "coscheml_init");
-	submit = (decide_fn)dlsym(h, "coscheml_job_submit");
-	modify = (decide_fn)dlsym(h, "coscheml_job_modify");
-	void_fn reconf = (void_fn)dlsym(h, "coscheml_reconfigure");
-	void_fn fini = (void_fn)dlsym(h, "coscheml_fini");
-	if (!init || !submit || !modify || !reconf || !fini) {
+	init = (plugin_fn)dlsym(h, "init");
+	fini = (plugin_fn)dlsym(h, "fini");
+	job_submit = (submit_fn)dlsym(h, "job_submit");
+	job_modify = (modify_fn)dlsym(h, "job_modify");
+	version = (const uint32_t *)dlsym(h, "plugin_version");
+	if (!init || !fini || !job_submit || !job_modify || !version) {
 		printf("missing symbol\n");
 		return 1;
 	}
-	printf("init rc=%d\n", init(argv[2]));
-	show("untagged", submit, "hello", "gres:gpu:1", 0xfffffffe);
-	show("nulls", submit, NULL, NULL, 0xfffffffe);
-	show("badtag", submit, "coscheml:app=../x", "gres:gpu:1", 0xfffffffe);
+	printf("plugin_version=0x%06" PRIx32 " headers=0x%06x match=%d\n",
+	       *version, SLURM_VERSION_NUMBER,
+	       *version == SLURM_VERSION_NUMBER);
+	printf("init rc=%d\n", init());
+
+	show_submit("untagged", "hello", "gres:gpu:1");
+	show_submit("nulls", NULL, NULL);
+	show_submit("badtag", "coscheml:app=../x", "gres:gpu:1");
 	char *longc = malloc(10001);
 	memset(longc, 'a', 10000);
 	memcpy(longc, "coscheml:app=", 13);
 	longc[10000] = 0;
-	show("long", submit, longc, "gres:gpu:1", 0xfffffffe);
+	show_submit("long", longc, "gres:gpu:1");
 	free(longc);
-	show("unknown", submit, "coscheml:app=nosuch", "gres:gpu:1", 0xfffffffe);
-	show("modify", modify, NULL, NULL, 17);
-	reconf();
+	show_submit("unknown", "coscheml:app=nosuch", "gres:gpu:1");
+	/* The library sees the ID whichever field carries it. */
+	show_modify("modify-str", "17", NO_VAL, "coscheml:app=nosuch");
+	show_modify("modify-num", NULL, 18, "coscheml:app=nosuch");
+	show_modify("modify-bad", "17abc", NO_VAL, "coscheml:app=nosuch");
+	show_modify("modify-untagged", "19", NO_VAL, NULL);
+
+	/* slurm.conf read again: the shim tells the library once. */
+	slurm_conf.last_update++;
 	for (int i = 0; i < 1000; i++) {
-		char *o[5] = {0};
-		submit("coscheml:app=nosuch", "gres:gpu:1", NULL, 1, 1, 1, 1,
-		       0xfffffffe, &o[0], &o[1], &o[2], &o[3], &o[4]);
-		for (int k = 0; k < 5; k++)
-			free(o[k]);
+		job_desc_msg_t jd;
+		char *err = NULL;
+
+		job_init(&jd, "coscheml:app=nosuch", "gres:gpu:1");
+		job_submit(&jd, 1000, &err);
+		slurm_xfree((void **)&err);
+		job_free(&jd);
 	}
-	printf("loop done\n");
+	printf("loop done live=%ld\n", live_strings);
 	fini();
-	show("afterfini", submit, "coscheml:app=../x", "gres:gpu:1", 0xfffffffe);
-	init(argv[2]);
-	show("reinit", submit, "coscheml:app=../x", "gres:gpu:1", 0xfffffffe);
+	show_submit("afterfini", "coscheml:app=../x", "gres:gpu:1");
+	init();
+	show_submit("reinit", "coscheml:app=../x", "gres:gpu:1");
+	fini();
+	printf("end live=%ld\n", live_strings);
 	return 0;
 }

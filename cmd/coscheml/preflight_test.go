@@ -1,0 +1,156 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// preflightSetup writes a fake installation: a slurmctld that prints a version,
+// plugin and library shared objects carrying the constants preflight reads,
+// slurm.conf, and a configuration whose folders exist.
+type preflightSetup struct {
+	dir, ctld, plugin, lib, slurmConf, config string
+}
+
+func soWith(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	c := filepath.Join(dir, name+".c")
+	if err := os.WriteFile(c, []byte("#include <stdint.h>\n"+body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	so := filepath.Join(dir, name)
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-o", so, c).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return so
+}
+
+func newPreflight(t *testing.T, ctldVersion, pluginVersion string, pluginABI, libABI int, selectParams string) preflightSetup {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not found")
+	}
+	dir := t.TempDir()
+	s := preflightSetup{dir: dir}
+	s.ctld = filepath.Join(dir, "slurmctld")
+	if err := os.WriteFile(s.ctld, []byte("#!/bin/sh\necho 'slurm "+ctldVersion+"'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var maj, min, mic int
+	fmt.Sscanf(pluginVersion, "%d.%d.%d", &maj, &min, &mic)
+	pdir := filepath.Join(dir, "plugins")
+	os.MkdirAll(pdir, 0o755)
+	body := fmt.Sprintf("const uint32_t plugin_version = 0x%02x%02x%02x;\n", maj, min, mic)
+	if pluginABI > 0 {
+		body += fmt.Sprintf("const uint32_t coscheml_plugin_abi = %d;\n", pluginABI)
+	}
+	s.plugin = soWith(t, pdir, "job_submit_coscheml.so", body)
+	s.lib = soWith(t, pdir, "libcoscheml.so", fmt.Sprintf("const uint32_t coscheml_library_abi = %d;\n", libABI))
+	s.slurmConf = filepath.Join(dir, "slurm.conf")
+	conf := fmt.Sprintf("SlurmUser=root\nPluginDir=/nonexistent:%s\nJobSubmitPlugins=coscheml\nSelectTypeParameters=%s\nNodeName=n1 Gres=gpu:h200:4,shard:16\n", pdir, selectParams)
+	if err := os.WriteFile(s.slurmConf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"profiles", "residency", "log"} {
+		os.MkdirAll(filepath.Join(dir, d), 0o755)
+	}
+	s.config = filepath.Join(dir, "coscheml.yaml")
+	y := fmt.Sprintf("profile_dir: %s\nresidency_dir: %s\ndecision_log: %s\n", filepath.Join(dir, "profiles"),
+		filepath.Join(dir, "residency"), filepath.Join(dir, "log", "decisions.log"))
+	if err := os.WriteFile(s.config, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestPreflight(t *testing.T) {
+	t.Setenv("COSCHEML_LIB", "")
+	cases := []struct {
+		name              string
+		ctld, plugin      string
+		pluginABI, libABI int
+		selectParams      string
+		edit              func(s preflightSetup)
+		args              func(s preflightSetup) []string
+		code              int
+		want              []string
+	}{
+		{name: "all good", ctld: "26.05.3", plugin: "26.05.3", pluginABI: abiVersion, libABI: abiVersion, selectParams: "CR_Core",
+			code: 0, want: []string{"ok    plugin", "built for Slurm 26.05.3, slurmctld's release", "speaks interface 2, as the plugin does",
+				"first-fit pinning works", "all checks passed"}},
+		{name: "micro upgrade without rebuild", ctld: "24.11.7", plugin: "24.11.6", pluginABI: abiVersion, libABI: abiVersion, selectParams: "CR_Core",
+			code: 1, want: []string{"FAIL  plugin", "built for Slurm 24.11.6 but slurmctld is 24.11.7", "DOES NOT START", "make install"}},
+		{name: "library of another build", ctld: "25.11.7", plugin: "25.11.7", pluginABI: abiVersion, libABI: abiVersion + 1, selectParams: "CR_Core",
+			code: 1, want: []string{"FAIL  library", "speaks interface 3, the plugin 2"}},
+		{name: "plugin before versioning", ctld: "22.05.8", plugin: "22.05.8", pluginABI: 0, libABI: abiVersion, selectParams: "CR_Core",
+			code: 1, want: []string{"FAIL  library", "predates interface versioning"}},
+		{name: "LL_SHARED_GRES", ctld: "23.11.11", plugin: "23.11.11", pluginABI: abiVersion, libABI: abiVersion, selectParams: "CR_Core,LL_SHARED_GRES",
+			code: 0, want: []string{"warn  pinning", "SAFE MODE", "1 warning"}},
+		{name: "missing residency folder", ctld: "26.05.3", plugin: "26.05.3", pluginABI: abiVersion, libABI: abiVersion, selectParams: "CR_Core",
+			edit: func(s preflightSetup) { os.RemoveAll(filepath.Join(s.dir, "residency")) },
+			code: 1, want: []string{"FAIL  paths", "residency_dir", "no such file"}},
+		{name: "plugin only", ctld: "26.05.3", plugin: "25.11.7", pluginABI: abiVersion, libABI: abiVersion, selectParams: "CR_Core",
+			args: func(s preflightSetup) []string { return []string{"--plugin", s.plugin, "--plugin-only"} },
+			code: 1, want: []string{"FAIL  plugin", "built for Slurm 25.11.7 but slurmctld is 26.05.3"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newPreflight(t, tc.ctld, tc.plugin, tc.pluginABI, tc.libABI, tc.selectParams)
+			if tc.edit != nil {
+				tc.edit(s)
+			}
+			args := []string{"coscheml", "--config", s.config, "preflight", "--slurmctld", s.ctld, "--slurm-conf", s.slurmConf}
+			if tc.args != nil {
+				args = append(args, tc.args(s)...)
+			}
+			var out, errw strings.Builder
+			code := run(args, &out, &errw)
+			got := out.String() + errw.String()
+			if code != tc.code {
+				t.Errorf("exit %d, want %d:\n%s", code, tc.code, got)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("output lacks %q:\n%s", w, got)
+				}
+			}
+		})
+	}
+}
+
+// TestMayAccess judges permission bits for a user other than the file's owner.
+func TestMayAccess(t *testing.T) {
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skip("no user nobody")
+	}
+	for _, tc := range []struct {
+		mode os.FileMode
+		perm uint32
+		ok   bool
+	}{
+		{0o755, 5, true},
+		{0o700, 5, false},
+		{0o751, 1, true},
+		{0o755, 3, false},
+		{0o777, 3, true},
+	} {
+		dir := filepath.Join(t.TempDir(), "d")
+		if err := os.Mkdir(dir, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(dir, tc.mode)
+		st, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mayAccess(st, nobody, tc.perm); (err == nil) != tc.ok {
+			t.Errorf("mode %o perm %d: %v, want ok=%v", tc.mode, tc.perm, err, tc.ok)
+		}
+	}
+}
