@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"os"
-	"sort"
 	"strings"
 
+	"github.com/coscheml/coscheml/models"
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/model/training"
 	"github.com/coscheml/coscheml/pkg/observation"
@@ -28,15 +27,15 @@ func retrainCommand() *cli.Command {
 		Name:  "retrain",
 		Usage: "retrain from the profile store and accumulated observations; keep the better model",
 		UsageText: "coscheml-train retrain --profiles DIR --obs DIR|FILE [--solo S.csv --pairs P.csv] --current M --out M\n" +
-			"                       [--holdout 0.2] [--force] [--forest N] [--max-depth D] [--min-leaf L] [--bins B] [--seed S]",
+			"                       [--holdout-dir DIR] [--force] [--forest N] [--max-depth D] [--min-leaf L] [--bins B] [--seed S]",
 		Description: "Reads the profiles in DIR (coscheml's profile store) and the generic observation CSVs that the\n" +
 			"node Epilog accumulates (a folder of *.csv, or one file), plus optionally the Lucid solo/pair\n" +
-			"files. A seeded random --holdout fraction of the accumulated observations is set aside; a new\n" +
-			"model is trained on everything else, and the new and the current model are both scored on the\n" +
-			"held-out observations. If the new model's MAE is higher, nothing is written and the exit code\n" +
-			"is 1, with both MAEs in the message, unless --force. The model written is the one that was\n" +
-			"scored (trained without the held-out observations). Observations naming a tag with no profile\n" +
-			"are dropped and counted. The model file is replaced atomically. See docs/profiling.md.",
+			"files. Each user contributes at most 3 observations per pair (the newest). The new and the\n" +
+			"current model are scored on a held-out set that users cannot write into: the *.csv of the\n" +
+			"admin-only --holdout-dir, or, without one, the shipped Lucid pairs; held-out observations are\n" +
+			"never trained on. If the new model's MAE is higher, nothing is written and the exit code is 1,\n" +
+			"with both MAEs in the message, unless --force. Observations naming a tag with no profile are\n" +
+			"dropped and counted. The model file is replaced atomically. See docs/profiling.md.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "profiles", Usage: "profile store `DIR` (required)"},
 			&cli.StringFlag{Name: "obs", Usage: "accumulated observations: a `DIR` of *.csv or one FILE (required)"},
@@ -44,7 +43,7 @@ func retrainCommand() *cli.Command {
 			&cli.StringFlag{Name: "pairs", Usage: "extra Lucid co-located pairs CSV `FILE` (training only, never held out)"},
 			&cli.StringFlag{Name: "current", Usage: "the current model `FILE` to beat (required; a missing file means there is none yet)"},
 			&cli.StringFlag{Name: "out", Usage: "write the new model to `FILE` (required; may equal --current)"},
-			&cli.Float64Flag{Name: "holdout", Value: 0.2, Usage: "`FRACTION` of the accumulated observations held out for the comparison"},
+			&cli.StringFlag{Name: "holdout-dir", Usage: "admin-only `DIR` of observation CSVs held out for the comparison (root- or admin-owned, not group/world-writable, not inside --obs; default: the shipped Lucid pairs)"},
 			&cli.BoolFlag{Name: "force", Usage: "write the new model even if it scores worse"},
 		}, paramFlags()...),
 		Action: func(c *cli.Context) error { return retrain(c, c.App.Writer, c.App.ErrWriter) },
@@ -59,10 +58,6 @@ func retrain(c *cli.Context, stdout, stderr io.Writer) error {
 		if c.String(f) == "" {
 			return usagef("retrain: --%s is required", f)
 		}
-	}
-	frac := c.Float64("holdout")
-	if !(frac > 0 && frac < 1) {
-		return usagef("retrain: --holdout %v: want a fraction in (0, 1)", frac)
 	}
 	params, err := paramsFrom(c)
 	if err != nil {
@@ -89,25 +84,31 @@ func retrain(c *cli.Context, stdout, stderr io.Writer) error {
 	}
 	site = keepKnown(cat, site, "accumulated", stderr)
 	shared = keepKnown(cat, shared, "--pairs", stderr)
+	// One user may not make up a pair's evidence (docs/observations.md#trust).
+	site, capped := observation.CapPerUser(site, observation.DefaultMaxPerUser)
+	if capped > 0 {
+		fmt.Fprintf(stderr, "warning: dropped %d accumulated observations over %d per user per pair (the oldest)\n", capped, observation.DefaultMaxPerUser)
+	}
 
-	// Hold out a seeded random fraction of the accumulated observations.
-	rng := rand.New(rand.NewPCG(uint64(params.Seed), 0x636f7363))
-	perm := rng.Perm(len(site))
-	nHold := int(float64(len(site))*frac + 0.5)
-	if nHold < minHoldout {
-		return fmt.Errorf("retrain: %d accumulated observations with profiles give %d held out, fewer than %d: collect more before retraining", len(site), nHold, minHoldout)
+	// The held-out set comes from where users cannot write: never a part of the
+	// accumulated observations, which users' jobs measured.
+	hold, holdFrom, err := readHoldout(c.String("holdout-dir"), c.String("obs"), stderr)
+	if err != nil {
+		return err
 	}
-	sort.Ints(perm[:nHold]) // keep file order within each part: reproducible digests
-	sort.Ints(perm[nHold:])
-	var hold, train []observation.Observation
-	for i, j := range perm {
-		if i < nHold {
-			hold = append(hold, site[j])
-		} else {
-			train = append(train, site[j])
-		}
+	hold = keepKnown(cat, hold, "held-out", stderr)
+	if len(hold) < minHoldout {
+		return fmt.Errorf("retrain: %d held-out observations with profiles in %s, fewer than %d: add more to the held-out set", len(hold), holdFrom, minHoldout)
 	}
-	train = append(train, shared...)
+	site, dropSite := withoutHeldOut(site, hold)
+	shared, dropShared := withoutHeldOut(shared, hold)
+	if dropSite+dropShared > 0 {
+		fmt.Fprintf(stderr, "warning: not training on %d observations that are also held out\n", dropSite+dropShared)
+	}
+	train := append(append([]observation.Observation(nil), site...), shared...)
+	if len(site) == 0 {
+		return fmt.Errorf("retrain: no accumulated observations with profiles to train on: collect more before retraining")
+	}
 	trainDS, err := training.BuildDataset(cat, train)
 	if err != nil {
 		return fmt.Errorf("retrain: training set: %w", err)
@@ -121,9 +122,9 @@ func retrain(c *cli.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("retrain: %w", err)
 	}
-	m.Source = fmt.Sprintf("retrain: profiles %s (%d), observations %s (%d trained, %d held out), pairs %s (%d); holdout %.2f seed %d",
-		c.String("profiles"), len(cat), c.String("obs"), len(train)-len(shared), len(hold),
-		orNone(c.String("pairs")), len(shared), frac, params.Seed)
+	m.Source = fmt.Sprintf("retrain: profiles %s (%d), observations %s (%d), pairs %s (%d); held out %s (%d); seed %d",
+		c.String("profiles"), len(cat), c.String("obs"), len(site),
+		orNone(c.String("pairs")), len(shared), holdFrom, len(hold), params.Seed)
 	if len(m.Source) > profile.MaxTextLen*4 {
 		m.Source = m.Source[:profile.MaxTextLen*4]
 	}
@@ -136,8 +137,8 @@ func retrain(c *cli.Context, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "calibrated margins from %d leave-families-out residuals; default coverage %.3g\n", cal.Residuals, cal.DefaultCoverage)
 	}
 	newM := training.Evaluate(m, holdDS)
-	fmt.Fprintf(stdout, "trained on %d observations (%d accumulated + %d shared); %d held out\n",
-		trainDS.Len(), len(train)-len(shared), len(shared), holdDS.Len())
+	fmt.Fprintf(stdout, "trained on %d observations (%d accumulated + %d shared); %d held out (%s)\n",
+		trainDS.Len(), len(site), len(shared), holdDS.Len(), holdFrom)
 	fmt.Fprintf(stdout, "new model:     MAE %.4f  RMSE %.4f  (mean predictor MAE %.4f)\n", newM.MAE, newM.RMSE, newM.MeanPredictorMAE)
 
 	cur, err := model.Load(c.String("current"))
@@ -248,4 +249,45 @@ func keepKnown(cat profile.Catalog, obs []observation.Observation, what string, 
 		fmt.Fprintf(stderr, "warning: dropped %d %s observations naming tags with no profile: %s\n", dropped, what, strings.Join(missing, ", "))
 	}
 	return kept
+}
+
+// readHoldout reads the held-out set: the admin-only folder dir (checked by
+// observation.ReadHeldOut against the site folder obsDir), or, when dir is "",
+// the shipped Lucid pairs. It returns where the set came from, for messages.
+func readHoldout(dir, obsDir string, stderr io.Writer) ([]observation.Observation, string, error) {
+	if dir == "" {
+		obs, err := observation.ReadLucidPairs(strings.NewReader(string(models.DefaultPairsCSV)))
+		if err != nil {
+			return nil, "", fmt.Errorf("retrain: shipped Lucid pairs: %w", err)
+		}
+		return obs, "the shipped Lucid pairs", nil
+	}
+	obs, problems, err := observation.ReadHeldOut(dir, obsDir)
+	if err != nil {
+		return nil, "", fmt.Errorf("retrain: --holdout-dir: %w", err)
+	}
+	for _, p := range problems {
+		fmt.Fprintf(stderr, "warning: skipped: %v\n", p)
+	}
+	return obs, dir, nil
+}
+
+// withoutHeldOut drops the observations of obs that are also in hold (same
+// pair and speed), so the new model is never scored on what it trained on.
+func withoutHeldOut(obs, hold []observation.Observation) ([]observation.Observation, int) {
+	type k struct {
+		pair  string
+		speed float64
+	}
+	held := make(map[k]bool, len(hold))
+	for _, o := range hold {
+		held[k{observation.PairKey(o), o.Speed}] = true
+	}
+	var kept []observation.Observation
+	for _, o := range obs {
+		if !held[k{observation.PairKey(o), o.Speed}] {
+			kept = append(kept, o)
+		}
+	}
+	return kept, len(obs) - len(kept)
 }

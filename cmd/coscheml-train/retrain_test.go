@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,13 +15,19 @@ import (
 	"github.com/coscheml/coscheml/pkg/profile"
 )
 
-// retrainFixture is a site: a profile store of the Lucid solo profiles and an
-// observation folder holding the Lucid pairs as if epilogs had recorded them.
+// retrainFixture is a site: a profile store of the Lucid solo profiles, an
+// observation folder holding the first Lucid pairs as if epilogs had recorded
+// them (each observation from its own user), and an admin-only held-out folder
+// holding the next ones.
 type retrainFixture struct {
-	dir, profiles, obs string
-	cat                profile.Catalog
-	all                []observation.Observation
+	dir, profiles, obs, hold string
+	cat                      profile.Catalog
+	all                      []observation.Observation // site and held out
+	nHold                    int
 }
+
+// fixtureHoldout is the size of the fixture's held-out set.
+const fixtureHoldout = 60
 
 func newRetrainFixture(t *testing.T, nObs int) *retrainFixture {
 	t.Helper()
@@ -46,11 +53,22 @@ func newRetrainFixture(t *testing.T, nObs int) *retrainFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.all = obs[:min(nObs, len(obs))]
-	if err := os.Mkdir(f.obs, 0o755); err != nil {
+	for i := range obs {
+		obs[i].UID = strconv.Itoa(1000 + i)
+	}
+	site := obs[:min(nObs, len(obs))]
+	held := obs[len(site):min(len(site)+fixtureHoldout, len(obs))]
+	f.all, f.nHold = obs[:len(site)+len(held)], len(held)
+	f.hold = filepath.Join(f.dir, "holdout")
+	for _, d := range []string{f.obs, f.hold} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := observation.AppendFile(filepath.Join(f.obs, "n1.csv"), site...); err != nil {
 		t.Fatal(err)
 	}
-	if err := observation.AppendFile(filepath.Join(f.obs, "n1.csv"), f.all...); err != nil {
+	if err := observation.AppendFile(filepath.Join(f.hold, "admin.csv"), held...); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -94,7 +112,7 @@ func TestRetrainRefusesWorseModel(t *testing.T) {
 	cur := f.saveModel(t, "current.model", model.Params{MaxDepth: 20, MinLeaf: 1, Trees: 1, Bins: 0, Seed: 1}, nil)
 	before, _ := os.ReadFile(cur)
 
-	code, out, errOut := runTrain("retrain", "--profiles", f.profiles, "--obs", f.obs, "--current", cur, "--out", cur)
+	code, out, errOut := runTrain("retrain", "--profiles", f.profiles, "--obs", f.obs, "--holdout-dir", f.hold, "--current", cur, "--out", cur)
 	if code != exitFailure {
 		t.Fatalf("exit %d, want 1; stdout %s stderr %s", code, out, errOut)
 	}
@@ -107,7 +125,7 @@ func TestRetrainRefusesWorseModel(t *testing.T) {
 		t.Error("the current model was modified by a refused retrain")
 	}
 
-	code, out, errOut = runTrain("retrain", "--profiles", f.profiles, "--obs", f.obs, "--current", cur, "--out", cur, "--force")
+	code, out, errOut = runTrain("retrain", "--profiles", f.profiles, "--obs", f.obs, "--holdout-dir", f.hold, "--current", cur, "--out", cur, "--force")
 	if code != exitOK || !strings.Contains(errOut, "--force") {
 		t.Fatalf("--force: exit %d; %s %s", code, out, errOut)
 	}
@@ -115,8 +133,8 @@ func TestRetrainRefusesWorseModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(m.Source, "retrain") || m.TrainSamples != 300-60 {
-		t.Errorf("forced model: source %q, %d samples (want 240)", m.Source, m.TrainSamples)
+	if !strings.Contains(m.Source, "retrain") || !strings.Contains(m.Source, f.hold) || m.TrainSamples != 300 {
+		t.Errorf("forced model: source %q, %d samples (want 300)", m.Source, m.TrainSamples)
 	}
 }
 
@@ -126,11 +144,11 @@ func TestRetrainReplacesWorseCurrent(t *testing.T) {
 	cur := f.saveModel(t, "bad.model", training.DefaultParams(), func(float64) float64 { return 0.3 })
 	out := filepath.Join(f.dir, "new.model")
 	code, stdout, errOut := runTrain("retrain", "--profiles", f.profiles, "--obs", filepath.Join(f.obs, "n1.csv"),
-		"--current", cur, "--out", out, "--holdout", "0.25", "--seed", "7")
+		"--holdout-dir", f.hold, "--current", cur, "--out", out, "--seed", "7")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s %s", code, stdout, errOut)
 	}
-	if !strings.Contains(stdout, "75 held out") || !strings.Contains(stdout, "wrote "+out) {
+	if !strings.Contains(stdout, "300 accumulated + 0 shared); 60 held out") || !strings.Contains(stdout, "wrote "+out) {
 		t.Errorf("stdout %q", stdout)
 	}
 	nm, err := model.Load(out)
@@ -138,13 +156,13 @@ func TestRetrainReplacesWorseCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The new model is calibrated from its own training data's residuals.
-	if !nm.Calibrated() || !strings.Contains(stdout, "calibrated margins from") || nm.Calibration.Residuals != 225 {
+	if !nm.Calibrated() || !strings.Contains(stdout, "calibrated margins from") || nm.Calibration.Residuals != 300 {
 		t.Errorf("new model calibrated %v (%d residuals); stdout %q", nm.Calibrated(), nm.Calibration.Residuals, stdout)
 	}
 
 	// No current model yet: the first one is written.
 	first := filepath.Join(f.dir, "first.model")
-	code, stdout, errOut = runTrain("retrain", "--profiles", f.profiles, "--obs", f.obs, "--current", first, "--out", first)
+	code, stdout, errOut = runTrain("retrain", "--profiles", f.profiles, "--obs", f.obs, "--holdout-dir", f.hold, "--current", first, "--out", first)
 	if code != exitOK || !strings.Contains(stdout, "current model: none") {
 		t.Fatalf("first model: exit %d %s %s", code, stdout, errOut)
 	}
@@ -160,8 +178,10 @@ func TestRetrainInputErrors(t *testing.T) {
 		msg  string
 	}{
 		{"missing flags", []string{"--profiles", f.profiles}, exitUsage, "--obs is required"},
-		{"bad holdout", []string{"--profiles", f.profiles, "--obs", f.obs, "--current", cur, "--out", cur, "--holdout", "1.5"}, exitUsage, "--holdout"},
-		{"too few observations", []string{"--profiles", f.profiles, "--obs", f.obs, "--current", cur, "--out", cur}, exitFailure, "fewer than 5"},
+		{"random holdout is gone", []string{"--profiles", f.profiles, "--obs", f.obs, "--current", cur, "--out", cur, "--holdout", "0.2"}, exitUsage, "holdout"},
+		{"holdout inside obs", []string{"--profiles", f.profiles, "--obs", f.dir, "--holdout-dir", f.hold, "--current", cur, "--out", cur}, exitFailure, "inside it"},
+		{"holdout is obs", []string{"--profiles", f.profiles, "--obs", f.obs, "--holdout-dir", f.obs, "--current", cur, "--out", cur}, exitFailure, "site observation folder"},
+		{"too few held out", []string{"--profiles", f.profiles, "--obs", f.obs, "--holdout-dir", f.profiles, "--current", cur, "--out", cur}, exitFailure, "fewer than 5"},
 		{"no such obs", []string{"--profiles", f.profiles, "--obs", filepath.Join(f.dir, "nope"), "--current", cur, "--out", cur}, exitNotFound, "--obs"},
 		{"profiles not a folder", []string{"--profiles", filepath.Join(f.obs, "n1.csv"), "--obs", f.obs, "--current", cur, "--out", cur}, exitFailure, "not a folder"},
 	} {
@@ -195,7 +215,7 @@ func TestRetrainKeepsMarginsWhenTooFewResiduals(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(f.dir, "new.model")
-	code, stdout, errOut := runTrain("retrain", "--profiles", f.profiles, "--obs", f.obs, "--current", cur, "--out", out, "--min-leaf", "2")
+	code, stdout, errOut := runTrain("retrain", "--profiles", f.profiles, "--obs", f.obs, "--holdout-dir", f.hold, "--current", cur, "--out", out, "--min-leaf", "2")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s %s", code, stdout, errOut)
 	}
@@ -206,5 +226,61 @@ func TestRetrainKeepsMarginsWhenTooFewResiduals(t *testing.T) {
 	if !strings.Contains(errOut, "no calibrated margins") || !strings.Contains(errOut, "keeping the current model's calibrated margins") ||
 		nm.Calibration.DefaultCoverage != def.Calibration.DefaultCoverage || nm.Margin(0.8, 0) != def.Margin(0.8, 0) {
 		t.Errorf("stderr %q; new model default coverage %v", errOut, nm.Calibration.DefaultCoverage)
+	}
+}
+
+// Data trust: one user's repeats of a pair are capped, the held-out set never
+// comes from the site folder, and without --holdout-dir it is the shipped Lucid
+// pairs, which are then not trained on.
+func TestRetrainDataTrust(t *testing.T) {
+	f := newRetrainFixture(t, 200)
+	// One user (uid 6666) reports the same pair 10 times more: 3 are kept.
+	flood := make([]observation.Observation, 10)
+	for i := range flood {
+		flood[i] = f.all[0]
+		flood[i].UID = "6666"
+		flood[i].Speed = 0.2 + 0.01*float64(i)
+	}
+	if err := observation.AppendFile(filepath.Join(f.obs, "n2.csv"), flood...); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(f.dir, "new.model")
+	code, stdout, errOut := runTrain("retrain", "--profiles", f.profiles, "--obs", f.obs, "--holdout-dir", f.hold,
+		"--current", out, "--out", out)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s %s", code, stdout, errOut)
+	}
+	if !strings.Contains(errOut, "dropped 7 accumulated observations over 3 per user per pair") ||
+		!strings.Contains(stdout, "(203 accumulated + 0 shared); 60 held out") {
+		t.Errorf("per-user cap: stdout %q stderr %q", stdout, errOut)
+	}
+
+	// A group-writable file in the held-out folder is skipped with a warning.
+	bad := filepath.Join(f.hold, "bad.csv")
+	if err := observation.AppendFile(bad, f.all[:10]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(bad, 0o664); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, errOut = runTrain("retrain", "--profiles", f.profiles, "--obs", f.obs, "--holdout-dir", f.hold,
+		"--current", out, "--out", out, "--force")
+	if code != exitOK || !strings.Contains(errOut, "group- or world-writable") || !strings.Contains(stdout, "; 60 held out") {
+		t.Errorf("writable held-out file: exit %d stdout %q stderr %q", code, stdout, errOut)
+	}
+
+	// No --holdout-dir: the shipped Lucid pairs are held out; the site folder
+	// (here the Lucid pairs themselves) is not split, and nothing held out is
+	// trained on, so only the flood's 3 perturbed copies remain to train on.
+	shipped, err := observation.ReadLucidPairs(bytes.NewReader(models.DefaultPairsCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, errOut = runTrain("retrain", "--profiles", f.profiles, "--obs", f.obs,
+		"--current", out, "--out", out, "--force", "--min-leaf", "1")
+	want := strconv.Itoa(len(shipped)) + " held out (the shipped Lucid pairs)"
+	if code != exitOK || !strings.Contains(stdout, want) || !strings.Contains(stdout, "(3 accumulated + 0 shared)") ||
+		!strings.Contains(errOut, "not training on 200 observations that are also held out") {
+		t.Errorf("fallback: exit %d, want %q; stdout %q stderr %q", code, want, stdout, errOut)
 	}
 }

@@ -218,7 +218,7 @@ func parseSqueue(out string) (squeueInfo, error) {
 	return j, nil
 }
 
-// squeueJob runs `squeue --noheader -j JOBID -o FORMAT` ($COSCHEML_SQUEUE
+// squeueJob runs `squeue --noheader --array --states=all -j JOBID -o FORMAT` ($COSCHEML_SQUEUE
 // overrides the program, for tests and odd installs).
 func squeueJob(ctx context.Context, jobID string) (squeueInfo, error) {
 	prog := os.Getenv("COSCHEML_SQUEUE")
@@ -230,7 +230,9 @@ func squeueJob(ctx context.Context, jobID string) (squeueInfo, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, prog, "--noheader", "--array", "-j", jobID, "-o", squeueFormat)
+	// --states=all: squeue otherwise hides jobs that ended but are still in
+	// slurmctld's memory (MinJobAge), which scontrol showed.
+	cmd := exec.CommandContext(ctx, prog, "--noheader", "--array", "--states=all", "-j", jobID, "-o", squeueFormat)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	b, err := cmd.Output()

@@ -39,11 +39,14 @@ func explainEnv(t *testing.T) string {
 	// nodes of `scontrol show job -o`), and its comment holds '|' and a newline.
 	script := filepath.Join(dir, "squeue")
 	os.WriteFile(script, []byte(`#!/bin/sh
+all=
 while [ $# -gt 0 ]; do
-	case "$1" in -j) job=$2; shift;; -o) fmt=$2; shift;; esac
+	case "$1" in -j) job=$2; shift;; -o) fmt=$2; shift;; --states=all) all=1;; esac
 	shift
 done
 case "$job" in
+4444) [ "$all" ] || exit 0  # squeue hides ended jobs without --states=all
+	state=COMPLETED nodes=n1 name=z comment='(null)';;
 4242) state=RUNNING nodes=n1 name=x comment='run coscheml:app=light-b coscheml-id=abc-7:2';;
 4343) state=PENDING nodes= name='x JobState=COMPLETED NodeList=n9' comment='a|COMPLETED|n9|b
 4343|COMPLETED|n9|x';;
@@ -93,6 +96,10 @@ func TestExplain(t *testing.T) {
 	o = explainOut{}
 	if code != 0 || json.Unmarshal([]byte(out), &o) != nil || o.JobState != "PENDING" || o.NodeList != "" {
 		t.Fatalf("hostile job name: %d %+v (want PENDING, no nodes)", code, o)
+	}
+	code, out, _ = runCLI("--config", cfg, "explain", "4444")
+	if code != 0 || !strings.Contains(out, "job 4444: COMPLETED on n1") {
+		t.Fatalf("ended job still in slurmctld's memory: %d %s", code, out)
 	}
 	code, out, _ = runCLI("--config", cfg, "explain", "7")
 	if code != 0 || !strings.Contains(out, "PENDING") || !strings.Contains(out, "did not rewrite") {

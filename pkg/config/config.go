@@ -20,6 +20,10 @@ type Config struct {
 	ResidencyDir   string `yaml:"residency_dir"`
 	ObservationDir string `yaml:"observation_dir"`
 	DecisionLog    string `yaml:"decision_log"`
+	// MetricsFile: the plugin's decision counters, Prometheus text format ("" = off).
+	MetricsFile string `yaml:"metrics_file"`
+	// PairMemory: the plugin learns pairs from observation_dir (pkg/pairmem).
+	PairMemory bool `yaml:"pair_memory"`
 
 	Policy       string      `yaml:"policy"` // coscheml | exclusive | blind | least-loaded | utilsum | random
 	SpeedFloor   SpeedFloors `yaml:"speed_floor"`
@@ -92,6 +96,7 @@ func Default() Config {
 		ResidencyDir:     "/var/lib/coscheml/residency",
 		ObservationDir:   "/var/lib/coscheml/observations",
 		DecisionLog:      "/var/lib/coscheml/decisions.log",
+		PairMemory:       true,
 		Policy:           "coscheml",
 		SpeedFloor:       floors.Default(),
 		SlotsPerGPU:      4,

@@ -107,6 +107,10 @@ func TestParse(t *testing.T) {
 		{name: "only comments", yaml: "# nothing\n", check: func(c Config) bool { return reflect.DeepEqual(c, Default()) }},
 		{name: "model path", yaml: "model_path: /opt/m.model\n", check: func(c Config) bool { return c.ModelPath == "/opt/m.model" }},
 		{name: "empty string", yaml: "decision_log: \"\"\n", check: func(c Config) bool { return c.DecisionLog == "" }},
+		{name: "metrics file", yaml: "metrics_file: /var/lib/prometheus/node-exporter/coscheml-ctld.prom\n", check: func(c Config) bool {
+			return c.MetricsFile == "/var/lib/prometheus/node-exporter/coscheml-ctld.prom" && Default().MetricsFile == ""
+		}},
+		{name: "pair memory off", yaml: "pair_memory: false\n", check: func(c Config) bool { return !c.PairMemory && Default().PairMemory }},
 		{name: "typed pinning", yaml: "shard_pinning: typed\nshard_type_prefix: gpu_\n", check: func(c Config) bool { return c.ShardPinning == PinTyped && c.ShardTypePrefix == "gpu_" }},
 		{name: "bare key refused", yaml: "decision_log:\n", wantErr: []string{`"decision_log"`, "empty value"}},
 		{name: "float floor from int", yaml: "speed_floor:\n  hpc: 1\n", check: func(c Config) bool { return c.SpeedFloor.HPC == 1 }},

@@ -4,14 +4,17 @@ import (
 	"fmt"
 	"github.com/coscheml/coscheml/pkg/comment"
 	"math/rand/v2"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/coscheml/coscheml/pkg/config"
+	"github.com/coscheml/coscheml/pkg/observation"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/residency"
 )
@@ -31,7 +34,22 @@ func bigFixture(tb testing.TB) (*fixture, []string) {
 		f.cat[tag] = prof(tag, cl, 10+rng.Float64()*80)
 		tags = append(tags, tag)
 	}
+	// pair_memory is on by default: give it evidence on 40 pairs (3 users each),
+	// so every prediction goes through the memory as it does on a live site.
+	var obs []observation.Observation
+	for i, tag := range tags {
+		for u := 0; u < 3; u++ {
+			obs = append(obs, observation.Observation{Tag: tag, CoTags: []string{tags[(i+1)%len(tags)]},
+				Speed: 0.5 + 0.4*rng.Float64(), UID: strconv.Itoa(1000 + u)})
+		}
+	}
+	if err := observation.AppendFile(filepath.Join(f.cfg.ObservationDir, "n1.csv"), obs...); err != nil {
+		tb.Fatal(err)
+	}
 	f.e.Reload()
+	if f.e.snap.Load().mem.known != len(tags) {
+		tb.Fatalf("pair memory knows %d pairs, want %d", f.e.snap.Load().mem.known, len(tags))
+	}
 	var entries []residency.Entry
 	for n := 1; n <= 1000; n++ {
 		for g := 0; g < 8; g++ {

@@ -48,6 +48,9 @@ func (e *Engine) Decide(j JobFields) (res Result) {
 func (e *Engine) decideOne(j JobFields) Result {
 	q := query{snap: e.snap.Load(), j: j, now: e.opts.Now(), idPfx: e.idPfx, version: e.opts.SlurmVersion()}
 	out := e.decideLocked(&q)
+	if out.rec.Outcome != "" {
+		e.counters.Decision(out.rec.Outcome, out.rec.Action, out.rejectWhy) // no I/O: the loop writes the file
+	}
 	if dl := e.dlogPtr.Load(); dl != nil && out.logged {
 		dl.Log(out.rec)
 	}
@@ -97,6 +100,9 @@ type outcome struct {
 	logged bool         // write rec to the decision log
 	usedID bool         // the decision took q.id()
 	rv     *reservation // slots to reserve until the job shows in the residency store
+	// rejectWhy is the rule that refused the job, a fixed word for the metrics
+	// (the reason in rec names the user's tag).
+	rejectWhy string
 }
 
 // placeIn is a job ready to be placed on the cluster: tagged, valid, profiled.
@@ -139,7 +145,7 @@ func prepare(q *query) (in placeIn, out outcome, ok bool) {
 		return in, exclusiveUnpinned(q, gres, r), false
 	}
 	if dir.Err != nil {
-		return in, badInput(q, cfg.InvalidTag, dir.Err.Error(), gres, gresErr, r), false
+		return in, badInput(q, "invalid_tag", cfg.InvalidTag, dir.Err.Error(), gres, gresErr, r), false
 	}
 	r.Tag, r.Class = dir.Tag, string(dir.Class)
 	switch {
@@ -157,7 +163,7 @@ func prepare(q *query) (in placeIn, out outcome, ok bool) {
 	prof, found := st.catalog[dir.Tag]
 	if st.catErr == nil && (!found || prof == nil) {
 		msg := fmt.Sprintf("unknown application profile '%s'; see `coscheml profile list`", profile.Sanitize(dir.Tag))
-		return in, badInput(q, cfg.UnknownProfile, msg, gres, gresErr, r), false
+		return in, badInput(q, "unknown_profile", cfg.UnknownProfile, msg, gres, gresErr, r), false
 	}
 	if what := st.degraded(); what != "" {
 		return in, finish(Result{}, r, "unchanged", "pass", "degraded ("+what+" unusable, logged when it happened): left unchanged"), false
@@ -282,12 +288,14 @@ func multiGPU(q *query, in *placeIn, n int) outcome {
 	return finish(Result{}, r, "unchanged", "pass", fmt.Sprintf("%d GPUs: no node is free of other jobs; left to Slurm", n))
 }
 
-// badInput applies invalid_tag / unknown_profile: "reject" refuses the job with
-// msg; "exclusive" accepts it on a whole GPU and warns.
-func badInput(q *query, mode, msg string, gres GresRequest, gresErr error, r decisionlog.Record) outcome {
+// badInput applies rule invalid_tag / unknown_profile: "reject" refuses the job
+// with msg; "exclusive" accepts it on a whole GPU and warns.
+func badInput(q *query, rule, mode, msg string, gres GresRequest, gresErr error, r decisionlog.Record) outcome {
 	if mode != "exclusive" {
 		res := Result{Code: Reject, UserMsg: "coscheml: " + msg}
-		return finish(res, r, "reject", "pass", msg)
+		out := finish(res, r, "reject", "pass", msg)
+		out.rejectWhy = rule
+		return out
 	}
 	r.Action = "exclusive"
 	r.Reason = msg + "; accepted on a whole GPU (" + mode + " by configuration)"

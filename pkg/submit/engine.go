@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/decisionlog"
+	"github.com/coscheml/coscheml/pkg/metrics"
 	"github.com/coscheml/coscheml/pkg/placement"
 	"github.com/coscheml/coscheml/pkg/residency"
 )
@@ -62,6 +63,8 @@ type Result struct {
 // Options tune the engine; zero values take the defaults.
 type Options struct {
 	ReloadEvery    time.Duration // check the files' mtimes (default 2 s)
+	MemoryEvery    time.Duration // check the observation files for the pair memory (default 1 min)
+	MetricsEvery   time.Duration // rewrite metrics_file (default 30 s)
 	ResidencyEvery time.Duration // re-list the residency store (default 500 ms)
 	ReservationTTL time.Duration // forget an unconfirmed decision after (default 15 min)
 	StaleGrace     time.Duration // residency entries past expiry+grace are ignored (default 10 min)
@@ -76,6 +79,12 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.ReloadEvery <= 0 {
 		o.ReloadEvery = 2 * time.Second
+	}
+	if o.MetricsEvery <= 0 {
+		o.MetricsEvery = 30 * time.Second
+	}
+	if o.MemoryEvery <= 0 {
+		o.MemoryEvery = time.Minute
 	}
 	if o.ResidencyEvery <= 0 {
 		o.ResidencyEvery = 500 * time.Millisecond
@@ -126,6 +135,11 @@ type Engine struct {
 	dlogPath string
 	dlogPtr  atomic.Pointer[decisionlog.Writer] // what Decide writes to
 
+	// counters count every decision (no I/O); the background loop writes them
+	// to metrics_file.
+	counters    *metrics.Counters
+	lastMetrics time.Time // guarded by bgMu
+
 	notesMu sync.Mutex
 	notes   map[string]string // key -> last reported message ("" = fine)
 	pending []string
@@ -141,6 +155,7 @@ type Engine struct {
 // fresh in the background, and Close when done.
 func New(src Sources, opts Options) *Engine {
 	e := &Engine{src: src, opts: opts.withDefaults(), notes: map[string]string{}, kick: make(chan struct{}, 1)}
+	e.counters = metrics.NewCounters(e.opts.Now())
 	e.view.ttl = e.opts.ReservationTTL
 	now := e.opts.Now()
 	e.idPfx = strconv.FormatInt(now.UnixMilli(), 36)
@@ -196,10 +211,27 @@ func (e *Engine) Close() {
 		<-e.done
 	}
 	e.bgMu.Lock()
+	e.writeMetricsLocked(e.opts.Now()) // the last counts before slurmctld stops
 	if e.dlog != nil {
 		e.dlog.Close()
 	}
 	e.bgMu.Unlock()
+}
+
+// writeMetricsLocked replaces metrics_file with the counters, atomically (a
+// failure is logged once; it never affects decisions). Caller holds bgMu; it
+// runs only in the background loop and Close, never on the decision path.
+func (e *Engine) writeMetricsLocked(now time.Time) {
+	e.lastMetrics = now
+	st := e.snap.Load()
+	if st == nil || st.cfgErr != nil || st.cfg.MetricsFile == "" {
+		return
+	}
+	if err := metrics.WriteFile(st.cfg.MetricsFile, e.counters.Families(now)); err != nil {
+		e.note("info-metrics", fmt.Sprintf("metrics file not written: %v", err))
+		return
+	}
+	e.note("info-metrics", "")
 }
 
 func (e *Engine) loop() {
@@ -207,7 +239,7 @@ func (e *Engine) loop() {
 	defer e.loopOn.Store(false)
 	tick := time.NewTicker(min(e.opts.ReloadEvery, e.opts.ResidencyEvery))
 	defer tick.Stop()
-	lastCheck := e.opts.Now()
+	lastCheck, lastObs := e.opts.Now(), e.opts.Now()
 	for {
 		select {
 		case <-e.stop:
@@ -221,16 +253,37 @@ func (e *Engine) loop() {
 			now := e.opts.Now()
 			if now.Sub(lastCheck) >= e.opts.ReloadEvery {
 				lastCheck = now
-				if cur := e.snap.Load(); cur == nil || currentStamps(&e.src, cur.cfg) != cur.stamps {
+				cur := e.snap.Load()
+				if cur == nil || changed(&e.src, cur) {
 					e.Reload()
 					return
+				}
+				// Epilogs append observations all the time: rebuild the pair
+				// memory at most once per MemoryEvery, not on every append.
+				if memoryOn(cur.cfg) && now.Sub(lastObs) >= e.opts.MemoryEvery {
+					lastObs = now
+					if obsStamp(cur.cfg.ObservationDir) != cur.stamps.observations {
+						e.Reload()
+						return
+					}
 				}
 			}
 			e.bgMu.Lock()
 			e.refreshLocked(false)
+			if now.Sub(e.lastMetrics) >= e.opts.MetricsEvery {
+				e.writeMetricsLocked(now)
+			}
 			e.bgMu.Unlock()
 		})
 	}
+}
+
+// changed says whether the configuration, model or profiles changed since cur
+// was loaded (the observations are checked on their own schedule).
+func changed(src *Sources, cur *Snapshot) bool {
+	st := currentStamps(src, cur.cfg)
+	st.observations = cur.stamps.observations
+	return st != cur.stamps
 }
 
 // safely runs f, turning a panic into a note: the background loop must survive.
@@ -352,13 +405,15 @@ func (e *Engine) takeNotes() string {
 	return s
 }
 
-// Problems returns the problems in effect now (for CLIs and tests).
+// Problems returns the problems in effect now (for CLIs and tests). Notes
+// under an "info-" key are logged like problems but degrade nothing (the pair
+// memory: without it the model alone decides), so they are not listed.
 func (e *Engine) Problems() []string {
 	e.notesMu.Lock()
 	defer e.notesMu.Unlock()
 	var out []string
-	for _, m := range e.notes {
-		if m != "" {
+	for k, m := range e.notes {
+		if m != "" && !strings.HasPrefix(k, "info-") {
 			out = append(out, m)
 		}
 	}

@@ -51,6 +51,8 @@ func newFixture(t testing.TB, edit func(*config.Config)) *fixture {
 	cfg.ProfileDir = filepath.Join(dir, "profiles")
 	cfg.ResidencyDir = filepath.Join(dir, "residency")
 	cfg.DecisionLog = filepath.Join(dir, "decisions.log")
+	cfg.ObservationDir = filepath.Join(dir, "observations")
+	os.MkdirAll(cfg.ObservationDir, 0o755)
 	cfg.Cluster = config.ClusterSpec{Nodes: "n[1-3]", GPUsPerNode: 4, GPUMemoryMiB: 80000}
 	os.MkdirAll(cfg.ResidencyDir, 0o755)
 	if edit != nil {
@@ -442,8 +444,10 @@ func TestBackgroundReload(t *testing.T) {
 	res := filepath.Join(dir, "res")
 	os.MkdirAll(res, 0o755)
 	os.MkdirAll(filepath.Join(dir, "profiles"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "obs"), 0o755)
 	write := func(untagged string) {
 		y := "profile_dir: " + filepath.Join(dir, "profiles") + "\nresidency_dir: " + res + "\ndecision_log: " + filepath.Join(dir, "d.log") +
+			"\nobservation_dir: " + filepath.Join(dir, "obs") +
 			"\nuntagged: " + untagged + "\ncluster:\n  nodes: n[1-2]\n  gpus_per_node: 2\n  gpu_memory_mib: 80000\n"
 		if err := os.WriteFile(cfgPath, []byte(y), 0o644); err != nil {
 			t.Fatal(err)

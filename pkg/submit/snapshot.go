@@ -77,7 +77,9 @@ type Snapshot struct {
 	cfg    config.Config
 	cfgErr error // the configuration is unusable: pass every job through
 
-	pred     model.Predictor
+	pred     model.Predictor // the model, wrapped by the pair memory when there is one
+	bare     model.Predictor // the model as loaded
+	mem      memLoad
 	modelErr error
 	catalog  profile.Catalog
 	catErr   error
@@ -117,11 +119,13 @@ func (l *Snapshot) degraded() string {
 type stamp struct {
 	mod  time.Time
 	size int64
+	n    int // files, for a folder of observations
 	ok   bool
 }
 
-// stamps tell the background loop that a file changed (mtime and size).
-type stamps struct{ config, model, profiles stamp }
+// stamps tell the background loop that a file changed (mtime and size). The
+// observations' stamp is checked less often (Options.MemoryEvery).
+type stamps struct{ config, model, profiles, observations stamp }
 
 func statStamp(path string) stamp {
 	if path == "" {
@@ -158,10 +162,10 @@ func loadSnapshot(src *Sources, prev *Snapshot, now time.Time) *Snapshot {
 	l.stamps = currentStamps(src, cfg)
 	l.reach = placeconf.Reach(cfg)
 
-	l.pred, err = src.LoadModel(cfg.ModelPath)
+	l.bare, err = src.LoadModel(cfg.ModelPath)
 	if err != nil {
-		if prev != nil && prev.pred != nil && prev.cfg.ModelPath == cfg.ModelPath {
-			l.pred = prev.pred
+		if prev != nil && prev.bare != nil && prev.cfg.ModelPath == cfg.ModelPath {
+			l.bare = prev.bare
 			l.notes = append(l.notes, note{"model", fmt.Sprintf("model reload failed, keeping the previous model: %v", err)})
 		} else {
 			l.modelErr = fmt.Errorf("model unusable, tagged jobs pass through unchanged: %w", err)
@@ -173,6 +177,17 @@ func loadSnapshot(src *Sources, prev *Snapshot, now time.Time) *Snapshot {
 	if err != nil {
 		l.catErr = fmt.Errorf("profiles unusable, tagged jobs pass through unchanged: %w", err)
 	}
+	l.pred = l.bare
+	if memoryOn(cfg) {
+		l.stamps.observations = obsStamp(cfg.ObservationDir)
+		if l.bare != nil && l.catErr == nil {
+			l.mem = loadMemory(cfg.ObservationDir, l.bare, l.catalog, time.Now)
+			if l.mem.pred != nil {
+				l.pred = l.mem.pred
+			}
+		}
+	}
+	l.notes = append(l.notes, note{"info-pairmemory", l.mem.problem})
 	if l.pred != nil {
 		if l.policy, err = src.NewPolicy(cfg, l.pred); err != nil {
 			l.polErr = fmt.Errorf("placement policy: %w", err)
@@ -207,6 +222,9 @@ func loadSnapshot(src *Sources, prev *Snapshot, now time.Time) *Snapshot {
 	l.notes = append(l.notes, note{"policy", errString(l.polErr)}, note{"cluster", errString(l.clusterErr)})
 	return l
 }
+
+// memoryOn says whether the configuration asks for a pair memory.
+func memoryOn(cfg config.Config) bool { return cfg.PairMemory && cfg.ObservationDir != "" }
 
 func errString(err error) string {
 	if err == nil {

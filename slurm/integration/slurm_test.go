@@ -154,6 +154,13 @@ func testPlacement(t *testing.T, c *cluster) {
 		t.Errorf("coscheml explain --decision %s (job %d) does not name the job's tag %s:\n%s", decisionID(b.Comment), b.ID, tags.goodB, out)
 	}
 	t.Logf("coscheml explain --decision %s (job %d):\n%s", decisionID(b.Comment), b.ID, out)
+	// By job id too: squeue --states=all still lists an ended job while slurmctld
+	// keeps it (MinJobAge), as scontrol did.
+	out = c.coscheml("explain", strconv.Itoa(b.ID))
+	if !strings.Contains(out, tags.goodB) || !strings.Contains(out, fmt.Sprintf("job %d: ", b.ID)) {
+		t.Errorf("coscheml explain %d does not show the job and its tag %s:\n%s", b.ID, tags.goodB, out)
+	}
+	t.Logf("coscheml explain %d:\n%s", b.ID, out)
 }
 
 // scenarioTags are Lucid setups chosen by what the cluster's model predicts.

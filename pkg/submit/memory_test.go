@@ -1,0 +1,196 @@
+package submit
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coscheml/coscheml/models"
+	"github.com/coscheml/coscheml/pkg/config"
+	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/observation"
+	"github.com/coscheml/coscheml/pkg/profile"
+)
+
+// memSite is a site with the default model, the Lucid solo profiles and an
+// observation folder.
+type memSite struct {
+	cfg  config.Config
+	src  Sources
+	cat  profile.Catalog
+	m    *model.Model
+	a, b *profile.Profile
+}
+
+func newMemSite(t *testing.T) *memSite {
+	t.Helper()
+	dir := t.TempDir()
+	s := &memSite{cfg: config.Default()}
+	s.cfg.ProfileDir = filepath.Join(dir, "profiles")
+	s.cfg.ResidencyDir = filepath.Join(dir, "residency")
+	s.cfg.ObservationDir = filepath.Join(dir, "obs")
+	s.cfg.DecisionLog = ""
+	s.cfg.Cluster = config.ClusterSpec{Nodes: "n1", GPUsPerNode: 2, GPUMemoryMiB: 80000}
+	for _, d := range []string{s.cfg.ResidencyDir, s.cfg.ObservationDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps, err := profile.ReadLucidSolo(bytes.NewReader(models.DefaultSoloCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cat = profile.Catalog{}
+	for _, p := range ps {
+		s.cat[p.Tag] = p
+	}
+	if s.m, err = model.Default(); err != nil {
+		t.Fatal(err)
+	}
+	s.a, s.b = ps[0], ps[1]
+	def := DefaultSources("")
+	s.src = Sources{
+		LoadConfig:  func(string) (config.Config, error) { return s.cfg, nil },
+		LoadModel:   func(string) (model.Predictor, error) { return s.m, nil },
+		LoadCatalog: func(string) (profile.Catalog, []error, error) { return s.cat, nil, nil },
+		NewPolicy:   def.NewPolicy,
+	}
+	return s
+}
+
+// observe appends n observations of a next to b at speed, each from its own user.
+func (s *memSite) observe(t *testing.T, file string, n int, speed float64) {
+	t.Helper()
+	obs := make([]observation.Observation, n)
+	for i := range obs {
+		obs[i] = observation.Observation{Tag: s.a.Tag, CoTags: []string{s.b.Tag}, Speed: speed,
+			Source: "epilog", JobID: strconv.Itoa(100 + i), UID: strconv.Itoa(2000 + i), When: time.Date(2026, 11, 30, 1, i, 0, 0, time.UTC)}
+	}
+	if err := observation.AppendFile(filepath.Join(s.cfg.ObservationDir, file), obs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *memSite) measured() float64 {
+	bare := s.m.PredictSpeed(s.a, []*profile.Profile{s.b})
+	return math.Max(bare-0.3, 0.1) // far from the model: a pair it gets wrong
+}
+
+func noteOf(l *Snapshot, key string) string {
+	msg := ""
+	for _, n := range l.notes {
+		if n.key == key {
+			msg = n.msg
+		}
+	}
+	return msg
+}
+
+func TestSnapshotPairMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		users   int  // observations of the pair, one per user
+		oneUser bool // all from one user
+		off     bool // pair_memory: false
+		corrupt bool // plus a file that is not an observation CSV
+		learned bool // the prediction is the measured speed
+	}{
+		{name: "enough users", users: 6, learned: true},
+		{name: "enough users and a corrupt file", users: 6, corrupt: true, learned: true},
+		{name: "one user alone", users: 6, oneUser: true},
+		{name: "turned off", users: 6, off: true},
+		{name: "no observations", users: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newMemSite(t)
+			s.cfg.PairMemory = !tc.off
+			want := s.measured()
+			if tc.users > 0 {
+				s.observe(t, "n1.csv", tc.users, want)
+			}
+			if tc.oneUser {
+				b, _ := os.ReadFile(filepath.Join(s.cfg.ObservationDir, "n1.csv"))
+				// Rewrite every uid to one: CapPerUser keeps 3, pairmem counts the user once.
+				out := b
+				for i := 0; i < tc.users; i++ {
+					out = bytes.ReplaceAll(out, []byte(","+strconv.Itoa(2000+i)), []byte(",2000"))
+				}
+				if err := os.WriteFile(filepath.Join(s.cfg.ObservationDir, "n1.csv"), out, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.corrupt {
+				if err := os.WriteFile(filepath.Join(s.cfg.ObservationDir, "bad.csv"), []byte("\x00garbage,not,a,header\n1,2\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l := loadSnapshot(&s.src, nil, time.Now())
+			if l.degraded() != "" || l.policy == nil {
+				t.Fatalf("snapshot degraded: %q", l.degraded())
+			}
+			bare := s.m.PredictSpeed(s.a, []*profile.Profile{s.b})
+			got := l.pred.PredictSpeed(s.a, []*profile.Profile{s.b})
+			t.Logf("%s next to %s: model %.4f, measured %.4f, snapshot predicts %.4f (pairs %d, known %d, used %d)",
+				s.a.Tag, s.b.Tag, bare, want, got, l.mem.pairs, l.mem.known, l.mem.used)
+			if tc.learned {
+				if math.Abs(got-want) > 1e-9 || math.Abs(got-bare) < 0.1 {
+					t.Errorf("prediction %.4f, want the measured %.4f (model %.4f)", got, want, bare)
+				}
+			} else if tc.off || tc.users == 0 {
+				if got != bare {
+					t.Errorf("prediction %.4f, want the model's %.4f", got, bare)
+				}
+			} else if math.Abs(got-want) < 1e-9 {
+				t.Errorf("one user made the pair known: %.4f", got)
+			}
+			msg := noteOf(l, "info-pairmemory")
+			if tc.corrupt != strings.Contains(msg, "bad.csv") {
+				t.Errorf("pair memory note %q (corrupt file: %v)", msg, tc.corrupt)
+			}
+		})
+	}
+}
+
+// An unreadable observation folder is a note, and the plain model decides.
+func TestSnapshotPairMemoryFailsOpen(t *testing.T) {
+	s := newMemSite(t)
+	file := filepath.Join(t.TempDir(), "not-a-folder")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.cfg.ObservationDir = file
+	l := loadSnapshot(&s.src, nil, time.Now())
+	if l.degraded() != "" || l.pred != model.Predictor(s.m) {
+		t.Fatalf("degraded %q, pred %T", l.degraded(), l.pred)
+	}
+	if msg := noteOf(l, "info-pairmemory"); !strings.Contains(msg, "pair memory off") {
+		t.Errorf("note %q", msg)
+	}
+}
+
+// The background loop rebuilds the memory when observations are added.
+func TestEnginePairMemoryReload(t *testing.T) {
+	s := newMemSite(t)
+	e := New(s.src, Options{ReloadEvery: 5 * time.Millisecond, ResidencyEvery: 5 * time.Millisecond, MemoryEvery: 5 * time.Millisecond})
+	defer e.Close()
+	pred := func() float64 { return e.snap.Load().pred.PredictSpeed(s.a, []*profile.Profile{s.b}) }
+	bare := s.m.PredictSpeed(s.a, []*profile.Profile{s.b})
+	if got := pred(); got != bare {
+		t.Fatalf("before: %.4f, want the model's %.4f", got, bare)
+	}
+	e.Start()
+	want := s.measured()
+	s.observe(t, "n1.csv", 4, want)
+	deadline := time.Now().Add(10 * time.Second)
+	for math.Abs(pred()-want) > 1e-9 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload: %.4f, want %.4f", pred(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
