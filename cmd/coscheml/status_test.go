@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/coscheml/coscheml/internal/promcheck"
 	"github.com/coscheml/coscheml/pkg/decisionlog"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/residency"
@@ -114,7 +114,7 @@ func TestStatusPromFilePassesPromtool(t *testing.T) {
 			t.Errorf("%s lacks %q:\n%s", prom, w, b)
 		}
 	}
-	promtoolCheck(t, prom)
+	promcheck.File(t, prom)
 }
 
 func TestStatusErrors(t *testing.T) {
@@ -128,24 +128,5 @@ func TestStatusErrors(t *testing.T) {
 	}
 	if code, _, _ := e.run("status", "extra"); code != exitUsage {
 		t.Errorf("extra argument: exit %d, want %d", code, exitUsage)
-	}
-}
-
-// promtoolCheck runs Prometheus' own linter on a metrics file read back from disk.
-func promtoolCheck(t *testing.T, path string) {
-	t.Helper()
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool not installed (Debian: apt-get install prometheus): metrics not linted")
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = f
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("promtool check metrics %s: %v\n%s", path, err, out)
 	}
 }

@@ -7,7 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/coscheml/coscheml/internal/nohang"
 )
 
 // A FIFO where the configuration should be is refused with an error naming it;
@@ -24,15 +25,9 @@ func TestLoadRefusesNonRegular(t *testing.T) {
 		{"folder", dir, "folder"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			done := make(chan error, 1)
-			go func() { _, err := Load(tc.path); done <- err }()
-			select {
-			case err := <-done:
-				if err == nil || !strings.Contains(err.Error(), tc.path) || !strings.Contains(err.Error(), tc.want) {
-					t.Fatalf("Load(%s) = %v; want an error naming it as %s", tc.path, err, tc.want)
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatalf("Load(%s) blocked", tc.path)
+			err := nohang.Call(t, "Load of "+tc.name, func() error { _, err := Load(tc.path); return err })
+			if err == nil || !strings.Contains(err.Error(), tc.path) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load(%s) = %v; want an error naming it as %s", tc.path, err, tc.want)
 			}
 		})
 	}

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coscheml/coscheml/internal/promcheck"
 )
 
 func TestWrite(t *testing.T) {
@@ -98,7 +99,7 @@ func TestCountersFileReadBack(t *testing.T) {
 	if len(entries) != 1 {
 		t.Errorf("folder holds %d files, want only the .prom file", len(entries))
 	}
-	promtoolCheck(t, path)
+	promcheck.File(t, path)
 }
 
 func TestCountersBoundCardinality(t *testing.T) {
@@ -147,22 +148,4 @@ func FuzzWriteLabel(f *testing.F) {
 			t.Fatalf("%d lines for one sample: %q", n, b.String())
 		}
 	})
-}
-
-func promtoolCheck(t *testing.T, path string) {
-	t.Helper()
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool not installed (Debian: apt-get install prometheus): metrics not linted")
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = f
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("promtool check metrics: %v\n%s", err, out)
-	}
 }

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coscheml/coscheml/internal/nohang"
 )
 
 // A FIFO or a symlink in active/ (a folder node-side writers share) is refused
@@ -36,14 +38,11 @@ func TestReadRefusesNonRegular(t *testing.T) {
 		res ReadResult
 		err error
 	}
-	done := make(chan result, 1)
-	go func() { r, err := s.List(now, time.Minute); done <- result{r, err} }()
 	var got result
-	select {
-	case got = <-done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("List blocked on a FIFO in active/")
-	}
+	nohang.Call(t, "List with a FIFO in active/", func() error {
+		got.res, got.err = s.List(now, time.Minute)
+		return nil
+	})
 	if got.err != nil || len(got.res.Entries) != 1 || got.res.Entries[0].JobID != "1" {
 		t.Fatalf("List = %+v, %v; want job 1 alone", got.res.Entries, got.err)
 	}
@@ -56,15 +55,9 @@ func TestReadRefusesNonRegular(t *testing.T) {
 			t.Errorf("problems lack %q:\n%s", want, probs)
 		}
 	}
-	gdone := make(chan error, 1)
-	go func() { _, err := s.Get("2", "n1"); gdone <- err }()
-	select {
-	case err := <-gdone:
-		if err == nil || !strings.Contains(err.Error(), "FIFO") {
-			t.Fatalf("Get of a FIFO: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Get blocked on a FIFO")
+	err = nohang.Call(t, "Get of a FIFO", func() error { _, err := s.Get("2", "n1"); return err })
+	if err == nil || !strings.Contains(err.Error(), "FIFO") {
+		t.Fatalf("Get of a FIFO: %v", err)
 	}
 }
 
@@ -78,15 +71,9 @@ func TestReadRefusesFIFOFolders(t *testing.T) {
 				t.Fatal(err)
 			}
 			s, _ := Open(dir)
-			done := make(chan error, 1)
-			go func() { _, err := s.List(time.Now(), time.Minute); done <- err }()
-			select {
-			case err := <-done:
-				if sub == "active" && (err == nil || !strings.Contains(err.Error(), "not a folder")) {
-					t.Fatalf("List with a FIFO for active/: %v", err)
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatalf("List blocked on a FIFO for %s/", sub)
+			err := nohang.Call(t, "List with a FIFO for "+sub+"/", func() error { _, err := s.List(time.Now(), time.Minute); return err })
+			if sub == "active" && (err == nil || !strings.Contains(err.Error(), "not a folder")) {
+				t.Fatalf("List with a FIFO for active/: %v", err)
 			}
 		})
 	}

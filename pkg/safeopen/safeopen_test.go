@@ -8,23 +8,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/coscheml/coscheml/internal/nohang"
 )
 
-// openWithin runs fn in a goroutine so that a regression (a blocking open of a
-// FIFO) fails the test cleanly instead of hanging it; the bound is generous and
-// never a speed assertion.
 func openWithin(t *testing.T, fn func() error) error {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- fn() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(20 * time.Second):
-		t.Fatal("open blocked (a FIFO opened without O_NONBLOCK?)")
-		return nil
-	}
+	return nohang.Call(t, "open", fn)
 }
 
 func TestRegular(t *testing.T) {

@@ -3,12 +3,12 @@ package submit
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/coscheml/coscheml/internal/promcheck"
 	"github.com/coscheml/coscheml/pkg/config"
 )
 
@@ -78,7 +78,7 @@ func TestEngineWritesMetricsFile(t *testing.T) {
 	if fi, err := os.Stat(prom); err != nil || fi.Mode().Perm() != 0o644 {
 		t.Errorf("metrics file mode: %v %v", fi, err)
 	}
-	promtoolCheck(t, prom)
+	promcheck.File(t, prom)
 }
 
 // sampleWith sums the values of the lines starting with prefix.
@@ -95,24 +95,6 @@ func sampleWith(text, prefix string) float64 {
 		}
 	}
 	return sum
-}
-
-func promtoolCheck(t *testing.T, path string) {
-	t.Helper()
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool not installed (Debian: apt-get install prometheus): metrics not linted")
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = f
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("promtool check metrics: %v\n%s", err, out)
-	}
 }
 
 // A metrics file that cannot be written is logged once and degrades nothing.
