@@ -17,6 +17,7 @@
 #   make install-data the /var/lib/coscheml tree with its owners and modes (part of install)
 #   make uninstall    removes what install put in place, keeps /etc/coscheml
 #   make package      .deb and .rpm packages into dist/ (nfpm; docs/packaging.md)
+#   make test-deb-suite  install the .debs here, run the integration suite on them, purge (root)
 #   make clean
 #   make help         this list
 #
@@ -53,7 +54,7 @@ PROGRAMS := coscheml coscheml-train coscheml-node
 BINS     := $(addprefix bin/,$(PROGRAMS))
 
 .PHONY: all build programs libcoscheml plugin test vet unit race fuzz-short integration integration-matrix \
-        shim-check bench fuzz demo install install-data uninstall package clean help
+        shim-check bench fuzz demo install install-data uninstall package test-deb-suite clean help
 
 all: build
 
@@ -272,6 +273,11 @@ package:
 		$(NFPM) package --config packaging/nfpm-slurm-plugin.yaml --packager $$fmt --target dist/; \
 	done; \
 	ls -l dist/
+
+# The packages installed here (root, Debian's slurm-wlm) and the integration suite
+# run against them (COSCHEML_INSTALLED=/usr), under the suite's lock; purged after.
+test-deb-suite:
+	GO=$(GO) packaging/test-deb-suite.sh
 
 clean:
 	rm -rf bin demo-report build dist lib/libcoscheml.so lib/libcoscheml.h lib/slurm-*

@@ -106,25 +106,40 @@ func repoRoot(t *testing.T) string {
 	}
 }
 
-// artifacts are the built programs and libraries the cluster uses.
+// artifacts are the built (or installed) programs and libraries the cluster uses.
 type artifacts struct {
-	repo      string
+	repo      string // test data (Lucid CSV, model) always comes from the clone
 	binDir    string // coscheml, coscheml-node
 	libDir    string // libcoscheml.so
 	pluginDir string // job_submit_coscheml.so built for the Slurm under test
+	hookDir   string // prolog.sh, epilog.sh
+	installed bool   // from COSCHEML_INSTALLED: the plugin finds the library by itself
 	slurm     *slurmInstall
 }
+
+// Where the .deb puts its files below COSCHEML_INSTALLED (packaging/nfpm-*.yaml).
+const (
+	installedLibDir  = "lib/coscheml"
+	installedHookDir = "libexec/coscheml"
+)
 
 // build compiles what the cluster needs into the repository's bin/ and lib/ (the
 // same places `make build` uses; the plugin into lib/slurm-<version>/, against
 // the headers of the Slurm under test), or checks they exist when
 // COSCHEML_INTEGRATION_NOBUILD=1.
+//
+// COSCHEML_INSTALLED=PREFIX (the packages' /usr) builds nothing of coscheml and
+// tests the installed files instead: PREFIX/bin, PREFIX/lib/coscheml, the plugin in
+// the Slurm under test's plugin folder, PREFIX/libexec/coscheml hooks.
 func build(t *testing.T) artifacts {
 	t.Helper()
 	repo := repoRoot(t)
 	s := findSlurm(t)
+	if prefix := os.Getenv("COSCHEML_INSTALLED"); prefix != "" {
+		return installedArtifacts(t, repo, prefix, s)
+	}
 	a := artifacts{repo: repo, binDir: filepath.Join(repo, "bin"), libDir: filepath.Join(repo, "lib"),
-		pluginDir: s.pluginOutDir(repo), slurm: s}
+		pluginDir: s.pluginOutDir(repo), hookDir: filepath.Join(repo, "slurm"), slurm: s}
 	if os.Getenv("COSCHEML_INTEGRATION_NOBUILD") == "" {
 		steps := [][]string{
 			{"go", "build", "-o", a.binDir + "/", "./cmd/coscheml", "./cmd/coscheml-node"},
@@ -150,6 +165,32 @@ func build(t *testing.T) artifacts {
 			t.Fatalf("needed artifact missing: %v (run `make build`)", err)
 		}
 	}
+	return a
+}
+
+// installedArtifacts describes an installed coscheml (the .deb's layout below
+// prefix) and fails naming every file that is missing. The plugin must sit in the
+// Slurm under test's own plugin folder, as the package puts it.
+func installedArtifacts(t *testing.T, repo, prefix string, s *slurmInstall) artifacts {
+	t.Helper()
+	a := artifacts{repo: repo, binDir: filepath.Join(prefix, "bin"), libDir: filepath.Join(prefix, installedLibDir),
+		pluginDir: s.pluginDir, hookDir: filepath.Join(prefix, installedHookDir), installed: true, slurm: s}
+	files := []string{
+		filepath.Join(a.binDir, "coscheml"), filepath.Join(a.binDir, "coscheml-node"),
+		filepath.Join(a.libDir, "libcoscheml.so"), filepath.Join(a.pluginDir, "job_submit_coscheml.so"),
+		filepath.Join(a.hookDir, "prolog.sh"), filepath.Join(a.hookDir, "epilog.sh"),
+	}
+	var missing []string
+	for _, f := range files {
+		if _, err := os.Stat(f); err != nil {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("COSCHEML_INSTALLED=%s: installed files missing: %s (install the packages, docs/packaging.md)",
+			prefix, strings.Join(missing, ", "))
+	}
+	t.Logf("testing the installed coscheml (COSCHEML_INSTALLED=%s): %s", prefix, strings.Join(files, ", "))
 	return a
 }
 
@@ -387,7 +428,7 @@ export COSCHEML_CONFIG=%q
 export COSCHEML_BIN=%q
 export PATH=%q:"$PATH"
 exec %q "$@"
-`, c.path("coscheml.yaml"), c.a.binDir, c.a.binDir+":"+c.a.slurm.binDir, filepath.Join(c.a.repo, "slurm", hook+".sh")), 0o755)
+`, c.path("coscheml.yaml"), c.a.binDir, c.a.binDir+":"+c.a.slurm.binDir, filepath.Join(c.a.hookDir, hook+".sh")), 0o755)
 	}
 
 	c.writeSlurmConf()
@@ -535,7 +576,11 @@ func (c *cluster) writeSlurmConf() {
 	p("SchedulerParameters=batch_sched_delay=0,bf_interval=1")
 	p("MinJobAge=600")
 	p("GresTypes=gpu,shard")
-	p("PluginDir=%s:%s", c.a.slurm.pluginDir, c.a.pluginDir)
+	if c.a.pluginDir == c.a.slurm.pluginDir {
+		p("PluginDir=%s", c.a.slurm.pluginDir) // an installed plugin
+	} else {
+		p("PluginDir=%s:%s", c.a.slurm.pluginDir, c.a.pluginDir)
+	}
 	if c.plugin {
 		p("JobSubmitPlugins=coscheml")
 	}
@@ -608,9 +653,12 @@ func (c *cluster) daemon(name string, logName string, args ...string) *proc {
 	cmd := exec.Command(c.path("sbin", name), args...)
 	cmd.Dir = c.path("run")
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = append(c.env,
-		"COSCHEML_LIB="+filepath.Join(c.a.libDir, "libcoscheml.so"),
-		"COSCHEML_CONFIG="+c.path("coscheml.yaml"))
+	cmd.Env = append(c.env, "COSCHEML_CONFIG="+c.path("coscheml.yaml"))
+	if !c.a.installed {
+		// An installed plugin finds the installed library by its built-in path,
+		// which is what the package promises; a repo build is told where it is.
+		cmd.Env = append(cmd.Env, "COSCHEML_LIB="+filepath.Join(c.a.libDir, "libcoscheml.so"))
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("starting %s: %v", name, err)

@@ -10,6 +10,10 @@
 //
 // Without root they skip with a message. COSCHEML_INTEGRATION_NOBUILD=1 uses the
 // bin/ and lib/ already built by `make build` instead of building them.
+// COSCHEML_INSTALLED=/usr builds nothing of coscheml and tests an installed one
+// (the .deb's layout: /usr/bin, /usr/lib/coscheml/libcoscheml.so, the plugin in the
+// Slurm plugin folder, /usr/libexec/coscheml/{prolog,epilog}.sh); test data comes
+// from the clone. packaging/test-deb-suite.sh installs, runs and purges.
 // COSCHEML_PERF=1 also runs TestSubmissionCost, which only measures and reports the
 // submission cost with and without the plugin (docs/performance-slurm.md).
 package integration
