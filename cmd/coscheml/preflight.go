@@ -21,7 +21,7 @@ import (
 )
 
 // abiVersion is the C interface between the plugin and libcoscheml.so this
-// release speaks (COSCHEML_ABI_VERSION in cmd/libcoscheml/coscheml_abi.h).
+// release speaks (COSCHEML_ABI_VERSION in plugin-c/coscheml_abi.h).
 const abiVersion = 2
 
 func preflightCommand() *cli.Command {

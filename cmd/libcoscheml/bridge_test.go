@@ -193,9 +193,9 @@ func TestCShim(t *testing.T) {
 	build := func(t *testing.T, inc, dir string, extra ...string) (shim, harness string) {
 		shim, harness = filepath.Join(dir, "job_submit_coscheml.so"), filepath.Join(dir, "harness")
 		cc(t, append([]string{"-O2", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-std=gnu11",
-			"-I" + inc, "-I.", "-o", shim, "../../plugin-c/job_submit_coscheml.c", "-ldl", "-lpthread"}, extra...)...)
+			"-I" + inc, "-I../../plugin-c", "-o", shim, "../../plugin-c/job_submit_coscheml.c", "-ldl", "-lpthread"}, extra...)...)
 		cc(t, append([]string{"-O1", "-g", "-Wall", "-Wextra", "-Werror", "-std=gnu11", "-rdynamic",
-			"-I" + inc, "-I.", "-o", harness, "testdata/harness.c", "-ldl"}, extra...)...)
+			"-I" + inc, "-I../../plugin-c", "-o", harness, "testdata/harness.c", "-ldl"}, extra...)...)
 		return shim, harness
 	}
 	wants := []string{

@@ -10,6 +10,7 @@
 package main
 
 /*
+#cgo CFLAGS: -I${SRCDIR}/../../plugin-c
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

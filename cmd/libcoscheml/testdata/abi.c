@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../coscheml_abi.h"
+#include "../../../plugin-c/coscheml_abi.h"
 
 static coscheml_decide_fn decide;
 
