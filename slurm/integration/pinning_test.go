@@ -331,8 +331,8 @@ func pluginSeries(t *testing.T, c *cluster, n int) {
 	}
 }
 
-// lucidTags lists the tags of the Lucid solo profiles the cluster imports, sorted.
-func lucidTags(t *testing.T, repo string) []string {
+// lucidProfiles reads the Lucid solo profiles the cluster imports.
+func lucidProfiles(t *testing.T, repo string) []*profile.Profile {
 	t.Helper()
 	f, err := os.Open(filepath.Join(repo, lucidSolo))
 	if err != nil {
@@ -343,6 +343,13 @@ func lucidTags(t *testing.T, repo string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ps
+}
+
+// lucidTags lists the tags of the Lucid solo profiles the cluster imports, sorted.
+func lucidTags(t *testing.T, repo string) []string {
+	t.Helper()
+	ps := lucidProfiles(t, repo)
 	tags := make([]string, 0, len(ps))
 	for _, p := range ps {
 		tags = append(tags, p.Tag)

@@ -179,15 +179,7 @@ func pickTags(t *testing.T, cfg config.Config, repo string) scenarioTags {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(filepath.Join(repo, lucidSolo))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ps, err := profile.ReadLucidSolo(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ps := lucidProfiles(t, repo)
 	slices.SortFunc(ps, func(a, b *profile.Profile) int { return strings.Compare(a.Tag, b.Tag) })
 	speed := func(job, co *profile.Profile) float64 { return m.PredictSpeed(job, []*profile.Profile{co}) }
 	share := max(cfg.PreferShareSpeed, cfg.SpeedFloor.Train)
