@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/comment"
+	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/decisionlog"
 	"github.com/coscheml/coscheml/pkg/placement"
 	"github.com/coscheml/coscheml/pkg/profile"
@@ -68,6 +69,12 @@ func (e *Engine) decideLocked(q *query) outcome {
 		e.view.dropLocked(in.dir.DecisionID, in.rec.JobID)
 		out = place(q, &in)
 	}
+	if out.res.Code == Unchanged && q.snap != nil && q.snap.cfgErr == nil {
+		// Left as submitted: a shard request then lands wherever Slurm puts it.
+		if d, deny := guardRawShard(q); deny {
+			out = d
+		}
+	}
 	if out.usedID {
 		e.idSeq++
 	}
@@ -122,8 +129,11 @@ func prepare(q *query) (in placeIn, out outcome, ok bool) {
 	if st == nil || st.cfgErr != nil {
 		return in, outcome{}, false
 	}
-	if j.Modify && j.Comment == "" {
-		return in, outcome{}, false // job_modify without a new comment: nothing of ours changed
+	if j.Modify && !j.has(placementFields) {
+		return in, outcome{}, false // job_modify of fields placement does not read
+	}
+	if out, deny := guardUpdate(q); deny {
+		return in, out, false
 	}
 	cfg := st.cfg
 	dir := comment.ParseComment(j.Comment)
@@ -289,22 +299,34 @@ func multiGPU(q *query, in *placeIn, n int) outcome {
 }
 
 // badInput applies rule invalid_tag / unknown_profile: "reject" refuses the job
-// with msg; "exclusive" accepts it on a whole GPU and warns.
+// with msg; "exclusive" accepts it on a whole GPU and warns; "bootstrap"
+// (unknown_profile only) accepts it on a whole GPU, where the node Prolog/Epilog
+// profile it, and says so.
 func badInput(q *query, rule, mode, msg string, gres GresRequest, gresErr error, r decisionlog.Record) outcome {
-	if mode != "exclusive" {
+	if mode != config.UnknownExclusive && mode != config.UnknownBootstrap {
 		res := Result{Code: Reject, UserMsg: "coscheml: " + msg}
 		out := finish(res, r, "reject", "pass", msg)
 		out.rejectWhy = rule
 		return out
 	}
 	r.Action = "exclusive"
-	r.Reason = msg + "; accepted on a whole GPU (" + mode + " by configuration)"
+	r.Reason = msg + "; accepted on a whole GPU (" + rule + ": " + mode + ")"
+	alone := "; the job runs on a GPU of its own"
+	if mode == config.UnknownBootstrap {
+		if q.snap.cfg.Profiling.Enabled {
+			alone = "; bootstrap: the job runs alone on a whole GPU and is profiled there, " +
+				"so later jobs of this application can share a GPU once the profile is in place"
+		} else {
+			alone = "; bootstrap: the job runs alone on a whole GPU (profiling is disabled here: " +
+				"ask an administrator to add a profile with coscheml profile run or import)"
+		}
+	}
 	if gresErr != nil || !gres.HasGPU() || gres.GPUs > 1 || q.j.Modify && q.j.TresPerNode == "" {
 		res := Result{UserMsg: "coscheml: warning: " + msg + "; the job is not shared"}
 		return finish(res, r, "unchanged", "pass", r.Reason)
 	}
 	out := exclusiveUnpinned(q, gres, r)
-	out.res.UserMsg = "coscheml: warning: " + msg + "; the job runs on a GPU of its own"
+	out.res.UserMsg = "coscheml: warning: " + msg + alone
 	return out
 }
 

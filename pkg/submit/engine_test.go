@@ -203,7 +203,7 @@ func TestUntagged(t *testing.T) {
 }
 
 func TestBadInputRejected(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newFixture(t, func(c *config.Config) { c.UnknownProfile = config.UnknownReject })
 	tests := []struct{ comment, msg string }{
 		{"coscheml:app=" + strings.Repeat("x", 10000), "longer than 1024"},
 		{"coscheml:app=../../etc/passwd", "invalid tag"},
@@ -233,7 +233,7 @@ func TestBadInputExclusiveByConfig(t *testing.T) {
 }
 
 func TestFailOpenModel(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newFixture(t, func(c *config.Config) { c.UnknownProfile = config.UnknownReject })
 	f.modelErr = errors.New("load model /m: bad checksum")
 	f.e.Close()
 	f.e = New(f.sources(), Options{Now: f.clock}) // broken from the start

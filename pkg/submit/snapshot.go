@@ -87,6 +87,9 @@ type Snapshot struct {
 	policy   placement.Policy
 	polErr   error
 
+	// admins are the uids of admin_users (root and SlurmUser come from the shim).
+	admins map[uint32]bool
+
 	nodes      []string
 	nodeIdx    map[string]int
 	clusterErr error
@@ -193,6 +196,9 @@ func loadSnapshot(src *Sources, prev *Snapshot, now time.Time) *Snapshot {
 			l.polErr = fmt.Errorf("placement policy: %w", err)
 		}
 	}
+	var adminNote string
+	l.admins, adminNote = resolveAdmins(cfg.AdminUsers)
+	l.notes = append(l.notes, note{"info-admins", adminNote})
 	l.nodes, err = hostlist.Expand(cfg.Cluster.Nodes)
 	switch {
 	case err != nil:
