@@ -66,9 +66,12 @@ type JobFields struct {
 	TimeLimit   uint32 // minutes; NoVal or 0xffffffff when unset/infinite
 	JobID       uint32 // NoVal at submit time
 	Modify      bool   // job_modify (scontrol update): only changed fields are set
-	ReqNodes    string // -w / NodeList=
-	ExcNodes    string // -x / ExcNodeList=
-	SubmitUID   uint32 // who submits or updates (an admin may update another user's job)
+	// BeginTime is job_desc's begin_time (unix seconds; 0: unset): at submit the
+	// user's --begin, at job_modify the update's StartTime.
+	BeginTime int64
+	ReqNodes  string // -w / NodeList=
+	ExcNodes  string // -x / ExcNodeList=
+	SubmitUID uint32 // who submits or updates (an admin may update another user's job)
 	// Set names the fields present (the shim sets it; 0 = derived from the
 	// non-empty strings, for callers that never pass an empty-but-present field).
 	Set FieldSet
@@ -103,6 +106,9 @@ type Result struct {
 	Comment     string
 	UserMsg     string
 	Log         string // for slurmctld's log: earlier problems (once each), then the decision line
+	// BeginTime, with Rewrite, is the job's new begin time (unix seconds; 0:
+	// leave it): a deferred "wait", or now for a deferred job placed at last.
+	BeginTime int64
 }
 
 // Options tune the engine; zero values take the defaults.
