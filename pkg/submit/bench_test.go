@@ -97,7 +97,10 @@ func BenchmarkDecide1000x8(b *testing.B) {
 }
 
 // latencies are per-decision wall-clock and thread CPU times, sorted.
-type latencies struct{ wall, cpu []time.Duration }
+type latencies struct {
+	wall, cpu   []time.Duration
+	predictions int64 // model predictions made during the decisions
+}
 
 func (l latencies) q(p float64) (wall, cpu time.Duration) {
 	i := int(p * float64(len(l.wall)-1))
@@ -108,8 +111,8 @@ func (l latencies) String() string {
 	w50, c50 := l.q(0.5)
 	w90, c90 := l.q(0.9)
 	w99, c99 := l.q(0.99)
-	return fmt.Sprintf("%d decisions: wall p50=%v p90=%v p99=%v max=%v | thread CPU p50=%v p90=%v p99=%v max=%v",
-		len(l.wall), w50, w90, w99, l.wall[len(l.wall)-1], c50, c90, c99, l.cpu[len(l.cpu)-1])
+	return fmt.Sprintf("%d decisions, %d predictions: wall p50=%v p90=%v p99=%v max=%v | thread CPU p50=%v p90=%v p99=%v max=%v",
+		len(l.wall), l.predictions, w50, w90, w99, l.wall[len(l.wall)-1], c50, c90, c99, l.cpu[len(l.cpu)-1])
 }
 
 // measureDecide times n tagged single-GPU decisions cycling through tags. With
@@ -122,6 +125,7 @@ func measureDecide(t testing.TB, f *fixture, tags []string, n int, keep bool) (l
 	defer runtime.UnlockOSThread()
 	l := latencies{wall: make([]time.Duration, 0, n), cpu: make([]time.Duration, 0, n)}
 	rewrites := 0
+	p0 := smPredictions.Load()
 	for i := 0; i < n; i++ {
 		j := job("coscheml:app=" + tags[i%len(tags)])
 		c0 := threadCPU()
@@ -141,6 +145,7 @@ func measureDecide(t testing.TB, f *fixture, tags []string, n int, keep bool) (l
 	}
 	slices.Sort(l.wall)
 	slices.Sort(l.cpu)
+	l.predictions = smPredictions.Load() - p0
 	return l, rewrites
 }
 
@@ -189,14 +194,35 @@ func TestDecideLatencyAt8192(t *testing.T) {
 	l, _ = measureDecide(t, f, tags, 3000, false)
 	t.Logf("8,192 GPUs, half running + %d reservations, warm memo: %v", kept, l)
 
+	// The background loop rebuilds the cluster after every residency change (every
+	// 500 ms on a busy site): time the first decisions after each rebuild.
+	var rebuilt latencies
+	for range 10 {
+		f.e.bgMu.Lock()
+		f.e.install(f.e.snap.Load(), f.e.entries, nil, f.now)
+		f.e.bgMu.Unlock()
+		l, _ := measureDecide(t, f, tags, 100, false)
+		rebuilt.wall = append(rebuilt.wall, l.wall...)
+		rebuilt.cpu = append(rebuilt.cpu, l.cpu...)
+		rebuilt.predictions += l.predictions
+	}
+	slices.Sort(rebuilt.wall)
+	slices.Sort(rebuilt.cpu)
+	t.Logf("8,192 GPUs, first 100 decisions after each of 10 residency rebuilds: %v", rebuilt)
+
 	// Each reload builds a new policy, so its memo starts empty: time the first
 	// decisions after it, over several reloads.
 	var cold latencies
+	running := f.e.entries // the fixture's residency, installed without files
 	for range 10 {
 		f.e.Reload()
+		f.e.bgMu.Lock()
+		f.e.install(f.e.snap.Load(), running, nil, f.now)
+		f.e.bgMu.Unlock()
 		l, _ := measureDecide(t, f, tags, 100, false)
 		cold.wall = append(cold.wall, l.wall...)
 		cold.cpu = append(cold.cpu, l.cpu...)
+		cold.predictions += l.predictions
 	}
 	slices.Sort(cold.wall)
 	slices.Sort(cold.cpu)
