@@ -46,6 +46,9 @@ type JobFields struct {
 	TimeLimit   uint32 // minutes; NoVal or 0xffffffff when unset/infinite
 	JobID       uint32 // NoVal at submit time
 	Modify      bool   // job_modify (scontrol update): only changed fields are set
+	// BeginTime is job_desc's begin_time (unix seconds; 0: unset): at submit the
+	// user's --begin, at job_modify the update's StartTime.
+	BeginTime int64
 }
 
 // Result is the decision for one job. Empty strings mean "leave as is". UserMsg may
@@ -58,6 +61,9 @@ type Result struct {
 	Comment     string
 	UserMsg     string
 	Log         string // for slurmctld's log: earlier problems (once each), then the decision line
+	// BeginTime, with Rewrite, is the job's new begin time (unix seconds; 0:
+	// leave it): a deferred "wait", or now for a deferred job placed at last.
+	BeginTime int64
 }
 
 // Options tune the engine; zero values take the defaults.

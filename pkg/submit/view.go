@@ -19,6 +19,10 @@ type clusterView struct {
 	viewState
 	reserved []reservation
 	ttl      time.Duration // forget an unconfirmed reservation after
+	// deferred: decision ids of jobs the plugin deferred (wait_defer), with the
+	// begin time given. Only these may have their begin time changed by a
+	// re-decision; lost on restart, when the jobs simply start at that time.
+	deferred map[string]time.Time
 }
 
 // viewState is what a decision reads from the view (never writes).
@@ -155,6 +159,34 @@ func (v *clusterView) dropLocked(id, jobID string) {
 		kept = append(kept, rv)
 	}
 	v.reserved = kept
+}
+
+// deferLocked remembers that decision id deferred its job until until. Entries
+// of jobs that started (or vanished) are pruned once past until plus the TTL.
+// Caller holds mu.
+func (v *clusterView) deferLocked(id string, until, now time.Time) {
+	if v.deferred == nil {
+		v.deferred = make(map[string]time.Time)
+	}
+	if len(v.deferred) >= 256 {
+		for k, t := range v.deferred {
+			if now.Sub(t) > v.ttl {
+				delete(v.deferred, k)
+			}
+		}
+	}
+	v.deferred[id] = until
+}
+
+// takeDeferredLocked reports whether decision id is a deferral of the plugin's,
+// and forgets it (the re-decision replaces it). Caller holds mu.
+func (v *clusterView) takeDeferredLocked(id string) bool {
+	if id == "" {
+		return false
+	}
+	_, ok := v.deferred[id]
+	delete(v.deferred, id)
+	return ok
 }
 
 func tagOfProf(p *profile.Profile) string {
