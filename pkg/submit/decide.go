@@ -3,7 +3,6 @@ package submit
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/comment"
@@ -389,37 +388,48 @@ func finish(res Result, r decisionlog.Record, outcomeName, action, reason string
 	return outcome{res: res, rec: r, logged: r.Tag != "" || outcomeName != "unchanged"}
 }
 
+// formatLog words the decision for slurmctld's log. It runs on slurmctld's
+// submit thread for every job: appends into one buffer, no fmt (which was about a
+// third of a decision's CPU time).
 func formatLog(r *decisionlog.Record) string {
-	var b strings.Builder
+	b := make([]byte, 0, 256+len(r.Reason))
 	job := r.JobID
 	if job == "" {
 		job = "new"
 	}
-	fmt.Fprintf(&b, "%s job=%s uid=%d", r.Op, job, r.UserID)
+	b = append(b, r.Op...)
+	b = append(b, " job="...)
+	b = append(b, job...)
+	b = append(b, " uid="...)
+	b = strconv.AppendInt(b, int64(r.UserID), 10)
 	if r.Tag != "" {
-		fmt.Fprintf(&b, " tag=%s", profile.Sanitize(r.Tag))
+		b = append(append(b, " tag="...), profile.Sanitize(r.Tag)...)
 	}
 	if r.Class != "" {
-		fmt.Fprintf(&b, " class=%s", profile.Sanitize(r.Class))
+		b = append(append(b, " class="...), profile.Sanitize(r.Class)...)
 	}
 	if r.ID != "" {
-		fmt.Fprintf(&b, " decision=%s", r.ID)
+		b = append(append(b, " decision="...), r.ID...)
 	}
-	fmt.Fprintf(&b, " outcome=%s action=%s", r.Outcome, r.Action)
+	b = append(append(b, " outcome="...), r.Outcome...)
+	b = append(append(b, " action="...), r.Action...)
 	if r.Node != "" {
-		fmt.Fprintf(&b, " node=%s gpu=%d", profile.Sanitize(r.Node), r.GPU)
+		b = append(append(b, " node="...), profile.Sanitize(r.Node)...)
+		b = strconv.AppendInt(append(b, " gpu="...), int64(r.GPU), 10)
 	}
 	if r.Shards > 0 {
-		fmt.Fprintf(&b, " shards=%d", r.Shards)
+		b = strconv.AppendInt(append(b, " shards="...), int64(r.Shards), 10)
 	}
 	if r.PredictedSpeed > 0 {
-		fmt.Fprintf(&b, " speed=%.2f min_resident=%.2f", r.PredictedSpeed, r.MinResidentSpeed)
+		b = strconv.AppendFloat(append(b, " speed="...), r.PredictedSpeed, 'f', 2, 64)
+		b = strconv.AppendFloat(append(b, " min_resident="...), r.MinResidentSpeed, 'f', 2, 64)
 	}
 	if r.TresOut != "" {
-		fmt.Fprintf(&b, " tres=%s->%s", profile.Sanitize(r.TresIn), profile.Sanitize(r.TresOut))
+		b = append(append(b, " tres="...), profile.Sanitize(r.TresIn)...)
+		b = append(append(b, "->"...), profile.Sanitize(r.TresOut)...)
 	}
-	fmt.Fprintf(&b, " reason=%q", sanitizeLong(r.Reason))
-	return b.String()
+	b = strconv.AppendQuote(append(b, " reason="...), sanitizeLong(r.Reason))
+	return string(b)
 }
 
 // sanitizeLong bounds a reason (ours, but it may quote user input).

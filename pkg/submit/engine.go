@@ -220,6 +220,9 @@ func (e *Engine) Reload() {
 	e.bgMu.Lock()
 	defer e.bgMu.Unlock()
 	l := loadSnapshot(&e.src, e.snap.Load(), e.opts.Now())
+	// A policy that panics here panics in decisions too, where each is caught
+	// and the job passes through; the warm-up only must not take Reload down.
+	e.safely(func() { warmPolicy(l, e.entries, e.view.reservations()) })
 	for _, n := range l.notes {
 		e.note(n.key, n.msg)
 	}

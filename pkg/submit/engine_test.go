@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +23,12 @@ import (
 // co-runners use, the slower the job, in proportion to its own SM use.
 type smPredictor struct{}
 
+// smPredictions counts smPredictor's predictions (the latency reports show how
+// many a phase needed: the memo's work, free of machine noise).
+var smPredictions atomic.Int64
+
 func (smPredictor) PredictSpeed(job *profile.Profile, co []*profile.Profile) float64 {
+	smPredictions.Add(1)
 	sum := 0.0
 	for _, c := range co {
 		sum += c.SMUtil.Mean

@@ -94,6 +94,9 @@ type Snapshot struct {
 	nodeIdx    map[string]int
 	clusterErr error
 	reach      placement.Reach // how Slurm reaches a GPU (shard_pinning)
+	// interner is shared by every cluster built for this snapshot, so the
+	// policy's prediction memo survives the rebuild after each residency change.
+	interner *placement.Interner
 
 	// notes are the problems this load found (and the ones it solved, as ""),
 	// keyed for the engine's once-per-problem log.
@@ -164,6 +167,7 @@ func loadSnapshot(src *Sources, prev *Snapshot, now time.Time) *Snapshot {
 	l.cfg = cfg
 	l.stamps = currentStamps(src, cfg)
 	l.reach = placeconf.Reach(cfg)
+	l.interner = placement.NewInterner()
 
 	l.bare, err = src.LoadModel(cfg.ModelPath)
 	if err != nil {
