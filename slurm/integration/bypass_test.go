@@ -163,7 +163,7 @@ func testBootstrap(t *testing.T, c *cluster) {
 	}
 	c.openForUser()
 	const tag = "integration-bootstrap-app"
-	id, stderr, err := c.userSbatch("--gres=gpu:1", "--comment=coscheml:app="+tag)
+	id, stderr, err := c.userSbatch("--gres=gpu:1", "--comment=coscheml:app="+tag+",class=train")
 	if err != nil {
 		t.Fatalf("bootstrap job refused: %v: %s", err, stderr)
 	}
