@@ -45,16 +45,58 @@ func (e *Engine) Decide(j JobFields) (res Result) {
 // decideOne runs the two pure stages of a decision on the current snapshot and
 // view, and applies what they return: the dropped and the new reservation, the
 // decision ID taken, the decision log record.
+//
+// Before anything, the comment is screened: coscheml-id tokens the plugin did not
+// issue for this uid and job are removed (see idsign.go), also when the job
+// passes through, so no user-written id reaches the Prolog.
 func (e *Engine) decideOne(j JobFields) Result {
-	q := query{snap: e.snap.Load(), j: j, now: e.opts.Now(), idPfx: e.idPfx, version: e.opts.SlurmVersion()}
-	out := e.decideLocked(&q)
-	if out.rec.Outcome != "" {
-		e.counters.Decision(out.rec.Outcome, out.rec.Action, out.rejectWhy) // no I/O: the loop writes the file
+	snap := e.snap.Load()
+	key := e.keyFor(snap)
+	clean, prevID, stripped := screen(j, key)
+	j.Comment = clean
+	var res Result
+	if e.ready.Load() {
+		// Reservations expire even when the background refresh is stuck.
+		e.view.expire(e.opts.Now())
 	}
-	if dl := e.dlogPtr.Load(); dl != nil && out.logged {
-		dl.Log(out.rec)
+	if why := e.passReason(); why != "" {
+		e.counters.Passthrough(why)
+	} else {
+		q := query{snap: snap, j: j, now: e.opts.Now(), idPfx: e.idPfx, version: e.opts.SlurmVersion(), key: key, prevID: prevID}
+		out := e.decideLocked(&q)
+		if out.rec.Outcome != "" {
+			e.counters.Decision(out.rec.Outcome, out.rec.Action, out.rejectWhy) // no I/O: the loop writes the file
+		}
+		if dl := e.dlogPtr.Load(); dl != nil && out.logged {
+			dl.Log(out.rec)
+		}
+		res = out.res
 	}
-	return out.res
+	if stripped {
+		switch res.Code {
+		case Unchanged:
+			res.Code, res.Comment = Rewrite, clean
+		case Rewrite:
+			if res.Comment == "" {
+				res.Comment = clean
+			}
+		}
+		line := fmt.Sprintf("uid=%d: removed a coscheml-id token the plugin did not issue for this job from its comment", j.UserID)
+		if res.Log != "" {
+			line = res.Log + "\n" + line
+		}
+		res.Log = line
+	}
+	return res
+}
+
+// keyFor is the key that signs and verifies decision ids under snapshot st: the
+// decision key when it loaded, else this engine's own.
+func (e *Engine) keyFor(st *Snapshot) []byte {
+	if st != nil && len(st.key) > 0 {
+		return st.key
+	}
+	return e.ephemeral
 }
 
 // decideLocked runs both stages under the view's lock (released on a panic too).
@@ -64,9 +106,11 @@ func (e *Engine) decideLocked(q *query) outcome {
 	q.view, q.seq = &e.view.viewState, e.idSeq+1
 	in, out, ok := prepare(q)
 	if ok {
-		// job_modify decides again: without the job's earlier reservation.
-		e.view.dropLocked(in.dir.DecisionID, in.rec.JobID)
+		// job_modify decides again: without the job's earlier reservation (the
+		// one its verified token names, or the one bound to its job id).
+		dropped := e.view.dropLocked(q.prevID, q.j.UserID, in.rec.JobID)
 		out = place(q, &in)
+		out.rec.Replaces = dropped
 	}
 	if out.usedID {
 		e.idSeq++
@@ -87,10 +131,19 @@ type query struct {
 	idPfx   string
 	seq     uint64 // the sequence number a new decision ID takes
 	version uint32 // running Slurm's version (0: unknown), for the TRES syntax
+	key     []byte // signs decision ids
+	prevID  string // the earlier decision of this job (job_modify, verified token)
 }
 
-// id is the decision ID this query gives a decision that needs one.
-func (q *query) id() string { return q.idPfx + "-" + strconv.FormatUint(q.seq, 36) }
+// id is the decision ID this query gives a decision that needs one, signed for
+// the job's uid, the token's shards and (job_modify) the job id.
+func (q *query) id(shards int) string {
+	jobID := ""
+	if q.j.JobID != 0 && q.j.JobID != NoVal {
+		jobID = strconv.FormatUint(uint64(q.j.JobID), 10)
+	}
+	return signID(q.key, q.idPfx+"-"+strconv.FormatUint(q.seq, 36), shards, q.j.UserID, jobID)
+}
 
 // outcome is a decision: the answer to the shim, the record for the decision log,
 // and the side effects for the engine to apply (none is applied here).
@@ -206,7 +259,6 @@ func place(q *query, in *placeIn) outcome {
 // shard count the decision names.
 func singleGPU(q *query, in *placeIn) outcome {
 	st, c, r := q.snap, q.view.cluster, in.rec
-	id := q.id()
 	label := r.JobID
 	if label == "" {
 		label = "new"
@@ -220,6 +272,7 @@ func singleGPU(q *query, in *placeIn) outcome {
 	}
 	s := d.Placement[0]
 	k := s.Slots
+	id := q.id(k)
 	node := &c.Nodes[s.Node]
 	gpu := &node.GPUs[s.GPU]
 	r.ID, r.Action, r.Policy = id, d.Action.String(), st.policy.Name()
@@ -240,7 +293,7 @@ func singleGPU(q *query, in *placeIn) outcome {
 		Comment: comment.WithToken(q.j.Comment, comment.FormatToken(id, k))}
 	out := finish(res, r, "rewrite", r.Action, d.Reason)
 	out.usedID = true
-	out.rv = &reservation{id: id, jobID: r.JobID, node: s.Node, gpus: []int{s.GPU}, slots: k, prof: in.prof, class: in.class, at: q.now}
+	out.rv = &reservation{id: id, jobID: r.JobID, uid: q.j.UserID, node: s.Node, gpus: []int{s.GPU}, slots: k, prof: in.prof, class: in.class, at: q.now}
 	return out
 }
 
@@ -273,13 +326,14 @@ func multiGPU(q *query, in *placeIn, n int) outcome {
 		if !empty {
 			continue
 		}
-		id := q.id()
+		id := q.id(0)
 		r.ID, r.Action, r.Node, r.GPU = id, "exclusive", node.Name, node.GPUs[0].Index
 		reason := fmt.Sprintf("%d GPUs: whole GPUs on %s, a node without other jobs (shard requests cover one GPU in Slurm 22.05)", n, profile.Sanitize(node.Name))
-		rv := &reservation{id: id, jobID: r.JobID, node: ni, slots: node.GPUs[0].Slots, prof: in.prof, class: in.class, at: q.now}
+		rv := &reservation{id: id, jobID: r.JobID, uid: q.j.UserID, node: ni, slots: node.GPUs[0].Slots, prof: in.prof, class: in.class, at: q.now}
 		for g := 0; g < n; g++ {
 			rv.gpus = append(rv.gpus, g)
 		}
+		r.GPUs = rv.gpus // for rebuilding the reservation after a restart
 		res := Result{Code: Rewrite, TresPerNode: in.gres.WithGPUs(n), ReqNodes: node.Name, Comment: comment.WithToken(q.j.Comment, comment.FormatToken(id, 0))}
 		out := finish(res, r, "rewrite", r.Action, reason)
 		out.usedID, out.rv = true, rv
@@ -311,7 +365,8 @@ func badInput(q *query, rule, mode, msg string, gres GresRequest, gresErr error,
 // exclusiveUnpinned asks for all shards of one GPU on any node: Slurm then picks an
 // idle GPU and nothing can join it.
 func exclusiveUnpinned(q *query, gres GresRequest, r decisionlog.Record) outcome {
-	id, slots := q.id(), q.snap.cfg.SlotsPerGPU
+	slots := q.snap.cfg.SlotsPerGPU
+	id := q.id(slots)
 	r.ID, r.Shards = id, slots
 	res := Result{Code: Rewrite, TresPerNode: gres.WithShards(slots), Comment: comment.WithToken(q.j.Comment, comment.FormatToken(id, slots))}
 	out := finish(res, r, "rewrite", r.Action, r.Reason)

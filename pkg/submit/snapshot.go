@@ -91,6 +91,7 @@ type Snapshot struct {
 	nodeIdx    map[string]int
 	clusterErr error
 	reach      placement.Reach // how Slurm reaches a GPU (shard_pinning)
+	key        []byte          // signs decision ids (nil: the engine's own)
 
 	// notes are the problems this load found (and the ones it solved, as ""),
 	// keyed for the engine's once-per-problem log.
@@ -160,6 +161,15 @@ func loadSnapshot(src *Sources, prev *Snapshot, now time.Time) *Snapshot {
 	}
 	l.cfg = cfg
 	l.stamps = currentStamps(src, cfg)
+	if cfg.DecisionKey != "" {
+		var kerr error
+		if l.key, kerr = loadKey(cfg.DecisionKey); kerr != nil {
+			l.notes = append(l.notes, note{"info-decisionkey", fmt.Sprintf("decision ids signed with a key of this start only "+
+				"(ids of queued jobs are not recognised after a restart): %v", kerr)})
+		} else {
+			l.notes = append(l.notes, note{"info-decisionkey", ""})
+		}
+	}
 	l.reach = placeconf.Reach(cfg)
 
 	l.bare, err = src.LoadModel(cfg.ModelPath)
