@@ -25,7 +25,7 @@ type viewState struct {
 	cluster *placement.Cluster
 	snap    *Snapshot // the snapshot the cluster was built for
 	resErr  error
-	running map[string]bool         // job ids with a residency entry
+	running map[string]bool           // job ids with a residency entry
 	confirm map[string][]confirmation // decision ids with a residency entry (or done)
 }
 
