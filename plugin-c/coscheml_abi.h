@@ -39,6 +39,7 @@ struct coscheml_job {
 	uint32_t max_nodes;
 	uint32_t time_limit; /* minutes; NO_VAL/INFINITE as Slurm has them */
 	uint32_t job_id;     /* NO_VAL for a new submission */
+	int64_t begin_time;  /* job_desc begin_time (unix seconds; 0: unset) */
 };
 
 /*
@@ -52,6 +53,11 @@ struct coscheml_answer {
 	char *comment;
 	char *user_msg;
 	char *log; /* lines for slurmctld's log, '\n'-separated */
+	/*
+	 * With COSCHEML_REWRITE: the job's new begin_time (unix seconds; 0:
+	 * leave it). A "wait" answer defers the job for re-decision.
+	 */
+	int64_t begin_time;
 };
 
 /* The library's exports, as function pointer types for dlsym. */

@@ -302,6 +302,7 @@ static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
 	job.max_nodes = job_desc->max_nodes;
 	job.time_limit = job_desc->time_limit;
 	job.job_id = job_id_of(job_desc);
+	job.begin_time = (int64_t)job_desc->begin_time;
 
 	answer = lib.decide(&job, &ans);
 
@@ -318,6 +319,8 @@ static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
 			set_slurm_str(&job_desc->req_nodes, ans.req_nodes);
 		if (ans.comment)
 			set_slurm_str(&job_desc->comment, ans.comment);
+		if (ans.begin_time > 0)
+			job_desc->begin_time = (time_t)ans.begin_time;
 		break;
 	case COSCHEML_REJECT:
 		rc = ESLURM_INVALID_GRES;

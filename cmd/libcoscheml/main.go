@@ -82,6 +82,7 @@ func coscheml_decide(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) 
 	for _, o := range outs {
 		*o = nil
 	}
+	ans.begin_time = 0
 	defer func() {
 		if r := recover(); r != nil {
 			rc = C.int(submit.Unchanged)
@@ -104,6 +105,7 @@ func coscheml_decide(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) 
 		Comment: goString(job.comment), TresPerNode: goString(job.tres_per_node), Partition: goString(job.partition),
 		UserID: uint32(job.user_id), MinNodes: uint32(job.min_nodes), MaxNodes: uint32(job.max_nodes),
 		TimeLimit: uint32(job.time_limit), JobID: uint32(job.job_id), Modify: job.modify != 0,
+		BeginTime: int64(job.begin_time),
 	}
 	res := decideGo(j)
 	setOut(&ans.log, res.Log)
@@ -112,6 +114,7 @@ func coscheml_decide(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) 
 		setOut(&ans.tres_per_node, res.TresPerNode)
 		setOut(&ans.req_nodes, res.ReqNodes)
 		setOut(&ans.comment, res.Comment)
+		ans.begin_time = C.int64_t(res.BeginTime)
 	}
 	return C.int(res.Code)
 }

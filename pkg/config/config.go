@@ -55,6 +55,10 @@ type Config struct {
 	ShardPinning string `yaml:"shard_pinning"`
 	// ShardTypePrefix: with typed pinning, GPU index i has the Slurm Type <prefix><i>.
 	ShardTypePrefix string `yaml:"shard_type_prefix"`
+	// WaitDefer: a tagged job answered "wait" gets begin_time now+WaitDefer, so
+	// that `coscheml redecide --loop` can re-decide it (scontrol update) before it
+	// falls back to its whole-GPU request (0 = off: a wait runs on a whole GPU).
+	WaitDefer time.Duration `yaml:"wait_defer"`
 
 	Cluster   ClusterSpec   `yaml:"cluster"`
 	Profiling ProfilingSpec `yaml:"profiling"`

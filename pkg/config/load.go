@@ -353,6 +353,9 @@ func (c Config) Validate() error {
 	if c.Cluster.Partition != "" && !partitionRE.MatchString(c.Cluster.Partition) {
 		bad("cluster.partition", "%q is not a partition name (letters, digits, '_', '.', '-')", Sanitize(c.Cluster.Partition))
 	}
+	if c.WaitDefer != 0 && (c.WaitDefer < time.Second || c.WaitDefer > time.Hour) {
+		bad("wait_defer", "%s is out of range: want 0 (off) or 1s..1h", c.WaitDefer)
+	}
 	if c.Profiling.Interval < 10*time.Millisecond || c.Profiling.Interval > time.Hour {
 		bad("profiling.interval", "%s is out of range: want 10ms..1h", c.Profiling.Interval)
 	}

@@ -71,7 +71,7 @@ func decideAndForget(f *fixture, j JobFields) Result {
 	if r.Code == Rewrite {
 		d := comment.ParseComment(r.Comment)
 		f.e.view.mu.Lock()
-		f.e.view.dropLocked(d.DecisionID, j.UserID, "")
+		f.e.view.dropLocked(d.DecisionID, j.UserID, false, "")
 		f.e.view.mu.Unlock()
 	}
 	return r
@@ -119,7 +119,7 @@ func TestDecideLatencyReport(t *testing.T) {
 			rewrites++
 			d := comment.ParseComment(r.Comment)
 			f.e.view.mu.Lock()
-			f.e.view.dropLocked(d.DecisionID, j.UserID, "")
+			f.e.view.dropLocked(d.DecisionID, j.UserID, false, "")
 			f.e.view.mu.Unlock()
 		}
 	}

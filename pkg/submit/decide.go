@@ -52,7 +52,8 @@ func (e *Engine) Decide(j JobFields) (res Result) {
 func (e *Engine) decideOne(j JobFields) Result {
 	snap := e.snap.Load()
 	key := e.keyFor(snap)
-	clean, prevID, stripped := screen(j, key)
+	admin := e.opts.isAdmin(j.UserID)
+	clean, prevID, stripped := screen(j, key, admin)
 	j.Comment = clean
 	var res Result
 	if e.ready.Load() {
@@ -62,7 +63,7 @@ func (e *Engine) decideOne(j JobFields) Result {
 	if why := e.passReason(); why != "" {
 		e.counters.Passthrough(why)
 	} else {
-		q := query{snap: snap, j: j, now: e.opts.Now(), idPfx: e.idPfx, version: e.opts.SlurmVersion(), key: key, prevID: prevID}
+		q := query{snap: snap, j: j, now: e.opts.Now(), idPfx: e.idPfx, version: e.opts.SlurmVersion(), key: key, prevID: prevID, admin: admin}
 		out := e.decideLocked(&q)
 		if out.rec.Outcome != "" {
 			e.counters.Decision(out.rec.Outcome, out.rec.Action, out.rejectWhy) // no I/O: the loop writes the file
@@ -108,9 +109,11 @@ func (e *Engine) decideLocked(q *query) outcome {
 	if ok {
 		// job_modify decides again: without the job's earlier reservation (the
 		// one its verified token names, or the one bound to its job id).
-		dropped := e.view.dropLocked(q.prevID, q.j.UserID, in.rec.JobID)
+		dropped := e.view.dropLocked(q.prevID, q.j.UserID, q.admin, in.rec.JobID)
 		out = place(q, &in)
 		out.rec.Replaces = dropped
+		ours := q.j.Modify && e.view.takeDeferredLocked(q.prevID)
+		out = deferral(q, out, ours, q.snap.cfg.WaitDefer)
 	}
 	if out.usedID {
 		e.idSeq++
@@ -118,6 +121,40 @@ func (e *Engine) decideLocked(q *query) outcome {
 	if out.rv != nil {
 		e.view.reserveLocked(*out.rv)
 	}
+	if !out.deferUntil.IsZero() {
+		e.view.deferLocked(out.rec.ID, out.deferUntil, q.now)
+	}
+	return out
+}
+
+// deferral applies wait_defer to a placed-or-waiting outcome (pure). A "wait"
+// keeps its whole-GPU request as the fail-safe and, with wait > 0, is deferred to
+// now+wait, so the re-decide loop (coscheml redecide) can decide it again on a
+// fresh view before it starts. ours: the job is one of the plugin's own
+// deferrals (job_modify of a deferred job); only those get their begin time
+// changed, so a user's --begin is never overridden.
+func deferral(q *query, out outcome, ours bool, wait time.Duration) outcome {
+	if out.res.Code != Rewrite {
+		return out
+	}
+	waiting := out.rec.Action == "wait"
+	switch {
+	case waiting && wait > 0 && (ours || !q.j.Modify && q.j.BeginTime == 0):
+		until := q.now.Add(wait)
+		out.res.BeginTime, out.deferUntil = until.Unix(), until
+		out = reword(out, fmt.Sprintf("; deferred %s for re-decision (wait_defer)", wait))
+	case !waiting && ours:
+		// Placed at last: eligible now (Slurm raises a past time to now).
+		out.res.BeginTime = q.now.Unix()
+		out = reword(out, "; re-decided after a deferred wait: begin time now")
+	}
+	return out
+}
+
+// reword appends to the decision's reason and words the log line again.
+func reword(out outcome, more string) outcome {
+	out.rec.Reason += more
+	out.res.Log = formatLog(&out.rec)
 	return out
 }
 
@@ -133,6 +170,7 @@ type query struct {
 	version uint32 // running Slurm's version (0: unknown), for the TRES syntax
 	key     []byte // signs decision ids
 	prevID  string // the earlier decision of this job (job_modify, verified token)
+	admin   bool   // the update comes from root or SlurmUser (AdminUIDs)
 }
 
 // id is the decision ID this query gives a decision that needs one, signed for
@@ -153,6 +191,9 @@ type outcome struct {
 	logged bool         // write rec to the decision log
 	usedID bool         // the decision took q.id()
 	rv     *reservation // slots to reserve until the job shows in the residency store
+	// deferUntil (non-zero): the job was deferred (wait_defer) until then under
+	// decision rec.ID; the engine remembers it for the job's re-decision.
+	deferUntil time.Time
 	// rejectWhy is the rule that refused the job, a fixed word for the metrics
 	// (the reason in rec names the user's tag).
 	rejectWhy string

@@ -11,6 +11,7 @@ package submit
 import (
 	"crypto/rand"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,6 +48,9 @@ type JobFields struct {
 	TimeLimit   uint32 // minutes; NoVal or 0xffffffff when unset/infinite
 	JobID       uint32 // NoVal at submit time
 	Modify      bool   // job_modify (scontrol update): only changed fields are set
+	// BeginTime is job_desc's begin_time (unix seconds; 0: unset): at submit the
+	// user's --begin, at job_modify the update's StartTime.
+	BeginTime int64
 }
 
 // Result is the decision for one job. Empty strings mean "leave as is". UserMsg may
@@ -59,6 +63,9 @@ type Result struct {
 	Comment     string
 	UserMsg     string
 	Log         string // for slurmctld's log: earlier problems (once each), then the decision line
+	// BeginTime, with Rewrite, is the job's new begin time (unix seconds; 0:
+	// leave it): a deferred "wait", or now for a deferred job placed at last.
+	BeginTime int64
 }
 
 // Options tune the engine; zero values take the defaults.
@@ -73,6 +80,11 @@ type Options struct {
 	// refresh has not completed for this long (a hung shared file system;
 	// default 30 s). Measured on the monotonic clock, not Now.
 	StaleAfter time.Duration
+	// AdminUIDs may update any job with its decision token (coscheml's
+	// re-decide loop runs `scontrol update` as root or SlurmUser; Slurm hands
+	// job_modify the updater's uid, not the job's). Default: 0 and the uid
+	// slurmctld runs as.
+	AdminUIDs []uint32
 	// CloseWait bounds how long Close waits for the background loop and the
 	// last writes (default 2 s): slurmctld's shutdown never waits on a hung load.
 	CloseWait      time.Duration
@@ -83,6 +95,9 @@ type Options struct {
 	// for the TRES syntax of a rewrite whose job gave none to follow.
 	SlurmVersion func() uint32
 }
+
+// isAdmin says whether uid is one of AdminUIDs.
+func (o *Options) isAdmin(uid uint32) bool { return slices.Contains(o.AdminUIDs, uid) }
 
 func (o Options) withDefaults() Options {
 	if o.ReloadEvery <= 0 {
@@ -108,6 +123,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StaleAfter <= 0 {
 		o.StaleAfter = 30 * time.Second
+	}
+	if o.AdminUIDs == nil {
+		o.AdminUIDs = []uint32{0, uint32(os.Getuid())}
 	}
 	if o.CloseWait <= 0 {
 		o.CloseWait = 2 * time.Second

@@ -35,7 +35,7 @@ func contains(ids []string, id string) bool {
 // id this controller issued for this uid (and job) may drop or confirm a
 // reservation; every other coscheml-id token is removed from the comment.
 func TestForgedDecisionIDs(t *testing.T) {
-	const victimUID, attackerUID = 1000, 2000
+	const victimUID, attackerUID = 51000, 52000
 	tests := []struct {
 		name string
 		// job builds the attacker's (or the victim's) job from the victim's
@@ -68,17 +68,22 @@ func TestForgedDecisionIDs(t *testing.T) {
 		{"same user, guessed unsigned id", func(id, tok string) JobFields {
 			base := id[:strings.LastIndexByte(id, '-')]
 			j := job("coscheml:app=heavy-b " + comment.FormatToken(base, 2))
-			j.Modify, j.JobID = true, 78
+			j.UserID, j.Modify, j.JobID = victimUID, true, 78
 			return j
 		}, true, true},
 		{"same user, id with another shard count", func(id, tok string) JobFields {
 			j := job("coscheml:app=heavy-b " + comment.FormatToken(id, 1))
-			j.Modify, j.JobID = true, 79
+			j.UserID, j.Modify, j.JobID = victimUID, true, 79
 			return j
 		}, true, true},
+		{"an admin's update (the re-decide loop) with the job's token", func(id, tok string) JobFields {
+			j := job("coscheml:app=heavy-a " + tok)
+			j.UserID, j.Modify, j.JobID = 0, true, 56
+			return j
+		}, false, false},
 		{"the job's own update (same user, its token)", func(id, tok string) JobFields {
 			j := job("coscheml:app=heavy-a " + tok)
-			j.Modify, j.JobID = true, 55
+			j.UserID, j.Modify, j.JobID = victimUID, true, 55
 			return j
 		}, false, false},
 	}

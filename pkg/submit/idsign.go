@@ -64,10 +64,12 @@ func verifyID(key []byte, id string, shards int, uid uint32, jobID string) bool 
 // screen removes from j's comment every coscheml-id token the plugin did not
 // issue for this job. At submit no token counts (a new job has no earlier
 // decision); at job_modify a token counts when it verifies with key for j's uid
-// (and job). It returns the comment to decide on, the id of the earlier
-// decision that counts ("" when none), and whether a token was removed (then
-// the stored comment must be replaced by the cleaned one).
-func screen(j JobFields, key []byte) (clean, prevID string, stripped bool) {
+// (and job), or, from an admin (root or SlurmUser: the re-decide loop's
+// `scontrol update`, whose uid is not the job's), when it is well-formed. It
+// returns the comment to decide on, the id of the earlier decision that counts
+// ("" when none), and whether a token was removed (then the stored comment must
+// be replaced by the cleaned one).
+func screen(j JobFields, key []byte, admin bool) (clean, prevID string, stripped bool) {
 	if !strings.Contains(j.Comment, tokenPrefix) {
 		return j.Comment, "", false
 	}
@@ -84,7 +86,7 @@ func screen(j JobFields, key []byte) (clean, prevID string, stripped bool) {
 		}
 		if j.Modify && prevID == "" {
 			d := comment.ParseComment(w)
-			if d.Err == nil && d.DecisionID != "" && verifyID(key, d.DecisionID, d.Shards, j.UserID, jobID) {
+			if d.Err == nil && d.DecisionID != "" && (admin || verifyID(key, d.DecisionID, d.Shards, j.UserID, jobID)) {
 				prevID = d.DecisionID
 				kept = append(kept, w)
 				continue
@@ -104,7 +106,7 @@ const tokenPrefix = "coscheml-id="
 // when no engine is there to verify one (every job passes through, but no
 // user-written token may reach the Prolog). ok is false when there was none.
 func StripTokens(j JobFields) (Result, bool) {
-	clean, _, stripped := screen(JobFields{Comment: j.Comment}, nil)
+	clean, _, stripped := screen(JobFields{Comment: j.Comment}, nil, false)
 	if !stripped {
 		return Result{}, false
 	}

@@ -18,6 +18,10 @@ type clusterView struct {
 	viewState
 	reserved []reservation
 	ttl      time.Duration // forget an unconfirmed reservation after
+	// deferred: decision ids of jobs the plugin deferred (wait_defer), with the
+	// begin time given. Only these may have their begin time changed by a
+	// re-decision; lost on restart, when the jobs simply start at that time.
+	deferred map[string]time.Time
 }
 
 // viewState is what a decision reads from the view (never writes).
@@ -152,16 +156,17 @@ func (v *clusterView) applyLocked(r *reservation) {
 
 // dropLocked forgets the reservation of an earlier decision for this job
 // (job_modify decides again): the one bound to jobID, or the one named id if it
-// belongs to uid and is not bound to another job. It returns the ids dropped.
+// belongs to uid and is not bound to another job (admin: any). It returns the
+// ids dropped.
 // Caller holds mu.
-func (v *clusterView) dropLocked(id string, uid uint32, jobID string) []string {
+func (v *clusterView) dropLocked(id string, uid uint32, admin bool, jobID string) []string {
 	if id == "" && jobID == "" {
 		return nil
 	}
 	var dropped []string
 	kept := v.reserved[:0]
 	for _, rv := range v.reserved {
-		byID := id != "" && rv.id == id && rv.uid == uid && (rv.jobID == "" || rv.jobID == jobID)
+		byID := id != "" && rv.id == id && (admin || rv.uid == uid && (rv.jobID == "" || rv.jobID == jobID))
 		if byID || (jobID != "" && rv.jobID == jobID) {
 			if v.cluster != nil {
 				v.cluster.Remove(rv.id)
@@ -173,6 +178,34 @@ func (v *clusterView) dropLocked(id string, uid uint32, jobID string) []string {
 	}
 	v.reserved = kept
 	return dropped
+}
+
+// deferLocked remembers that decision id deferred its job until until. Entries
+// of jobs that started (or vanished) are pruned once past until plus the TTL.
+// Caller holds mu.
+func (v *clusterView) deferLocked(id string, until, now time.Time) {
+	if v.deferred == nil {
+		v.deferred = make(map[string]time.Time)
+	}
+	if len(v.deferred) >= 256 {
+		for k, t := range v.deferred {
+			if now.Sub(t) > v.ttl {
+				delete(v.deferred, k)
+			}
+		}
+	}
+	v.deferred[id] = until
+}
+
+// takeDeferredLocked reports whether decision id is a deferral of the plugin's,
+// and forgets it (the re-decision replaces it). Caller holds mu.
+func (v *clusterView) takeDeferredLocked(id string) bool {
+	if id == "" {
+		return false
+	}
+	_, ok := v.deferred[id]
+	delete(v.deferred, id)
+	return ok
 }
 
 func tagOfProf(p *profile.Profile) string {
