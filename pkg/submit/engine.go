@@ -11,7 +11,6 @@ package submit
 import (
 	"crypto/rand"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,7 +34,27 @@ const (
 	Unchanged Code = 0 // leave the job as submitted
 	Rewrite   Code = 1 // apply the Result's non-empty fields
 	Reject    Code = 2 // refuse the job; UserMsg says why
+	// Deny refuses a request that would bypass placement (raw_requests); the
+	// shim answers ESLURM_ACCESS_DENIED with UserMsg.
+	Deny Code = 3
 )
+
+// FieldSet says which fields of a job description Slurm handed over at all:
+// job_modify carries only the fields an update changes, and an empty node list
+// there ("NodeList=") clears it, unlike a missing one.
+type FieldSet uint32
+
+// The fields a FieldSet names.
+const (
+	FieldComment FieldSet = 1 << iota
+	FieldTres
+	FieldPartition
+	FieldReqNodes
+	FieldExcNodes
+)
+
+// placementFields are the fields whose change decides placement again.
+const placementFields = FieldComment | FieldTres | FieldPartition | FieldReqNodes | FieldExcNodes
 
 // JobFields are the job's fields the shim hands over ("" for NULL).
 type JobFields struct {
@@ -51,6 +70,31 @@ type JobFields struct {
 	// BeginTime is job_desc's begin_time (unix seconds; 0: unset): at submit the
 	// user's --begin, at job_modify the update's StartTime.
 	BeginTime int64
+	ReqNodes  string // -w / NodeList=
+	ExcNodes  string // -x / ExcNodeList=
+	SubmitUID uint32 // who submits or updates (an admin may update another user's job)
+	// Set names the fields present (the shim sets it; 0 = derived from the
+	// non-empty strings, for callers that never pass an empty-but-present field).
+	Set FieldSet
+	// Admin: SubmitUID is root or SlurmUser (the shim knows slurm.conf's SlurmUser).
+	Admin bool
+}
+
+// has says whether the job description carries field f.
+func (j *JobFields) has(f FieldSet) bool {
+	if j.Set != 0 {
+		return j.Set&f != 0
+	}
+	var s FieldSet
+	for _, x := range []struct {
+		v string
+		f FieldSet
+	}{{j.Comment, FieldComment}, {j.TresPerNode, FieldTres}, {j.Partition, FieldPartition}, {j.ReqNodes, FieldReqNodes}, {j.ExcNodes, FieldExcNodes}} {
+		if x.v != "" {
+			s |= x.f
+		}
+	}
+	return s&f != 0
 }
 
 // Result is the decision for one job. Empty strings mean "leave as is". UserMsg may
@@ -80,11 +124,6 @@ type Options struct {
 	// refresh has not completed for this long (a hung shared file system;
 	// default 30 s). Measured on the monotonic clock, not Now.
 	StaleAfter time.Duration
-	// AdminUIDs may update any job with its decision token (coscheml's
-	// re-decide loop runs `scontrol update` as root or SlurmUser; Slurm hands
-	// job_modify the updater's uid, not the job's). Default: 0 and the uid
-	// slurmctld runs as.
-	AdminUIDs []uint32
 	// CloseWait bounds how long Close waits for the background loop and the
 	// last writes (default 2 s): slurmctld's shutdown never waits on a hung load.
 	CloseWait      time.Duration
@@ -95,9 +134,6 @@ type Options struct {
 	// for the TRES syntax of a rewrite whose job gave none to follow.
 	SlurmVersion func() uint32
 }
-
-// isAdmin says whether uid is one of AdminUIDs.
-func (o *Options) isAdmin(uid uint32) bool { return slices.Contains(o.AdminUIDs, uid) }
 
 func (o Options) withDefaults() Options {
 	if o.ReloadEvery <= 0 {
@@ -123,9 +159,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StaleAfter <= 0 {
 		o.StaleAfter = 30 * time.Second
-	}
-	if o.AdminUIDs == nil {
-		o.AdminUIDs = []uint32{0, uint32(os.Getuid())}
 	}
 	if o.CloseWait <= 0 {
 		o.CloseWait = 2 * time.Second
@@ -243,6 +276,9 @@ func (e *Engine) Reload() {
 func (e *Engine) reloadLocked(restore bool) {
 	now := e.opts.Now()
 	l := loadSnapshot(&e.src, e.snap.Load(), now)
+	// A policy that panics here panics in decisions too, where each is caught
+	// and the job passes through; the warm-up only must not take Reload down.
+	e.safely(func() { warmPolicy(l, e.entries, e.view.reservations()) })
 	for _, n := range l.notes {
 		e.note(n.key, n.msg)
 	}

@@ -78,7 +78,7 @@ func TestForgedDecisionIDs(t *testing.T) {
 		}, true, true},
 		{"an admin's update (the re-decide loop) with the job's token", func(id, tok string) JobFields {
 			j := job("coscheml:app=heavy-a " + tok)
-			j.UserID, j.Modify, j.JobID = 0, true, 56
+			j.UserID, j.SubmitUID, j.Admin, j.Modify, j.JobID = 0, 0, true, true, 56
 			return j
 		}, false, false},
 		{"the job's own update (same user, its token)", func(id, tok string) JobFields {
