@@ -59,7 +59,7 @@ func TestDeferredAndRunning(t *testing.T) {
 	jobs := []Job{
 		{ID: 30, State: "PENDING", Reason: "BeginTime", Tres: "gres:shard:4", Comment: "coscheml:app=a coscheml-id=p-2:4"},
 		{ID: 21, State: "PENDING", Reason: "BeginTime", Tres: "gres:shard:4", Comment: "coscheml:app=b coscheml-id=p-1:4"},
-		{ID: 22, State: "PENDING", Reason: "Resources", Tres: "gres:shard:2", Comment: "coscheml:app=b coscheml-id=p-3:2"}, // placed, waiting for Slurm
+		{ID: 22, State: "PENDING", Reason: "Resources", Tres: "gres:shard:2", Comment: "coscheml:app=b coscheml-id=p-3:2"},  // placed, waiting for Slurm
 		{ID: 23, State: "PENDING", Reason: "BeginTime", Tres: "gres:gpu:1", Comment: "coscheml:app=b"},                      // no decision token
 		{ID: 24, State: "PENDING", Reason: "BeginTime", Tres: "gres:shard:4", Comment: "coscheml:app=B! coscheml-id=p-4:4"}, // bad tag
 		{ID: 25, State: "PENDING", Reason: "BeginTime", Tres: "", Comment: "coscheml:app=b coscheml-id=p-5:4"},              // no GPU
