@@ -18,13 +18,30 @@
 
 #include <stdint.h>
 
-#define COSCHEML_ABI_VERSION 2u
+#define COSCHEML_ABI_VERSION 3u
 
 /* The answers of coscheml_decide. */
 enum {
 	COSCHEML_UNCHANGED = 0,
 	COSCHEML_REWRITE = 1,
 	COSCHEML_REJECT = 2,
+	/* Refuse: the request would bypass placement (ESLURM_ACCESS_DENIED). */
+	COSCHEML_DENY = 3,
+};
+
+/*
+ * coscheml_job.flags. job_modify hands over only the fields the update
+ * changes, and "" differs from NULL there (NodeList= clears the node list):
+ * COSCHEML_SET_* say which fields the job description carries at all.
+ */
+enum {
+	COSCHEML_SET_COMMENT = 1u << 0,
+	COSCHEML_SET_TRES = 1u << 1,
+	COSCHEML_SET_PARTITION = 1u << 2,
+	COSCHEML_SET_REQ_NODES = 1u << 3,
+	COSCHEML_SET_EXC_NODES = 1u << 4,
+	/* submit_uid is root or SlurmUser (Slurm's own operators). */
+	COSCHEML_ADMIN = 1u << 16,
 };
 
 /* One job as slurmctld handed it to job_submit or job_modify. */
@@ -39,7 +56,12 @@ struct coscheml_job {
 	uint32_t max_nodes;
 	uint32_t time_limit; /* minutes; NO_VAL/INFINITE as Slurm has them */
 	uint32_t job_id;     /* NO_VAL for a new submission */
+	/* From interface 3 on. */
 	int64_t begin_time;  /* job_desc begin_time (unix seconds; 0: unset) */
+	const char *req_nodes; /* -w / NodeList= */
+	const char *exc_nodes; /* -x / ExcNodeList= */
+	uint32_t submit_uid;   /* who submits or updates (not the job's owner) */
+	uint32_t flags;        /* COSCHEML_SET_* | COSCHEML_ADMIN */
 };
 
 /*

@@ -303,6 +303,22 @@ static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
 	job.time_limit = job_desc->time_limit;
 	job.job_id = job_id_of(job_desc);
 	job.begin_time = (int64_t)job_desc->begin_time;
+	job.req_nodes = job_desc->req_nodes;
+	job.exc_nodes = job_desc->exc_nodes;
+	job.submit_uid = submit_uid;
+	job.flags = (job_desc->comment ? COSCHEML_SET_COMMENT : 0) |
+		    (job_desc->tres_per_node ? COSCHEML_SET_TRES : 0) |
+		    (job_desc->partition ? COSCHEML_SET_PARTITION : 0) |
+		    (job_desc->req_nodes ? COSCHEML_SET_REQ_NODES : 0) |
+		    (job_desc->exc_nodes ? COSCHEML_SET_EXC_NODES : 0);
+	/*
+	 * Slurm's operators as slurmctld itself checks them first: root and
+	 * SlurmUser. (AdminLevel from the accounting database would need the
+	 * association lock inside job_submit; the library reads admin_users.)
+	 */
+	if (submit_uid == 0 ||
+	    (lib.conf && submit_uid == lib.conf->slurm_user_id))
+		job.flags |= COSCHEML_ADMIN;
 
 	answer = lib.decide(&job, &ans);
 
@@ -323,7 +339,9 @@ static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
 			job_desc->begin_time = (time_t)ans.begin_time;
 		break;
 	case COSCHEML_REJECT:
-		rc = ESLURM_INVALID_GRES;
+	case COSCHEML_DENY:
+		rc = (answer == COSCHEML_DENY) ? ESLURM_ACCESS_DENIED :
+						 ESLURM_INVALID_GRES;
 		*user_msg = ans.user_msg ? ans.user_msg :
 			strdup("coscheml: job rejected (see slurmctld log)");
 		ans.user_msg = NULL;
@@ -334,7 +352,8 @@ static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
 			    plugin_type, answer, job.job_id);
 		break;
 	}
-	if (ans.user_msg && answer != COSCHEML_REJECT) {
+	if (ans.user_msg && answer != COSCHEML_REJECT &&
+	    answer != COSCHEML_DENY) {
 		/* A warning the user still sees ("accepted unshared because ..."). */
 		*user_msg = ans.user_msg;
 		ans.user_msg = NULL;

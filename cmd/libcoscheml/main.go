@@ -106,6 +106,8 @@ func coscheml_decide(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) 
 		UserID: uint32(job.user_id), MinNodes: uint32(job.min_nodes), MaxNodes: uint32(job.max_nodes),
 		TimeLimit: uint32(job.time_limit), JobID: uint32(job.job_id), Modify: job.modify != 0,
 		BeginTime: int64(job.begin_time),
+		ReqNodes:  goString(job.req_nodes), ExcNodes: goString(job.exc_nodes), SubmitUID: uint32(job.submit_uid),
+		Set: fieldSet(uint32(job.flags)), Admin: uint32(job.flags)&C.COSCHEML_ADMIN != 0,
 	}
 	res := decideGo(j)
 	setOut(&ans.log, res.Log)
@@ -133,6 +135,25 @@ func coscheml_fini() {
 	if e := engine.Swap(nil); e != nil {
 		e.Close()
 	}
+}
+
+// fieldSet maps the shim's COSCHEML_SET_* flags to submit.FieldSet bit by bit
+// (the two numberings are independent).
+func fieldSet(flags uint32) submit.FieldSet {
+	var s submit.FieldSet
+	for _, m := range []struct {
+		c uint32
+		f submit.FieldSet
+	}{
+		{C.COSCHEML_SET_COMMENT, submit.FieldComment}, {C.COSCHEML_SET_TRES, submit.FieldTres},
+		{C.COSCHEML_SET_PARTITION, submit.FieldPartition}, {C.COSCHEML_SET_REQ_NODES, submit.FieldReqNodes},
+		{C.COSCHEML_SET_EXC_NODES, submit.FieldExcNodes},
+	} {
+		if flags&m.c != 0 {
+			s |= m.f
+		}
+	}
+	return s
 }
 
 // setOut stores a malloc'ed copy of s (the caller free()s it); "" stays NULL.

@@ -43,8 +43,16 @@ type Config struct {
 	FloorConfidence float64 `yaml:"floor_confidence"`
 
 	Untagged       string `yaml:"untagged"`        // pass | exclusive
-	UnknownProfile string `yaml:"unknown_profile"` // reject | exclusive
+	UnknownProfile string `yaml:"unknown_profile"` // bootstrap | reject | exclusive
 	InvalidTag     string `yaml:"invalid_tag"`     // reject | exclusive
+
+	// RawRequests: what happens to a raw shard request (gres shard) or a node-list
+	// change that would bypass placement, from a user who is not an admin
+	// (refuse | allow).
+	RawRequests string `yaml:"raw_requests"`
+	// AdminUsers: users (names or uids, comma-separated) exempt from raw_requests,
+	// beyond root and SlurmUser.
+	AdminUsers string `yaml:"admin_users"`
 
 	// ShardPinning is how the plugin makes Slurm use the GPU it chose: first-fit
 	// (a shard count Slurm 22.05's first-fit allocator lands on the GPU with) or
@@ -82,6 +90,19 @@ type ProfilingSpec struct {
 	StaleAfter time.Duration `yaml:"stale_after"`
 }
 
+// The unknown_profile modes.
+const (
+	UnknownBootstrap = "bootstrap" // alone on a whole GPU, profiled there by the node Prolog/Epilog
+	UnknownReject    = "reject"
+	UnknownExclusive = "exclusive"
+)
+
+// The raw_requests modes.
+const (
+	RawRefuse = "refuse"
+	RawAllow  = "allow"
+)
+
 // The shard_pinning modes.
 const (
 	PinFirstFit = "first-fit"
@@ -108,8 +129,9 @@ func Default() Config {
 		PreferShareSpeed: 0.85,
 		UtilSumThreshold: 100,
 		Untagged:         "pass",
-		UnknownProfile:   "reject",
+		UnknownProfile:   UnknownBootstrap,
 		InvalidTag:       "reject",
+		RawRequests:      RawRefuse,
 		ShardPinning:     PinFirstFit,
 		ShardTypePrefix:  "g",
 		Profiling:        ProfilingSpec{Enabled: true, Backend: "nvml", Interval: 500 * time.Millisecond, StaleAfter: 30 * 24 * time.Hour},

@@ -33,7 +33,27 @@ const (
 	Unchanged Code = 0 // leave the job as submitted
 	Rewrite   Code = 1 // apply the Result's non-empty fields
 	Reject    Code = 2 // refuse the job; UserMsg says why
+	// Deny refuses a request that would bypass placement (raw_requests); the
+	// shim answers ESLURM_ACCESS_DENIED with UserMsg.
+	Deny Code = 3
 )
+
+// FieldSet says which fields of a job description Slurm handed over at all:
+// job_modify carries only the fields an update changes, and an empty node list
+// there ("NodeList=") clears it, unlike a missing one.
+type FieldSet uint32
+
+// The fields a FieldSet names.
+const (
+	FieldComment FieldSet = 1 << iota
+	FieldTres
+	FieldPartition
+	FieldReqNodes
+	FieldExcNodes
+)
+
+// placementFields are the fields whose change decides placement again.
+const placementFields = FieldComment | FieldTres | FieldPartition | FieldReqNodes | FieldExcNodes
 
 // JobFields are the job's fields the shim hands over ("" for NULL).
 type JobFields struct {
@@ -49,6 +69,31 @@ type JobFields struct {
 	// BeginTime is job_desc's begin_time (unix seconds; 0: unset): at submit the
 	// user's --begin, at job_modify the update's StartTime.
 	BeginTime int64
+	ReqNodes  string // -w / NodeList=
+	ExcNodes  string // -x / ExcNodeList=
+	SubmitUID uint32 // who submits or updates (an admin may update another user's job)
+	// Set names the fields present (the shim sets it; 0 = derived from the
+	// non-empty strings, for callers that never pass an empty-but-present field).
+	Set FieldSet
+	// Admin: SubmitUID is root or SlurmUser (the shim knows slurm.conf's SlurmUser).
+	Admin bool
+}
+
+// has says whether the job description carries field f.
+func (j *JobFields) has(f FieldSet) bool {
+	if j.Set != 0 {
+		return j.Set&f != 0
+	}
+	var s FieldSet
+	for _, x := range []struct {
+		v string
+		f FieldSet
+	}{{j.Comment, FieldComment}, {j.TresPerNode, FieldTres}, {j.Partition, FieldPartition}, {j.ReqNodes, FieldReqNodes}, {j.ExcNodes, FieldExcNodes}} {
+		if x.v != "" {
+			s |= x.f
+		}
+	}
+	return s&f != 0
 }
 
 // Result is the decision for one job. Empty strings mean "leave as is". UserMsg may
@@ -175,6 +220,9 @@ func (e *Engine) Reload() {
 	e.bgMu.Lock()
 	defer e.bgMu.Unlock()
 	l := loadSnapshot(&e.src, e.snap.Load(), e.opts.Now())
+	// A policy that panics here panics in decisions too, where each is caught
+	// and the job passes through; the warm-up only must not take Reload down.
+	e.safely(func() { warmPolicy(l, e.entries, e.view.reservations()) })
 	for _, n := range l.notes {
 		e.note(n.key, n.msg)
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +23,12 @@ import (
 // co-runners use, the slower the job, in proportion to its own SM use.
 type smPredictor struct{}
 
+// smPredictions counts smPredictor's predictions (the latency reports show how
+// many a phase needed: the memo's work, free of machine noise).
+var smPredictions atomic.Int64
+
 func (smPredictor) PredictSpeed(job *profile.Profile, co []*profile.Profile) float64 {
+	smPredictions.Add(1)
 	sum := 0.0
 	for _, c := range co {
 		sum += c.SMUtil.Mean
@@ -203,7 +209,7 @@ func TestUntagged(t *testing.T) {
 }
 
 func TestBadInputRejected(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newFixture(t, func(c *config.Config) { c.UnknownProfile = config.UnknownReject })
 	tests := []struct{ comment, msg string }{
 		{"coscheml:app=" + strings.Repeat("x", 10000), "longer than 1024"},
 		{"coscheml:app=../../etc/passwd", "invalid tag"},
@@ -233,7 +239,7 @@ func TestBadInputExclusiveByConfig(t *testing.T) {
 }
 
 func TestFailOpenModel(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newFixture(t, func(c *config.Config) { c.UnknownProfile = config.UnknownReject })
 	f.modelErr = errors.New("load model /m: bad checksum")
 	f.e.Close()
 	f.e = New(f.sources(), Options{Now: f.clock}) // broken from the start

@@ -1,6 +1,7 @@
 package submit
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -120,8 +121,17 @@ func (v *clusterView) reserveLocked(r reservation) {
 }
 
 // applyLocked makes r resident in the current cluster. Caller holds mu.
-func (v *clusterView) applyLocked(r *reservation) {
-	c := v.cluster
+func (v *clusterView) applyLocked(r *reservation) { applyReservation(v.cluster, r) }
+
+// reservations returns a copy of the pending reservations.
+func (v *clusterView) reservations() []reservation {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.reserved)
+}
+
+// applyReservation makes r resident in c (nil: nothing).
+func applyReservation(c *placement.Cluster, r *reservation) {
 	if c == nil || r.node >= len(c.Nodes) {
 		return
 	}
@@ -194,6 +204,9 @@ func buildCluster(st *Snapshot, entries []residency.Entry) *placement.Cluster {
 	cfg := st.cfg
 	slots := cfg.SlotsPerGPU
 	c := &placement.Cluster{Nodes: make([]placement.Node, len(st.nodes)), Reach: st.reach}
+	if st.interner != nil && !st.interner.Full() {
+		c.Interner = st.interner
+	} // else a private table: signatures (and the memo) restart with this build
 	for i, name := range st.nodes {
 		gpus := make([]placement.GPU, cfg.Cluster.GPUsPerNode)
 		for g := range gpus {
