@@ -151,18 +151,19 @@ func deferral(q *query, out outcome, ours bool, wait time.Duration) outcome {
 	case waiting && wait > 0 && (ours || !q.j.Modify && q.j.BeginTime == 0):
 		until := q.now.Add(wait)
 		out.res.BeginTime, out.deferUntil = until.Unix(), until
-		out = reword(out, fmt.Sprintf("; deferred %s for re-decision (wait_defer)", wait))
+		out = reword(out, fmt.Sprintf("deferred %s for re-decision (wait_defer); ", wait))
 	case !waiting && ours:
 		// Placed at last: eligible now (Slurm raises a past time to now).
 		out.res.BeginTime = q.now.Unix()
-		out = reword(out, "; re-decided after a deferred wait: begin time now")
+		out = reword(out, "re-decided after a deferred wait, begin time now; ")
 	}
 	return out
 }
 
-// reword appends to the decision's reason and words the log line again.
+// reword puts more in front of the decision's reason (so that a long reason's
+// bound never cuts it off) and words the log line again.
 func reword(out outcome, more string) outcome {
-	out.rec.Reason += more
+	out.rec.Reason = more + out.rec.Reason
 	out.res.Log = formatLog(&out.rec)
 	return out
 }
