@@ -47,6 +47,7 @@ func TestSlurm(t *testing.T) {
 	sub("fail_open", testFailOpen)
 	sub("survives_1000", testSurvives)
 	sub("redecide", testRedecide)
+	sub("restart", testRestart)
 	c.reportPins("first-fit, TestSlurm")
 }
 
