@@ -39,6 +39,32 @@ struct coscheml_job {
 	uint32_t max_nodes;
 	uint32_t time_limit; /* minutes; NO_VAL/INFINITE as Slurm has them */
 	uint32_t job_id;     /* NO_VAL for a new submission */
+	/*
+	 * Appended: the job's options a decision honours (job_desc_msg_t fields of
+	 * the same names; NULL when unset). See docs/slurm-integration.md.
+	 */
+	const char *tres_per_job;    /* --gpus */
+	const char *tres_per_task;   /* --gpus-per-task */
+	const char *tres_per_socket; /* --gpus-per-socket */
+	const char *mem_per_tres;    /* --mem-per-gpu */
+	const char *cpus_per_tres;   /* --cpus-per-gpu */
+	const char *array_inx;       /* --array */
+	const char *req_nodes;       /* -w */
+	const char *exc_nodes;       /* -x */
+	uint32_t num_tasks;          /* -n; NO_VAL when unset */
+	/*
+	 * 1: --exclusive in any form (job_desc shared 0, user, mcs or topo); 0
+	 * when shared is unset (NO_VAL16) or 1 (--oversubscribe). A flag, not the
+	 * raw field, so that a zeroed struct means "not exclusive".
+	 */
+	uint32_t exclusive;
+};
+
+/* Bits of coscheml_answer.set: fields replaced even when the string is NULL. */
+enum {
+	COSCHEML_SET_TRES_PER_JOB = 1u,  /* tres_per_job := answer (NULL clears) */
+	COSCHEML_SET_TRES_PER_TASK = 2u, /* tres_per_task := answer (NULL clears) */
+	COSCHEML_CLEAR_REQ_NODES = 4u,   /* req_nodes := "" (an update drops the pin) */
 };
 
 /*
@@ -52,6 +78,11 @@ struct coscheml_answer {
 	char *comment;
 	char *user_msg;
 	char *log; /* lines for slurmctld's log, '\n'-separated */
+	/* Appended: a single GPU asked for with --gpus/--gpus-per-task moves to
+	 * tres_per_node; these carry what stays of the job's field. */
+	char *tres_per_job;
+	char *tres_per_task;
+	uint32_t set; /* COSCHEML_SET_* / COSCHEML_CLEAR_* bits */
 };
 
 /* The library's exports, as function pointer types for dlsym. */

@@ -108,6 +108,17 @@ static void set_slurm_str(char **field, const char *value)
 	*field = copy;
 }
 
+/* Replace a Slurm-owned string, or free it (NULL) when value is NULL. */
+static void set_or_clear(char **field, const char *value)
+{
+	if (value) {
+		set_slurm_str(field, value);
+		return;
+	}
+	slurm_xfree((void **)field);
+	*field = NULL;
+}
+
 /*
  * slurmctld has no reconfigure hook for job_submit plugins (22.05), but it
  * stamps slurm_conf.last_update whenever it reads slurm.conf again: when that
@@ -302,6 +313,18 @@ static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
 	job.max_nodes = job_desc->max_nodes;
 	job.time_limit = job_desc->time_limit;
 	job.job_id = job_id_of(job_desc);
+	job.tres_per_job = job_desc->tres_per_job;
+	job.tres_per_task = job_desc->tres_per_task;
+	job.tres_per_socket = job_desc->tres_per_socket;
+	job.mem_per_tres = job_desc->mem_per_tres;
+	job.cpus_per_tres = job_desc->cpus_per_tres;
+	job.array_inx = job_desc->array_inx;
+	job.req_nodes = job_desc->req_nodes;
+	job.exc_nodes = job_desc->exc_nodes;
+	job.num_tasks = job_desc->num_tasks;
+	job.exclusive = job_desc->shared != NO_VAL16 &&
+			job_desc->shared != JOB_SHARED_OK &&
+			job_desc->shared != INFINITE16;
 
 	answer = lib.decide(&job, &ans);
 
@@ -318,6 +341,13 @@ static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
 			set_slurm_str(&job_desc->req_nodes, ans.req_nodes);
 		if (ans.comment)
 			set_slurm_str(&job_desc->comment, ans.comment);
+		if (ans.set & COSCHEML_SET_TRES_PER_JOB)
+			set_or_clear(&job_desc->tres_per_job, ans.tres_per_job);
+		if (ans.set & COSCHEML_SET_TRES_PER_TASK)
+			set_or_clear(&job_desc->tres_per_task,
+				     ans.tres_per_task);
+		if (ans.set & COSCHEML_CLEAR_REQ_NODES)
+			set_slurm_str(&job_desc->req_nodes, "");
 		break;
 	case COSCHEML_REJECT:
 		rc = ESLURM_INVALID_GRES;
@@ -342,6 +372,8 @@ static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
 	free(ans.comment);
 	free(ans.user_msg);
 	free(ans.log);
+	free(ans.tres_per_job);
+	free(ans.tres_per_task);
 	return rc;
 }
 

@@ -13,6 +13,9 @@ import (
 // ("" when the shim could not tell).
 func initGo(path string, slurmVer uint32, slurmConf string) (int, string) {
 	src, note := submit.GuardPinning(submit.DefaultSources(path), slurmConf)
+	// Pins stay inside the job's partitions and off nodes that cannot start jobs.
+	src = submit.WithPartitions(src, slurmConf)
+	src.NodeStates = submit.SinfoStates(slurmConf)
 	e := submit.New(src, submit.Options{SlurmVersion: slurmVersion.Load})
 	e.Start()
 	if old := engine.Swap(e); old != nil {

@@ -78,10 +78,11 @@ func coscheml_decide(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) 
 	if ans == nil || ans.size < C.uint32_t(C.sizeof_struct_coscheml_answer) {
 		return C.int(submit.Unchanged)
 	}
-	outs := []**C.char{&ans.tres_per_node, &ans.req_nodes, &ans.comment, &ans.user_msg, &ans.log}
+	outs := []**C.char{&ans.tres_per_node, &ans.req_nodes, &ans.comment, &ans.user_msg, &ans.log, &ans.tres_per_job, &ans.tres_per_task}
 	for _, o := range outs {
 		*o = nil
 	}
+	ans.set = 0
 	defer func() {
 		if r := recover(); r != nil {
 			rc = C.int(submit.Unchanged)
@@ -104,6 +105,10 @@ func coscheml_decide(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) 
 		Comment: goString(job.comment), TresPerNode: goString(job.tres_per_node), Partition: goString(job.partition),
 		UserID: uint32(job.user_id), MinNodes: uint32(job.min_nodes), MaxNodes: uint32(job.max_nodes),
 		TimeLimit: uint32(job.time_limit), JobID: uint32(job.job_id), Modify: job.modify != 0,
+		TresPerJob: goString(job.tres_per_job), TresPerTask: goString(job.tres_per_task), TresPerSocket: goString(job.tres_per_socket),
+		MemPerTres: goString(job.mem_per_tres), CpusPerTres: goString(job.cpus_per_tres), ArrayInx: goString(job.array_inx),
+		ReqNodes: goString(job.req_nodes), ExcNodes: goString(job.exc_nodes), NumTasks: uint32(job.num_tasks),
+		Exclusive: job.exclusive != 0,
 	}
 	res := decideGo(j)
 	setOut(&ans.log, res.Log)
@@ -112,6 +117,9 @@ func coscheml_decide(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) 
 		setOut(&ans.tres_per_node, res.TresPerNode)
 		setOut(&ans.req_nodes, res.ReqNodes)
 		setOut(&ans.comment, res.Comment)
+		setOut(&ans.tres_per_job, res.TresPerJob)
+		setOut(&ans.tres_per_task, res.TresPerTask)
+		ans.set = C.uint32_t(res.Set)
 	}
 	return C.int(res.Code)
 }

@@ -46,6 +46,19 @@ type JobFields struct {
 	TimeLimit   uint32 // minutes; NoVal or 0xffffffff when unset/infinite
 	JobID       uint32 // NoVal at submit time
 	Modify      bool   // job_modify (scontrol update): only changed fields are set
+
+	// The job's options that constrain a decision (see fields.go and the table
+	// in docs/slurm-integration.md).
+	TresPerJob    string // --gpus
+	TresPerTask   string // --gpus-per-task
+	TresPerSocket string // --gpus-per-socket
+	NumTasks      uint32 // -n; NoVal when unset
+	MemPerTres    string // --mem-per-gpu
+	CpusPerTres   string // --cpus-per-gpu
+	ArrayInx      string // --array; "" when the job is not an array
+	ReqNodes      string // -w, the job's own node list
+	ExcNodes      string // -x
+	Exclusive     bool   // --exclusive in any form (job_desc shared 0, user, mcs, topo)
 }
 
 // Result is the decision for one job. Empty strings mean "leave as is". UserMsg may
@@ -58,6 +71,12 @@ type Result struct {
 	Comment     string
 	UserMsg     string
 	Log         string // for slurmctld's log: earlier problems (once each), then the decision line
+	// TresPerJob and TresPerTask replace the job's fields when Set says so (""
+	// clears them): a single GPU asked for with --gpus or --gpus-per-task moves to
+	// tres_per_node. Set may also hold ClearReqNodes.
+	TresPerJob  string
+	TresPerTask string
+	Set         Field
 }
 
 // Options tune the engine; zero values take the defaults.
@@ -70,7 +89,9 @@ type Options struct {
 	StaleGrace     time.Duration // residency entries past expiry+grace are ignored (default 10 min)
 	DecisionLogMax int64         // rotation size of the decision log (default decisionlog.DefaultMaxBytes)
 	Now            func() time.Time
-	MaxLogLen      int // bound of one log line (default 1000)
+	MaxLogLen      int           // bound of one log line (default 1000)
+	StatesEvery    time.Duration // poll the node states (default 5 s)
+	StatesMaxAge   time.Duration // ignore node states older than (default 1 min)
 	// SlurmVersion is the running slurmctld's SLURM_VERSION_NUMBER (0: unknown),
 	// for the TRES syntax of a rewrite whose job gave none to follow.
 	SlurmVersion func() uint32
@@ -94,6 +115,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StaleGrace <= 0 {
 		o.StaleGrace = 10 * time.Minute
+	}
+	if o.StatesEvery <= 0 {
+		o.StatesEvery = 5 * time.Second
+	}
+	if o.StatesMaxAge <= 0 {
+		o.StatesMaxAge = time.Minute
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -143,6 +170,10 @@ type Engine struct {
 	notesMu sync.Mutex
 	notes   map[string]string // key -> last reported message ("" = fine)
 	pending []string
+
+	// states is the last poll of the node states (nodestate.go).
+	states     atomic.Pointer[nodeStates]
+	statesDone chan struct{}
 
 	stop   chan struct{}
 	done   chan struct{}
@@ -197,6 +228,10 @@ func (e *Engine) Start() {
 		e.done = make(chan struct{})
 		e.loopOn.Store(true)
 		go e.loop()
+		if e.src.NodeStates != nil {
+			e.statesDone = make(chan struct{})
+			go e.pollStates()
+		}
 	})
 }
 
@@ -209,6 +244,9 @@ func (e *Engine) Close() {
 			close(e.stop)
 		}
 		<-e.done
+		if e.statesDone != nil {
+			<-e.statesDone
+		}
 	}
 	e.bgMu.Lock()
 	e.writeMetricsLocked(e.opts.Now()) // the last counts before slurmctld stops
