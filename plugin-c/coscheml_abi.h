@@ -18,13 +18,30 @@
 
 #include <stdint.h>
 
-#define COSCHEML_ABI_VERSION 2u
+#define COSCHEML_ABI_VERSION 3u
 
 /* The answers of coscheml_decide. */
 enum {
 	COSCHEML_UNCHANGED = 0,
 	COSCHEML_REWRITE = 1,
 	COSCHEML_REJECT = 2,
+	/* Refuse: the request would bypass placement (ESLURM_ACCESS_DENIED). */
+	COSCHEML_DENY = 3,
+};
+
+/*
+ * coscheml_job.flags. job_modify hands over only the fields the update
+ * changes, and "" differs from NULL there (NodeList= clears the node list):
+ * COSCHEML_SET_* say which fields the job description carries at all.
+ */
+enum {
+	COSCHEML_SET_COMMENT = 1u << 0,
+	COSCHEML_SET_TRES = 1u << 1,
+	COSCHEML_SET_PARTITION = 1u << 2,
+	COSCHEML_SET_REQ_NODES = 1u << 3,
+	COSCHEML_SET_EXC_NODES = 1u << 4,
+	/* submit_uid is root or SlurmUser (Slurm's own operators). */
+	COSCHEML_ADMIN = 1u << 16,
 };
 
 /* One job as slurmctld handed it to job_submit or job_modify. */
@@ -39,8 +56,14 @@ struct coscheml_job {
 	uint32_t max_nodes;
 	uint32_t time_limit; /* minutes; NO_VAL/INFINITE as Slurm has them */
 	uint32_t job_id;     /* NO_VAL for a new submission */
+	/* From interface 3 on. */
+	int64_t begin_time;  /* job_desc begin_time (unix seconds; 0: unset) */
+	const char *req_nodes; /* -w / NodeList= */
+	const char *exc_nodes; /* -x / ExcNodeList= */
+	uint32_t submit_uid;   /* who submits or updates (not the job's owner) */
+	uint32_t flags;        /* COSCHEML_SET_* | COSCHEML_ADMIN */
 	/*
-	 * Appended: the job's options a decision honours (job_desc_msg_t fields of
+	 * The job's other options a decision honours (job_desc_msg_t fields of
 	 * the same names; NULL when unset). See docs/slurm-integration.md.
 	 */
 	const char *tres_per_job;    /* --gpus */
@@ -49,8 +72,6 @@ struct coscheml_job {
 	const char *mem_per_tres;    /* --mem-per-gpu */
 	const char *cpus_per_tres;   /* --cpus-per-gpu */
 	const char *array_inx;       /* --array */
-	const char *req_nodes;       /* -w */
-	const char *exc_nodes;       /* -x */
 	uint32_t num_tasks;          /* -n; NO_VAL when unset */
 	/*
 	 * 1: --exclusive in any form (job_desc shared 0, user, mcs or topo); 0
@@ -60,11 +81,14 @@ struct coscheml_job {
 	uint32_t exclusive;
 };
 
-/* Bits of coscheml_answer.set: fields replaced even when the string is NULL. */
+/*
+ * coscheml_answer.replace: fields the shim replaces with the answer's value
+ * even when that is NULL (with COSCHEML_REWRITE).
+ */
 enum {
-	COSCHEML_SET_TRES_PER_JOB = 1u,  /* tres_per_job := answer (NULL clears) */
-	COSCHEML_SET_TRES_PER_TASK = 2u, /* tres_per_task := answer (NULL clears) */
-	COSCHEML_CLEAR_REQ_NODES = 4u,   /* req_nodes := "" (an update drops the pin) */
+	COSCHEML_ANS_TRES_PER_JOB = 1u << 0,  /* tres_per_job := answer (NULL clears) */
+	COSCHEML_ANS_TRES_PER_TASK = 1u << 1, /* tres_per_task := answer (NULL clears) */
+	COSCHEML_ANS_CLEAR_REQ_NODES = 1u << 2, /* req_nodes := "" (an update drops the pin) */
 };
 
 /*
@@ -78,11 +102,19 @@ struct coscheml_answer {
 	char *comment;
 	char *user_msg;
 	char *log; /* lines for slurmctld's log, '\n'-separated */
-	/* Appended: a single GPU asked for with --gpus/--gpus-per-task moves to
-	 * tres_per_node; these carry what stays of the job's field. */
+	/*
+	 * With COSCHEML_REWRITE: the job's new begin_time (unix seconds; 0:
+	 * leave it). A "wait" answer defers the job for re-decision.
+	 */
+	int64_t begin_time;
+	/*
+	 * A single GPU asked for with --gpus/--gpus-per-task moves to
+	 * tres_per_node: these carry what stays of the job's field, applied
+	 * where replace says so.
+	 */
 	char *tres_per_job;
 	char *tres_per_task;
-	uint32_t set; /* COSCHEML_SET_* / COSCHEML_CLEAR_* bits */
+	uint32_t replace; /* COSCHEML_ANS_* bits */
 };
 
 /* The library's exports, as function pointer types for dlsym. */

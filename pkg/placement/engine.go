@@ -297,7 +297,7 @@ func (e *engine) steerNote(c *Cluster, d *Decision) string {
 // gpuName names a GPU for a reason: node name (sanitized: it comes from outside)
 // and GPU index.
 func gpuName(c *Cluster, n, g int) string {
-	return fmt.Sprintf("%s/gpu%d", profile.Sanitize(c.Nodes[n].Name), c.Nodes[n].GPUs[g].Index)
+	return profile.Sanitize(c.Nodes[n].Name) + "/gpu" + strconv.Itoa(c.Nodes[n].GPUs[g].Index)
 }
 
 // describeResidents lists a GPU's residents as `job 12 (resnet18-bs32, train)`.
@@ -315,7 +315,13 @@ func describeResidents(b *strings.Builder, gpu *GPU) {
 		} else {
 			b.WriteString("job")
 		}
-		fmt.Fprintf(b, " %s (%s, %s)", profile.Sanitize(res.JobID), tag, profile.Sanitize(string(classOf(res.Class, res.Profile))))
+		b.WriteByte(' ')
+		b.WriteString(profile.Sanitize(res.JobID))
+		b.WriteString(" (")
+		b.WriteString(tag)
+		b.WriteString(", ")
+		b.WriteString(profile.Sanitize(string(classOf(res.Class, res.Profile))))
+		b.WriteByte(')')
 	}
 }
 

@@ -49,6 +49,11 @@ type Cluster struct {
 	// requests are whole GPUs in Slurm and are not filtered). Call Reindex after
 	// changing it.
 	Reach Reach
+	// Interner, when set, gives resident sets signatures that stay the same
+	// across Reindex and across clusters sharing it, so a policy's prediction
+	// memo survives a rebuild of the cluster (slurmctld rebuilds it on every
+	// residency change). nil: a private table per Reindex.
+	Interner *Interner
 
 	ix *index // caches; nil until Reindex, Apply or Remove builds them
 }

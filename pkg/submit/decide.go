@@ -3,10 +3,10 @@ package submit
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/comment"
+	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/decisionlog"
 	"github.com/coscheml/coscheml/pkg/placement"
 	"github.com/coscheml/coscheml/pkg/profile"
@@ -68,6 +68,14 @@ func (e *Engine) decideLocked(q *query) outcome {
 		// job_modify decides again: without the job's earlier reservation.
 		e.view.dropLocked(in.dir.DecisionID, in.rec.JobID)
 		out = place(q, &in)
+		ours := q.j.Modify && e.view.takeDeferredLocked(in.dir.DecisionID)
+		out = deferral(q, out, ours, q.snap.cfg.WaitDefer)
+	}
+	if out.res.Code == Unchanged && q.snap != nil && q.snap.cfgErr == nil {
+		// Left as submitted: a shard request then lands wherever Slurm puts it.
+		if d, deny := guardRawShard(q); deny {
+			out = d
+		}
 	}
 	if out.usedID {
 		e.idSeq++
@@ -75,6 +83,40 @@ func (e *Engine) decideLocked(q *query) outcome {
 	if out.rv != nil {
 		e.view.reserveLocked(*out.rv)
 	}
+	if !out.deferUntil.IsZero() {
+		e.view.deferLocked(out.rec.ID, out.deferUntil, q.now)
+	}
+	return out
+}
+
+// deferral applies wait_defer to a placed-or-waiting outcome (pure). A "wait"
+// keeps its whole-GPU request as the fail-safe and, with wait > 0, is deferred to
+// now+wait, so the re-decide loop (coscheml redecide) can decide it again on a
+// fresh view before it starts. ours: the job is one of the plugin's own
+// deferrals (job_modify of a deferred job); only those get their begin time
+// changed, so a user's --begin is never overridden.
+func deferral(q *query, out outcome, ours bool, wait time.Duration) outcome {
+	if out.res.Code != Rewrite {
+		return out
+	}
+	waiting := out.rec.Action == "wait"
+	switch {
+	case waiting && wait > 0 && (ours || !q.j.Modify && q.j.BeginTime == 0):
+		until := q.now.Add(wait)
+		out.res.BeginTime, out.deferUntil = until.Unix(), until
+		out = reword(out, fmt.Sprintf("; deferred %s for re-decision (wait_defer)", wait))
+	case !waiting && ours:
+		// Placed at last: eligible now (Slurm raises a past time to now).
+		out.res.BeginTime = q.now.Unix()
+		out = reword(out, "; re-decided after a deferred wait: begin time now")
+	}
+	return out
+}
+
+// reword appends to the decision's reason and words the log line again.
+func reword(out outcome, more string) outcome {
+	out.rec.Reason += more
+	out.res.Log = formatLog(&out.rec)
 	return out
 }
 
@@ -102,6 +144,9 @@ type outcome struct {
 	logged bool         // write rec to the decision log
 	usedID bool         // the decision took q.id()
 	rv     *reservation // slots to reserve until the job shows in the residency store
+	// deferUntil (non-zero): the job was deferred (wait_defer) until then under
+	// decision rec.ID; the engine remembers it for the job's re-decision.
+	deferUntil time.Time
 	// rejectWhy is the rule that refused the job, a fixed word for the metrics
 	// (the reason in rec names the user's tag).
 	rejectWhy string
@@ -124,8 +169,11 @@ func prepare(q *query) (in placeIn, out outcome, ok bool) {
 	if st == nil || st.cfgErr != nil {
 		return in, outcome{}, false
 	}
-	if j.Modify && j.Comment == "" {
-		return in, outcome{}, false // job_modify without a new comment: nothing of ours changed
+	if j.Modify && !j.has(placementFields) {
+		return in, outcome{}, false // job_modify of fields placement does not read
+	}
+	if out, deny := guardUpdate(q); deny {
+		return in, out, false
 	}
 	cfg := st.cfg
 	dir := comment.ParseComment(j.Comment)
@@ -316,22 +364,34 @@ func multiGPU(q *query, in *placeIn, n int, mask []bool) outcome {
 }
 
 // badInput applies rule invalid_tag / unknown_profile: "reject" refuses the job
-// with msg; "exclusive" accepts it on a whole GPU and warns.
+// with msg; "exclusive" accepts it on a whole GPU and warns; "bootstrap"
+// (unknown_profile only) accepts it on a whole GPU, where the node Prolog/Epilog
+// profile it, and says so.
 func badInput(q *query, rule, mode, msg string, ask *gpuAsk, pass string, r decisionlog.Record) outcome {
-	if mode != "exclusive" {
+	if mode != config.UnknownExclusive && mode != config.UnknownBootstrap {
 		res := Result{Code: Reject, UserMsg: "coscheml: " + msg}
 		out := finish(res, r, "reject", "pass", msg)
 		out.rejectWhy = rule
 		return out
 	}
 	r.Action = "exclusive"
-	r.Reason = msg + "; accepted on a whole GPU (" + mode + " by configuration)"
+	r.Reason = msg + "; accepted on a whole GPU (" + rule + ": " + mode + ")"
+	alone := "; the job runs on a GPU of its own"
+	if mode == config.UnknownBootstrap {
+		if q.snap.cfg.Profiling.Enabled {
+			alone = "; bootstrap: the job runs alone on a whole GPU and is profiled there, " +
+				"so later jobs of this application can share a GPU once the profile is in place"
+		} else {
+			alone = "; bootstrap: the job runs alone on a whole GPU (profiling is disabled here: " +
+				"ask an administrator to add a profile with coscheml profile run or import)"
+		}
+	}
 	if ask.err != nil || !ask.gres.HasGPU() || ask.gres.GPUs > 1 || q.j.Modify && q.j.TresPerNode == "" || pass != "" {
 		res := Result{UserMsg: "coscheml: warning: " + msg + "; the job is not shared"}
 		return finish(res, r, "unchanged", "pass", r.Reason)
 	}
 	out := exclusiveUnpinned(q, ask, r)
-	out.res.UserMsg = "coscheml: warning: " + msg + "; the job runs on a GPU of its own"
+	out.res.UserMsg = "coscheml: warning: " + msg + alone
 	return out
 }
 
@@ -356,37 +416,48 @@ func finish(res Result, r decisionlog.Record, outcomeName, action, reason string
 	return outcome{res: res, rec: r, logged: r.Tag != "" || outcomeName != "unchanged"}
 }
 
+// formatLog words the decision for slurmctld's log. It runs on slurmctld's
+// submit thread for every job: appends into one buffer, no fmt (which was about a
+// third of a decision's CPU time).
 func formatLog(r *decisionlog.Record) string {
-	var b strings.Builder
+	b := make([]byte, 0, 256+len(r.Reason))
 	job := r.JobID
 	if job == "" {
 		job = "new"
 	}
-	fmt.Fprintf(&b, "%s job=%s uid=%d", r.Op, job, r.UserID)
+	b = append(b, r.Op...)
+	b = append(b, " job="...)
+	b = append(b, job...)
+	b = append(b, " uid="...)
+	b = strconv.AppendInt(b, int64(r.UserID), 10)
 	if r.Tag != "" {
-		fmt.Fprintf(&b, " tag=%s", profile.Sanitize(r.Tag))
+		b = append(append(b, " tag="...), profile.Sanitize(r.Tag)...)
 	}
 	if r.Class != "" {
-		fmt.Fprintf(&b, " class=%s", profile.Sanitize(r.Class))
+		b = append(append(b, " class="...), profile.Sanitize(r.Class)...)
 	}
 	if r.ID != "" {
-		fmt.Fprintf(&b, " decision=%s", r.ID)
+		b = append(append(b, " decision="...), r.ID...)
 	}
-	fmt.Fprintf(&b, " outcome=%s action=%s", r.Outcome, r.Action)
+	b = append(append(b, " outcome="...), r.Outcome...)
+	b = append(append(b, " action="...), r.Action...)
 	if r.Node != "" {
-		fmt.Fprintf(&b, " node=%s gpu=%d", profile.Sanitize(r.Node), r.GPU)
+		b = append(append(b, " node="...), profile.Sanitize(r.Node)...)
+		b = strconv.AppendInt(append(b, " gpu="...), int64(r.GPU), 10)
 	}
 	if r.Shards > 0 {
-		fmt.Fprintf(&b, " shards=%d", r.Shards)
+		b = strconv.AppendInt(append(b, " shards="...), int64(r.Shards), 10)
 	}
 	if r.PredictedSpeed > 0 {
-		fmt.Fprintf(&b, " speed=%.2f min_resident=%.2f", r.PredictedSpeed, r.MinResidentSpeed)
+		b = strconv.AppendFloat(append(b, " speed="...), r.PredictedSpeed, 'f', 2, 64)
+		b = strconv.AppendFloat(append(b, " min_resident="...), r.MinResidentSpeed, 'f', 2, 64)
 	}
 	if r.TresOut != "" {
-		fmt.Fprintf(&b, " tres=%s->%s", profile.Sanitize(r.TresIn), profile.Sanitize(r.TresOut))
+		b = append(append(b, " tres="...), profile.Sanitize(r.TresIn)...)
+		b = append(append(b, "->"...), profile.Sanitize(r.TresOut)...)
 	}
-	fmt.Fprintf(&b, " reason=%q", sanitizeLong(r.Reason))
-	return b.String()
+	b = strconv.AppendQuote(append(b, " reason="...), sanitizeLong(r.Reason))
+	return string(b)
 }
 
 // sanitizeLong bounds a reason (ours, but it may quote user input).

@@ -33,7 +33,27 @@ const (
 	Unchanged Code = 0 // leave the job as submitted
 	Rewrite   Code = 1 // apply the Result's non-empty fields
 	Reject    Code = 2 // refuse the job; UserMsg says why
+	// Deny refuses a request that would bypass placement (raw_requests); the
+	// shim answers ESLURM_ACCESS_DENIED with UserMsg.
+	Deny Code = 3
 )
+
+// FieldSet says which fields of a job description Slurm handed over at all:
+// job_modify carries only the fields an update changes, and an empty node list
+// there ("NodeList=") clears it, unlike a missing one.
+type FieldSet uint32
+
+// The fields a FieldSet names.
+const (
+	FieldComment FieldSet = 1 << iota
+	FieldTres
+	FieldPartition
+	FieldReqNodes
+	FieldExcNodes
+)
+
+// placementFields are the fields whose change decides placement again.
+const placementFields = FieldComment | FieldTres | FieldPartition | FieldReqNodes | FieldExcNodes
 
 // JobFields are the job's fields the shim hands over ("" for NULL).
 type JobFields struct {
@@ -46,9 +66,20 @@ type JobFields struct {
 	TimeLimit   uint32 // minutes; NoVal or 0xffffffff when unset/infinite
 	JobID       uint32 // NoVal at submit time
 	Modify      bool   // job_modify (scontrol update): only changed fields are set
+	// BeginTime is job_desc's begin_time (unix seconds; 0: unset): at submit the
+	// user's --begin, at job_modify the update's StartTime.
+	BeginTime int64
+	ReqNodes  string // -w / NodeList=
+	ExcNodes  string // -x / ExcNodeList=
+	SubmitUID uint32 // who submits or updates (an admin may update another user's job)
+	// Set names the fields present (the shim sets it; 0 = derived from the
+	// non-empty strings, for callers that never pass an empty-but-present field).
+	Set FieldSet
+	// Admin: SubmitUID is root or SlurmUser (the shim knows slurm.conf's SlurmUser).
+	Admin bool
 
-	// The job's options that constrain a decision (see fields.go and the table
-	// in docs/slurm-integration.md).
+	// The job's other options that constrain a decision (see fields.go and the
+	// table in docs/slurm-integration.md).
 	TresPerJob    string // --gpus
 	TresPerTask   string // --gpus-per-task
 	TresPerSocket string // --gpus-per-socket
@@ -56,9 +87,24 @@ type JobFields struct {
 	MemPerTres    string // --mem-per-gpu
 	CpusPerTres   string // --cpus-per-gpu
 	ArrayInx      string // --array; "" when the job is not an array
-	ReqNodes      string // -w, the job's own node list
-	ExcNodes      string // -x
 	Exclusive     bool   // --exclusive in any form (job_desc shared 0, user, mcs, topo)
+}
+
+// has says whether the job description carries field f.
+func (j *JobFields) has(f FieldSet) bool {
+	if j.Set != 0 {
+		return j.Set&f != 0
+	}
+	var s FieldSet
+	for _, x := range []struct {
+		v string
+		f FieldSet
+	}{{j.Comment, FieldComment}, {j.TresPerNode, FieldTres}, {j.Partition, FieldPartition}, {j.ReqNodes, FieldReqNodes}, {j.ExcNodes, FieldExcNodes}} {
+		if x.v != "" {
+			s |= x.f
+		}
+	}
+	return s&f != 0
 }
 
 // Result is the decision for one job. Empty strings mean "leave as is". UserMsg may
@@ -71,12 +117,15 @@ type Result struct {
 	Comment     string
 	UserMsg     string
 	Log         string // for slurmctld's log: earlier problems (once each), then the decision line
-	// TresPerJob and TresPerTask replace the job's fields when Set says so (""
-	// clears them): a single GPU asked for with --gpus or --gpus-per-task moves to
-	// tres_per_node. Set may also hold ClearReqNodes.
+	// BeginTime, with Rewrite, is the job's new begin time (unix seconds; 0:
+	// leave it): a deferred "wait", or now for a deferred job placed at last.
+	BeginTime int64
+	// TresPerJob and TresPerTask replace the job's fields where Replace says so
+	// ("" clears them): a single GPU asked for with --gpus or --gpus-per-task
+	// moves to tres_per_node. Replace may also hold ClearReqNodes.
 	TresPerJob  string
 	TresPerTask string
-	Set         Field
+	Replace     AnswerField
 }
 
 // Options tune the engine; zero values take the defaults.
@@ -200,6 +249,9 @@ func (e *Engine) Reload() {
 	e.bgMu.Lock()
 	defer e.bgMu.Unlock()
 	l := loadSnapshot(&e.src, e.snap.Load(), e.opts.Now())
+	// A policy that panics here panics in decisions too, where each is caught
+	// and the job passes through; the warm-up only must not take Reload down.
+	e.safely(func() { warmPolicy(l, e.entries, e.view.reservations()) })
 	for _, n := range l.notes {
 		e.note(n.key, n.msg)
 	}

@@ -16,24 +16,24 @@ import (
 // keep meaningful after a shard rewrite makes the job pass through unchanged.
 // docs/slurm-integration.md has the table of options and behaviours.
 
-// Field is a bit set of answer fields that the shim replaces even when the
-// answer's string is empty (see coscheml_abi.h).
-type Field uint32
+// AnswerField is a bit set of answer fields that the shim replaces even when the
+// answer's string is empty (Result.Replace; COSCHEML_ANS_* in coscheml_abi.h).
+type AnswerField uint32
 
 const (
-	SetTresPerJob  Field = 1 << iota // tres_per_job := Result.TresPerJob (NULL when "")
-	SetTresPerTask                   // tres_per_task := Result.TresPerTask (NULL when "")
-	ClearReqNodes                    // req_nodes := "" (job_modify: the job's node pin is dropped)
+	ReplaceTresPerJob  AnswerField = 1 << iota // tres_per_job := Result.TresPerJob (NULL when "")
+	ReplaceTresPerTask                         // tres_per_task := Result.TresPerTask (NULL when "")
+	ClearReqNodes                              // req_nodes := "" (job_modify: the job's node pin is dropped)
 )
 
 // gpuAsk is a job's GPU request, wherever the job put it.
 type gpuAsk struct {
 	gres GresRequest // as a tres_per_node rewrite writes it
 	// from is the field the GPU entry came from when it was not tres_per_node
-	// (SetTresPerJob or SetTresPerTask; 0 for tres_per_node), and rest is that
+	// (ReplaceTresPerJob or ReplaceTresPerTask; 0 for tres_per_node), and rest is that
 	// field without the entry: a rewrite moves the GPU to tres_per_node, so the
 	// job never asks for it twice.
-	from Field
+	from AnswerField
 	rest string
 	err  error  // tres_per_node not understood
 	pass string // why the request is left to Slurm ("" when coscheml may rewrite it)
@@ -55,10 +55,10 @@ func readGPUs(j *JobFields) gpuAsk {
 	}
 	for _, f := range []struct {
 		opt, val string
-		bit      Field
+		bit      AnswerField
 	}{
-		{"--gpus", j.TresPerJob, SetTresPerJob},
-		{"--gpus-per-task", j.TresPerTask, SetTresPerTask},
+		{"--gpus", j.TresPerJob, ReplaceTresPerJob},
+		{"--gpus-per-task", j.TresPerTask, ReplaceTresPerTask},
 		{"--gpus-per-socket", j.TresPerSocket, 0},
 	} {
 		if f.val == "" {
@@ -80,7 +80,7 @@ func readGPUs(j *JobFields) gpuAsk {
 			a.pass = "shards asked for through " + f.opt + ": left to Slurm"
 		case g.GPUs != 1:
 			a.pass = fmt.Sprintf("%s=%d: several GPUs through %s are left to Slurm", f.opt, g.GPUs, f.opt)
-		case f.bit == SetTresPerTask && j.NumTasks != 1:
+		case f.bit == ReplaceTresPerTask && j.NumTasks != 1:
 			a.pass = f.opt + " with a task count other than one: several GPUs, left to Slurm"
 		case j.Modify:
 			a.pass = f.opt + " in an update: left to Slurm"
@@ -101,10 +101,10 @@ func readGPUs(j *JobFields) gpuAsk {
 // --gpus-per-task without its GPU entry, now on tres_per_node.
 func (a *gpuAsk) apply(res *Result) {
 	switch a.from {
-	case SetTresPerJob:
-		res.TresPerJob, res.Set = a.rest, res.Set|SetTresPerJob
-	case SetTresPerTask:
-		res.TresPerTask, res.Set = a.rest, res.Set|SetTresPerTask
+	case ReplaceTresPerJob:
+		res.TresPerJob, res.Replace = a.rest, res.Replace|ReplaceTresPerJob
+	case ReplaceTresPerTask:
+		res.TresPerTask, res.Replace = a.rest, res.Replace|ReplaceTresPerTask
 	}
 }
 

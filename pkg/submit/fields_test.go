@@ -17,10 +17,10 @@ func gpuEntries(t *testing.T, j JobFields, res Result) int {
 		if res.TresPerNode != "" {
 			node = res.TresPerNode
 		}
-		if res.Set&SetTresPerJob != 0 {
+		if res.Replace&ReplaceTresPerJob != 0 {
 			job = res.TresPerJob
 		}
-		if res.Set&SetTresPerTask != 0 {
+		if res.Replace&ReplaceTresPerTask != 0 {
 			task = res.TresPerTask
 		}
 	}
@@ -49,7 +49,7 @@ func TestJobFields(t *testing.T) {
 		node     string // wanted ReqNodes ("-": any non-empty but not the ones in notNode)
 		notNodes []string
 		logHas   string
-		set      Field
+		set      AnswerField
 	}{
 		{"plain pins the best node", nil, Rewrite, "n1", nil, "", 0},
 		{"array is not pinned", func(j *JobFields) { j.ArrayInx = "0-9" }, Rewrite, "", nil, "job array", 0},
@@ -70,10 +70,10 @@ func TestJobFields(t *testing.T) {
 		{"typed --gres passes", func(j *JobFields) { j.TresPerNode = "gres:gpu:a100:1" }, Unchanged, "", nil, "typed GPU request (type a100)", 0},
 		{"typed without count passes", func(j *JobFields) { j.TresPerNode = "gres/gpu:a100" }, Unchanged, "", nil, "type a100", 0},
 		{"typed --gpus passes", func(j *JobFields) { j.TresPerNode = ""; j.TresPerJob = "gres/gpu:a100:1" }, Unchanged, "", nil, "type a100", 0},
-		{"--gpus=1 moves to tres_per_node", func(j *JobFields) { j.TresPerNode = ""; j.TresPerJob = "gres:gpu:1" }, Rewrite, "n1", nil, "", SetTresPerJob},
-		{"--gpus=1 keeps the job's other TRES", func(j *JobFields) { j.TresPerNode = "gres:nic:1"; j.TresPerJob = "gres:gpu:1,gres:fpga:1" }, Rewrite, "n1", nil, "", SetTresPerJob},
+		{"--gpus=1 moves to tres_per_node", func(j *JobFields) { j.TresPerNode = ""; j.TresPerJob = "gres:gpu:1" }, Rewrite, "n1", nil, "", ReplaceTresPerJob},
+		{"--gpus=1 keeps the job's other TRES", func(j *JobFields) { j.TresPerNode = "gres:nic:1"; j.TresPerJob = "gres:gpu:1,gres:fpga:1" }, Rewrite, "n1", nil, "", ReplaceTresPerJob},
 		{"--gpus=2 passes", func(j *JobFields) { j.TresPerNode = ""; j.TresPerJob = "gres/gpu:2" }, Unchanged, "", nil, "several GPUs", 0},
-		{"--gpus-per-task=1 -n1 moves", func(j *JobFields) { j.TresPerNode = ""; j.TresPerTask = "gres/gpu:1"; j.NumTasks = 1 }, Rewrite, "n1", nil, "", SetTresPerTask},
+		{"--gpus-per-task=1 -n1 moves", func(j *JobFields) { j.TresPerNode = ""; j.TresPerTask = "gres/gpu:1"; j.NumTasks = 1 }, Rewrite, "n1", nil, "", ReplaceTresPerTask},
 		{"--gpus-per-task=1 -n4 passes", func(j *JobFields) { j.TresPerNode = ""; j.TresPerTask = "gres/gpu:1"; j.NumTasks = 4 }, Unchanged, "", nil, "task count", 0},
 		{"--gpus-per-socket passes", func(j *JobFields) { j.TresPerNode = ""; j.TresPerSocket = "gres/gpu:1" }, Unchanged, "", nil, "per socket", 0},
 		{"two forms pass", func(j *JobFields) { j.TresPerJob = "gres:gpu:1" }, Unchanged, "", nil, "more than one way", 0},
@@ -93,8 +93,8 @@ func TestJobFields(t *testing.T) {
 			if !strings.Contains(res.Log, tc.logHas) {
 				t.Errorf("log %q lacks %q", res.Log, tc.logHas)
 			}
-			if res.Set != tc.set {
-				t.Errorf("Set = %b, want %b", res.Set, tc.set)
+			if res.Replace != tc.set {
+				t.Errorf("Replace = %b, want %b", res.Replace, tc.set)
 			}
 			before := gpuEntries(t, j, Result{})
 			if n := gpuEntries(t, j, res); res.Code == Rewrite && n != 1 || n != before {
@@ -120,7 +120,7 @@ func TestUntaggedGpusForm(t *testing.T) {
 	j := job("")
 	j.TresPerNode, j.TresPerJob = "", "gres/gpu:1"
 	res := f.e.Decide(j)
-	if res.Code != Rewrite || res.TresPerNode != "gres/shard:4" || res.Set != SetTresPerJob || res.TresPerJob != "" {
+	if res.Code != Rewrite || res.TresPerNode != "gres/shard:4" || res.Replace != ReplaceTresPerJob || res.TresPerJob != "" {
 		t.Fatalf("%+v", res)
 	}
 	j.Exclusive = true

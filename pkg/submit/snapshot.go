@@ -93,11 +93,17 @@ type Snapshot struct {
 	policy   placement.Policy
 	polErr   error
 
+	// admins are the uids of admin_users (root and SlurmUser come from the shim).
+	admins map[uint32]bool
+
 	nodes      []string
 	nodeIdx    map[string]int
 	clusterErr error
 	reach      placement.Reach // how Slurm reaches a GPU (shard_pinning)
 	parts      *Partitions     // slurm.conf's partitions (nil: unknown, not checked)
+	// interner is shared by every cluster built for this snapshot, so the
+	// policy's prediction memo survives the rebuild after each residency change.
+	interner *placement.Interner
 
 	// notes are the problems this load found (and the ones it solved, as ""),
 	// keyed for the engine's once-per-problem log.
@@ -168,6 +174,7 @@ func loadSnapshot(src *Sources, prev *Snapshot, now time.Time) *Snapshot {
 	l.cfg = cfg
 	l.stamps = currentStamps(src, cfg)
 	l.reach = placeconf.Reach(cfg)
+	l.interner = placement.NewInterner()
 
 	l.bare, err = src.LoadModel(cfg.ModelPath)
 	if err != nil {
@@ -200,6 +207,9 @@ func loadSnapshot(src *Sources, prev *Snapshot, now time.Time) *Snapshot {
 			l.polErr = fmt.Errorf("placement policy: %w", err)
 		}
 	}
+	var adminNote string
+	l.admins, adminNote = resolveAdmins(cfg.AdminUsers)
+	l.notes = append(l.notes, note{"info-admins", adminNote})
 	l.nodes, err = hostlist.Expand(cfg.Cluster.Nodes)
 	switch {
 	case err != nil:

@@ -1,6 +1,7 @@
 package submit
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +19,10 @@ type clusterView struct {
 	viewState
 	reserved []reservation
 	ttl      time.Duration // forget an unconfirmed reservation after
+	// deferred: decision ids of jobs the plugin deferred (wait_defer), with the
+	// begin time given. Only these may have their begin time changed by a
+	// re-decision; lost on restart, when the jobs simply start at that time.
+	deferred map[string]time.Time
 }
 
 // viewState is what a decision reads from the view (never writes).
@@ -116,8 +121,17 @@ func (v *clusterView) reserveLocked(r reservation) {
 }
 
 // applyLocked makes r resident in the current cluster. Caller holds mu.
-func (v *clusterView) applyLocked(r *reservation) {
-	c := v.cluster
+func (v *clusterView) applyLocked(r *reservation) { applyReservation(v.cluster, r) }
+
+// reservations returns a copy of the pending reservations.
+func (v *clusterView) reservations() []reservation {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.reserved)
+}
+
+// applyReservation makes r resident in c (nil: nothing).
+func applyReservation(c *placement.Cluster, r *reservation) {
 	if c == nil || r.node >= len(c.Nodes) {
 		return
 	}
@@ -147,6 +161,34 @@ func (v *clusterView) dropLocked(id, jobID string) {
 	v.reserved = kept
 }
 
+// deferLocked remembers that decision id deferred its job until until. Entries
+// of jobs that started (or vanished) are pruned once past until plus the TTL.
+// Caller holds mu.
+func (v *clusterView) deferLocked(id string, until, now time.Time) {
+	if v.deferred == nil {
+		v.deferred = make(map[string]time.Time)
+	}
+	if len(v.deferred) >= 256 {
+		for k, t := range v.deferred {
+			if now.Sub(t) > v.ttl {
+				delete(v.deferred, k)
+			}
+		}
+	}
+	v.deferred[id] = until
+}
+
+// takeDeferredLocked reports whether decision id is a deferral of the plugin's,
+// and forgets it (the re-decision replaces it). Caller holds mu.
+func (v *clusterView) takeDeferredLocked(id string) bool {
+	if id == "" {
+		return false
+	}
+	_, ok := v.deferred[id]
+	delete(v.deferred, id)
+	return ok
+}
+
 func tagOfProf(p *profile.Profile) string {
 	if p == nil {
 		return ""
@@ -162,6 +204,9 @@ func buildCluster(st *Snapshot, entries []residency.Entry) *placement.Cluster {
 	cfg := st.cfg
 	slots := cfg.SlotsPerGPU
 	c := &placement.Cluster{Nodes: make([]placement.Node, len(st.nodes)), Reach: st.reach}
+	if st.interner != nil && !st.interner.Full() {
+		c.Interner = st.interner
+	} // else a private table: signatures (and the memo) restart with this build
 	for i, name := range st.nodes {
 		gpus := make([]placement.GPU, cfg.Cluster.GPUsPerNode)
 		for g := range gpus {
