@@ -63,6 +63,13 @@ func (e *Engine) decideLocked(q *query) outcome {
 	e.view.mu.Lock()
 	defer e.view.mu.Unlock()
 	q.view, q.seq = &e.view.viewState, e.idSeq+1
+	var prevID string
+	if q.j.Modify {
+		// The update carries only what it changes: the job's node options come
+		// from the decision that placed it.
+		prevID = comment.ParseComment(q.j.Comment).DecisionID
+		q.ctx = e.view.ctxLocked(prevID)
+	}
 	in, out, ok := prepare(q)
 	if ok {
 		// job_modify decides again: without the job's earlier reservation.
@@ -82,6 +89,14 @@ func (e *Engine) decideLocked(q *query) outcome {
 	}
 	if out.rv != nil {
 		e.view.reserveLocked(*out.rv)
+	}
+	if out.usedID && out.res.Code == Rewrite {
+		c := jobCtx{partition: q.partition(), reqNodes: q.reqNodes(), excNodes: q.excNodes(), arrayInx: q.arrayInx(), at: q.now}
+		c.pinned = out.res.ReqNodes != "" && c.reqNodes == ""
+		e.view.rememberLocked(out.rec.ID, c)
+		if prevID != "" && prevID != out.rec.ID {
+			delete(e.view.ctx, prevID)
+		}
 	}
 	if !out.deferUntil.IsZero() {
 		e.view.deferLocked(out.rec.ID, out.deferUntil, q.now)
@@ -131,6 +146,44 @@ type query struct {
 	seq     uint64          // the sequence number a new decision ID takes
 	version uint32          // running Slurm's version (0: unknown), for the TRES syntax
 	down    map[string]bool // nodes that cannot start jobs now (nil: unknown)
+	ctx     *jobCtx         // job_modify: what the job's earlier decision knew of it (nil: unknown)
+}
+
+// The job's node options as a decision sees them: the update's own when it sets
+// them, else what the job's earlier decision knew (job_modify), else the job's.
+func (q *query) partition() string {
+	if q.ctx != nil && !q.j.has(FieldPartition) {
+		return q.ctx.partition
+	}
+	return q.j.Partition
+}
+
+func (q *query) reqNodes() string {
+	if q.ctx != nil && !q.j.has(FieldReqNodes) {
+		return q.ctx.reqNodes
+	}
+	return q.j.ReqNodes
+}
+
+func (q *query) excNodes() string {
+	if q.ctx != nil && !q.j.has(FieldExcNodes) {
+		return q.ctx.excNodes
+	}
+	return q.j.ExcNodes
+}
+
+func (q *query) arrayInx() string {
+	if q.ctx != nil {
+		return q.ctx.arrayInx // an update cannot make a job an array
+	}
+	return q.j.ArrayInx
+}
+
+// ourPin: a job_modify of a job whose node list the plugin set (not the user),
+// and the update sets none: an unpinned answer then empties the node list, so a
+// job pinned to a node that drained can move.
+func (q *query) ourPin() bool {
+	return q.j.Modify && q.ctx != nil && q.ctx.pinned && !q.j.has(FieldReqNodes)
 }
 
 // id is the decision ID this query gives a decision that needs one.
@@ -248,7 +301,7 @@ func place(q *query, in *placeIn) outcome {
 	}
 	// One decision cannot place the many tasks of an array: a pin would put every
 	// task on one node. Each task gets a whole GPU of Slurm's choice instead.
-	if j.ArrayInx != "" {
+	if q.arrayInx() != "" {
 		if gpus > 1 {
 			return finish(Result{}, r, "unchanged", "pass", "job array with several GPUs per task: left to Slurm")
 		}
@@ -402,6 +455,11 @@ func exclusiveUnpinned(q *query, ask *gpuAsk, r decisionlog.Record) outcome {
 	r.ID, r.Shards = id, slots
 	res := Result{Code: Rewrite, TresPerNode: ask.gres.WithShards(slots), Comment: comment.WithToken(q.j.Comment, comment.FormatToken(id, slots))}
 	ask.apply(&res)
+	if q.ourPin() {
+		// A pending job pinned earlier (its node may have drained) is free to
+		// move: the update empties the node list the plugin set.
+		res.Replace |= ClearReqNodes
+	}
 	out := finish(res, r, "rewrite", r.Action, r.Reason)
 	out.usedID = true
 	return out

@@ -175,8 +175,10 @@ func nodeMask(q *query) (mask []bool, pass string) {
 			}
 		}
 	}
-	if st.parts != nil {
-		in, why := st.parts.nodesOf(j.Partition)
+	// An update without a partition, of a job the engine knows nothing of (a
+	// restart), names no partition: not checked rather than the default one.
+	if st.parts != nil && !(j.Modify && q.ctx == nil && !j.has(FieldPartition)) {
+		in, why := st.parts.nodesOf(q.partition())
 		if why != "" {
 			return nil, why
 		}
@@ -184,11 +186,11 @@ func nodeMask(q *query) (mask []bool, pass string) {
 			keep(func(_ int, n string) bool { return in[n] })
 		}
 	}
-	if j.ReqNodes != "" {
-		hosts, err := hostlist.Expand(j.ReqNodes)
+	if req := q.reqNodes(); req != "" { // the user's -w (never the plugin's own pin)
+		hosts, err := hostlist.Expand(req)
 		switch {
 		case err != nil:
-			return nil, fmt.Sprintf("-w %s not understood (%v): left to Slurm", profile.Sanitize(j.ReqNodes), err)
+			return nil, fmt.Sprintf("-w %s not understood (%v): left to Slurm", profile.Sanitize(req), err)
 		case len(hosts) != 1:
 			return nil, fmt.Sprintf("-w names %d nodes: the job's own node list is left to Slurm", len(hosts))
 		}
@@ -198,10 +200,10 @@ func nodeMask(q *query) (mask []bool, pass string) {
 		}
 		keep(func(i int, _ string) bool { return i == want })
 	}
-	if j.ExcNodes != "" {
-		hosts, err := hostlist.Expand(j.ExcNodes)
+	if exc := q.excNodes(); exc != "" {
+		hosts, err := hostlist.Expand(exc)
 		if err != nil {
-			return nil, fmt.Sprintf("-x %s not understood (%v): left to Slurm", profile.Sanitize(j.ExcNodes), err)
+			return nil, fmt.Sprintf("-x %s not understood (%v): left to Slurm", profile.Sanitize(exc), err)
 		}
 		out := make(map[string]bool, len(hosts))
 		for _, h := range hosts {

@@ -223,3 +223,77 @@ func FuzzParseNodeStates(f *testing.F) {
 		}
 	})
 }
+
+// TestDrainedPinMoves: a pending job pinned to a node that then drains moves on a
+// re-decision (an update that carries its GPU request): to another node when one
+// fits, else to a whole GPU anywhere with the plugin's pin cleared. A pin the user
+// asked for (-w) is never cleared.
+func TestDrainedPinMoves(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		userPin   string
+		down      []string
+		wantNode  string
+		wantClear bool
+	}{
+		{"another node fits", "", []string{"n1"}, "n2", false},
+		{"no node left: pin cleared", "", []string{"n1", "n2", "n3"}, "", true},
+		{"user's own -w kept", "n1", []string{"n1"}, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			j := job("coscheml:app=heavy-a")
+			j.ReqNodes = tc.userPin
+			a := f.e.Decide(j)
+			if a.Code != Rewrite || a.ReqNodes != "n1" {
+				t.Fatalf("submit: %+v", a)
+			}
+			down := map[string]bool{}
+			for _, n := range tc.down {
+				down[n] = true
+			}
+			f.e.states.Store(&nodeStates{down: down, at: f.now})
+			m := job(a.Comment)
+			m.Modify, m.JobID = true, 77
+			r := f.e.Decide(m)
+			if r.Code != Rewrite || r.ReqNodes != tc.wantNode || (r.Replace&ClearReqNodes != 0) != tc.wantClear {
+				t.Fatalf("re-decision: %+v", r)
+			}
+		})
+	}
+}
+
+// TestModifyKeepsJobOptions: an update carries only what it changes, so a
+// re-decision reads the job's -x, -w and array from its earlier decision.
+func TestModifyKeepsJobOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		edit     func(*JobFields)
+		update   func(*JobFields)
+		wantNode string
+	}{
+		{"-x remembered", func(j *JobFields) { j.ExcNodes = "n[1-2]" }, nil, "n3"},
+		{"-w remembered", func(j *JobFields) { j.ReqNodes = "n2" }, nil, "n2"},
+		{"array stays unpinned", func(j *JobFields) { j.ArrayInx = "1-4" }, nil, ""},
+		{"the update's own -x wins", func(j *JobFields) { j.ExcNodes = "n[1-2]" }, func(j *JobFields) { j.ExcNodes = "n3"; j.Set |= FieldExcNodes }, "n1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			j := job("coscheml:app=heavy-a")
+			tc.edit(&j)
+			a := f.e.Decide(j)
+			if a.Code != Rewrite {
+				t.Fatalf("submit: %+v", a)
+			}
+			m := job(a.Comment)
+			m.Modify, m.JobID = true, 78
+			m.Set = FieldComment | FieldTres
+			if tc.update != nil {
+				tc.update(&m)
+			}
+			if r := f.e.Decide(m); r.Code != Rewrite || r.ReqNodes != tc.wantNode {
+				t.Fatalf("re-decision: %+v", r)
+			}
+		})
+	}
+}
