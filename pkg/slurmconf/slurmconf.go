@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/coscheml/coscheml/pkg/safeopen"
 )
 
 // Limits on what is read: slurm.conf is an admin's file, but a broken or hostile
@@ -142,7 +144,7 @@ func (c *Conf) load(path string, depth int, files *int) error {
 	if depth > maxIncludes || *files > maxIncludes {
 		return fmt.Errorf("%s: more than %d included files", path, maxIncludes)
 	}
-	f, err := os.Open(path)
+	f, err := safeopen.Regular(path, safeopen.FollowLinks) // read in slurmctld: never block on a FIFO
 	if err != nil {
 		return fmt.Errorf("reading slurm.conf: %w", err)
 	}
@@ -460,7 +462,7 @@ func LoadWithGres(path string) (*Conf, error) {
 		return nil, err
 	}
 	gres := filepath.Join(filepath.Dir(path), "gres.conf")
-	f, err := os.Open(gres)
+	f, err := safeopen.Regular(gres, safeopen.FollowLinks)
 	if errors.Is(err, os.ErrNotExist) {
 		return c, nil
 	}

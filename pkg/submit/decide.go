@@ -45,17 +45,63 @@ func (e *Engine) Decide(j JobFields) (res Result) {
 // decideOne runs the two pure stages of a decision on the current snapshot and
 // view, and applies what they return: the dropped and the new reservation, the
 // decision ID taken, the decision log record.
+//
+// Before anything, the comment is screened: coscheml-id tokens the plugin did not
+// issue for this uid and job are removed (see idsign.go), also when the job
+// passes through, so no user-written id reaches the Prolog.
 func (e *Engine) decideOne(j JobFields) Result {
-	now := e.opts.Now()
-	q := query{snap: e.snap.Load(), j: j, now: now, idPfx: e.idPfx, version: e.opts.SlurmVersion(), down: e.downNow(now)}
-	out := e.decideLocked(&q)
-	if out.rec.Outcome != "" {
-		e.counters.Decision(out.rec.Outcome, out.rec.Action, out.rejectWhy) // no I/O: the loop writes the file
+	snap := e.snap.Load()
+	key := e.keyFor(snap)
+	// Root, SlurmUser and admin_users may update any job with its token (the
+	// re-decide loop's `scontrol update`: Slurm hands job_modify the updater's
+	// uid, so no signature of the job's uid can be checked).
+	admin := j.Admin || (snap != nil && snap.admins[j.SubmitUID])
+	clean, prevID, stripped := screen(j, key, admin)
+	j.Comment = clean
+	var res Result
+	if e.ready.Load() {
+		// Reservations expire even when the background refresh is stuck.
+		e.view.expire(e.opts.Now())
 	}
-	if dl := e.dlogPtr.Load(); dl != nil && out.logged {
-		dl.Log(out.rec)
+	if why := e.passReason(); why != "" {
+		e.counters.Passthrough(why)
+	} else {
+		now := e.opts.Now()
+		q := query{snap: snap, j: j, now: now, idPfx: e.idPfx, version: e.opts.SlurmVersion(), key: key, prevID: prevID, admin: admin, down: e.downNow(now)}
+		out := e.decideLocked(&q)
+		if out.rec.Outcome != "" {
+			e.counters.Decision(out.rec.Outcome, out.rec.Action, out.rejectWhy) // no I/O: the loop writes the file
+		}
+		if dl := e.dlogPtr.Load(); dl != nil && out.logged {
+			dl.Log(out.rec)
+		}
+		res = out.res
 	}
-	return out.res
+	if stripped {
+		switch res.Code {
+		case Unchanged:
+			res.Code, res.Comment = Rewrite, clean
+		case Rewrite:
+			if res.Comment == "" {
+				res.Comment = clean
+			}
+		}
+		line := fmt.Sprintf("uid=%d: removed a coscheml-id token the plugin did not issue for this job from its comment", j.UserID)
+		if res.Log != "" {
+			line = res.Log + "\n" + line
+		}
+		res.Log = line
+	}
+	return res
+}
+
+// keyFor is the key that signs and verifies decision ids under snapshot st: the
+// decision key when it loaded, else this engine's own.
+func (e *Engine) keyFor(st *Snapshot) []byte {
+	if st != nil && len(st.key) > 0 {
+		return st.key
+	}
+	return e.ephemeral
 }
 
 // decideLocked runs both stages under the view's lock (released on a panic too).
@@ -63,19 +109,19 @@ func (e *Engine) decideLocked(q *query) outcome {
 	e.view.mu.Lock()
 	defer e.view.mu.Unlock()
 	q.view, q.seq = &e.view.viewState, e.idSeq+1
-	var prevID string
 	if q.j.Modify {
 		// The update carries only what it changes: the job's node options come
-		// from the decision that placed it.
-		prevID = comment.ParseComment(q.j.Comment).DecisionID
-		q.ctx = e.view.ctxLocked(prevID)
+		// from the decision that placed it (its verified token).
+		q.ctx = e.view.ctxLocked(q.prevID)
 	}
 	in, out, ok := prepare(q)
 	if ok {
-		// job_modify decides again: without the job's earlier reservation.
-		e.view.dropLocked(in.dir.DecisionID, in.rec.JobID)
+		// job_modify decides again: without the job's earlier reservation (the
+		// one its verified token names, or the one bound to its job id).
+		dropped := e.view.dropLocked(q.prevID, q.j.UserID, q.admin, in.rec.JobID)
 		out = place(q, &in)
-		ours := q.j.Modify && e.view.takeDeferredLocked(in.dir.DecisionID)
+		out.rec.Replaces = dropped
+		ours := q.j.Modify && e.view.takeDeferredLocked(q.prevID)
 		out = deferral(q, out, ours, q.snap.cfg.WaitDefer)
 	}
 	if out.res.Code == Unchanged && q.snap != nil && q.snap.cfgErr == nil {
@@ -94,8 +140,8 @@ func (e *Engine) decideLocked(q *query) outcome {
 		c := jobCtx{partition: q.partition(), reqNodes: q.reqNodes(), excNodes: q.excNodes(), arrayInx: q.arrayInx(), at: q.now}
 		c.pinned = out.res.ReqNodes != "" && c.reqNodes == ""
 		e.view.rememberLocked(out.rec.ID, c)
-		if prevID != "" && prevID != out.rec.ID {
-			delete(e.view.ctx, prevID)
+		if q.prevID != "" && q.prevID != out.rec.ID {
+			delete(e.view.ctx, q.prevID)
 		}
 	}
 	if !out.deferUntil.IsZero() {
@@ -119,18 +165,19 @@ func deferral(q *query, out outcome, ours bool, wait time.Duration) outcome {
 	case waiting && wait > 0 && (ours || !q.j.Modify && q.j.BeginTime == 0):
 		until := q.now.Add(wait)
 		out.res.BeginTime, out.deferUntil = until.Unix(), until
-		out = reword(out, fmt.Sprintf("; deferred %s for re-decision (wait_defer)", wait))
+		out = reword(out, fmt.Sprintf("deferred %s for re-decision (wait_defer); ", wait))
 	case !waiting && ours:
 		// Placed at last: eligible now (Slurm raises a past time to now).
 		out.res.BeginTime = q.now.Unix()
-		out = reword(out, "; re-decided after a deferred wait: begin time now")
+		out = reword(out, "re-decided after a deferred wait, begin time now; ")
 	}
 	return out
 }
 
-// reword appends to the decision's reason and words the log line again.
+// reword puts more in front of the decision's reason (so that a long reason's
+// bound never cuts it off) and words the log line again.
 func reword(out outcome, more string) outcome {
-	out.rec.Reason += more
+	out.rec.Reason = more + out.rec.Reason
 	out.res.Log = formatLog(&out.rec)
 	return out
 }
@@ -145,6 +192,9 @@ type query struct {
 	idPfx   string
 	seq     uint64          // the sequence number a new decision ID takes
 	version uint32          // running Slurm's version (0: unknown), for the TRES syntax
+	key     []byte          // signs decision ids
+	prevID  string          // the earlier decision of this job (job_modify, verified token)
+	admin   bool            // the update comes from root, SlurmUser or admin_users
 	down    map[string]bool // nodes that cannot start jobs now (nil: unknown)
 	ctx     *jobCtx         // job_modify: what the job's earlier decision knew of it (nil: unknown)
 }
@@ -186,8 +236,15 @@ func (q *query) ourPin() bool {
 	return q.j.Modify && q.ctx != nil && q.ctx.pinned && !q.j.has(FieldReqNodes)
 }
 
-// id is the decision ID this query gives a decision that needs one.
-func (q *query) id() string { return q.idPfx + "-" + strconv.FormatUint(q.seq, 36) }
+// id is the decision ID this query gives a decision that needs one, signed for
+// the job's uid, the token's shards and (job_modify) the job id.
+func (q *query) id(shards int) string {
+	jobID := ""
+	if q.j.JobID != 0 && q.j.JobID != NoVal {
+		jobID = strconv.FormatUint(uint64(q.j.JobID), 10)
+	}
+	return signID(q.key, q.idPfx+"-"+strconv.FormatUint(q.seq, 36), shards, q.j.UserID, jobID)
+}
 
 // outcome is a decision: the answer to the shim, the record for the decision log,
 // and the side effects for the engine to apply (none is applied here).
@@ -332,7 +389,6 @@ func place(q *query, in *placeIn) outcome {
 // shard count the decision names.
 func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	st, c, r := q.snap, q.view.cluster, in.rec
-	id := q.id()
 	label := r.JobID
 	if label == "" {
 		label = "new"
@@ -346,6 +402,7 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	}
 	s := d.Placement[0]
 	k := s.Slots
+	id := q.id(k)
 	node := &c.Nodes[s.Node]
 	gpu := &node.GPUs[s.GPU]
 	r.ID, r.Action, r.Policy = id, d.Action.String(), st.policy.Name()
@@ -367,7 +424,7 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	in.ask.apply(&res)
 	out := finish(res, r, "rewrite", r.Action, d.Reason)
 	out.usedID = true
-	out.rv = &reservation{id: id, jobID: r.JobID, node: s.Node, gpus: []int{s.GPU}, slots: k, prof: in.prof, class: in.class, at: q.now}
+	out.rv = &reservation{id: id, jobID: r.JobID, uid: q.j.UserID, node: s.Node, gpus: []int{s.GPU}, slots: k, prof: in.prof, class: in.class, at: q.now}
 	return out
 }
 
@@ -400,13 +457,14 @@ func multiGPU(q *query, in *placeIn, n int, mask []bool) outcome {
 		if !empty {
 			continue
 		}
-		id := q.id()
+		id := q.id(0)
 		r.ID, r.Action, r.Node, r.GPU = id, "exclusive", node.Name, node.GPUs[0].Index
 		reason := fmt.Sprintf("%d GPUs: whole GPUs on %s, a node without other jobs (shard requests cover one GPU in Slurm 22.05)", n, profile.Sanitize(node.Name))
-		rv := &reservation{id: id, jobID: r.JobID, node: ni, slots: node.GPUs[0].Slots, prof: in.prof, class: in.class, at: q.now}
+		rv := &reservation{id: id, jobID: r.JobID, uid: q.j.UserID, node: ni, slots: node.GPUs[0].Slots, prof: in.prof, class: in.class, at: q.now}
 		for g := 0; g < n; g++ {
 			rv.gpus = append(rv.gpus, g)
 		}
+		r.GPUs = rv.gpus // for rebuilding the reservation after a restart
 		res := Result{Code: Rewrite, TresPerNode: in.ask.gres.WithGPUs(n), ReqNodes: node.Name, Comment: comment.WithToken(q.j.Comment, comment.FormatToken(id, 0))}
 		in.ask.apply(&res)
 		out := finish(res, r, "rewrite", r.Action, reason)
@@ -451,7 +509,8 @@ func badInput(q *query, rule, mode, msg string, ask *gpuAsk, pass string, r deci
 // exclusiveUnpinned asks for all shards of one GPU on any node: Slurm then picks an
 // idle GPU and nothing can join it.
 func exclusiveUnpinned(q *query, ask *gpuAsk, r decisionlog.Record) outcome {
-	id, slots := q.id(), q.snap.cfg.SlotsPerGPU
+	slots := q.snap.cfg.SlotsPerGPU
+	id := q.id(slots)
 	r.ID, r.Shards = id, slots
 	res := Result{Code: Rewrite, TresPerNode: ask.gres.WithShards(slots), Comment: comment.WithToken(q.j.Comment, comment.FormatToken(id, slots))}
 	ask.apply(&res)

@@ -101,6 +101,7 @@ type Snapshot struct {
 	clusterErr error
 	reach      placement.Reach // how Slurm reaches a GPU (shard_pinning)
 	parts      *Partitions     // slurm.conf's partitions (nil: unknown, not checked)
+	key        []byte          // signs decision ids (nil: the engine's own)
 	// interner is shared by every cluster built for this snapshot, so the
 	// policy's prediction memo survives the rebuild after each residency change.
 	interner *placement.Interner
@@ -173,6 +174,15 @@ func loadSnapshot(src *Sources, prev *Snapshot, now time.Time) *Snapshot {
 	}
 	l.cfg = cfg
 	l.stamps = currentStamps(src, cfg)
+	if cfg.DecisionKey != "" {
+		var kerr error
+		if l.key, kerr = loadKey(cfg.DecisionKey); kerr != nil {
+			l.notes = append(l.notes, note{"info-decisionkey", fmt.Sprintf("decision ids signed with a key of this start only "+
+				"(ids of queued jobs are not recognised after a restart): %v", kerr)})
+		} else {
+			l.notes = append(l.notes, note{"info-decisionkey", ""})
+		}
+	}
 	l.reach = placeconf.Reach(cfg)
 	l.interner = placement.NewInterner()
 

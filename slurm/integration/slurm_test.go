@@ -46,6 +46,7 @@ func TestSlurm(t *testing.T) {
 	sub("prolog_epilog", testPrologEpilog)
 	sub("fail_open", testFailOpen)
 	sub("survives_1000", testSurvives)
+	sub("redecide", testRedecide)
 	c.reportPins("first-fit, TestSlurm")
 }
 
