@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -24,7 +25,10 @@ func initGo(path string, slurmVer uint32, slurmConf string) (int, string) {
 	// (both read in the background: the partitions with each load, the node
 	// states by their own poll).
 	src := submit.WithPartitions(submit.DefaultSources(path), slurmConf)
-	src.NodeStates = submit.SinfoStates(slurmConf)
+	if fi, err := os.Stat(slurmConf); err == nil && fi.Mode().IsRegular() {
+		// Only with slurmctld's own slurm.conf: sinfo must ask this cluster.
+		src.NodeStates = submit.SinfoStates(slurmConf)
+	}
 	e := submit.NewAsync(src, submit.Options{SlurmVersion: slurmVersion.Load},
 		func(src submit.Sources) (submit.Sources, string) { return submit.GuardPinning(src, slurmConf) })
 	e.Start()
