@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -20,7 +21,15 @@ const initWait = 2 * time.Second
 // SLURM_VERSION_NUMBER, slurmConf slurmctld's slurm.conf ("" when the shim could
 // not tell).
 func initGo(path string, slurmVer uint32, slurmConf string) (int, string) {
-	e := submit.NewAsync(submit.DefaultSources(path), submit.Options{SlurmVersion: slurmVersion.Load},
+	// Pins stay inside the job's partitions and off nodes that cannot start jobs
+	// (both read in the background: the partitions with each load, the node
+	// states by their own poll).
+	src := submit.WithPartitions(submit.DefaultSources(path), slurmConf)
+	if fi, err := os.Stat(slurmConf); err == nil && fi.Mode().IsRegular() {
+		// Only with slurmctld's own slurm.conf: sinfo must ask this cluster.
+		src.NodeStates = submit.SinfoStates(slurmConf)
+	}
+	e := submit.NewAsync(src, submit.Options{SlurmVersion: slurmVersion.Load},
 		func(src submit.Sources) (submit.Sources, string) { return submit.GuardPinning(src, slurmConf) })
 	e.Start()
 	if old := engine.Swap(e); old != nil {

@@ -78,6 +78,17 @@ type JobFields struct {
 	Set FieldSet
 	// Admin: SubmitUID is root or SlurmUser (the shim knows slurm.conf's SlurmUser).
 	Admin bool
+
+	// The job's other options that constrain a decision (see fields.go and the
+	// table in docs/slurm-integration.md).
+	TresPerJob    string // --gpus
+	TresPerTask   string // --gpus-per-task
+	TresPerSocket string // --gpus-per-socket
+	NumTasks      uint32 // -n; NoVal when unset
+	MemPerTres    string // --mem-per-gpu
+	CpusPerTres   string // --cpus-per-gpu
+	ArrayInx      string // --array; "" when the job is not an array
+	Exclusive     bool   // --exclusive in any form (job_desc shared 0, user, mcs, topo)
 }
 
 // has says whether the job description carries field f.
@@ -110,6 +121,12 @@ type Result struct {
 	// BeginTime, with Rewrite, is the job's new begin time (unix seconds; 0:
 	// leave it): a deferred "wait", or now for a deferred job placed at last.
 	BeginTime int64
+	// TresPerJob and TresPerTask replace the job's fields where Replace says so
+	// ("" clears them): a single GPU asked for with --gpus or --gpus-per-task
+	// moves to tres_per_node. Replace may also hold ClearReqNodes.
+	TresPerJob  string
+	TresPerTask string
+	Replace     AnswerField
 }
 
 // Options tune the engine; zero values take the defaults.
@@ -129,7 +146,9 @@ type Options struct {
 	CloseWait      time.Duration
 	DecisionLogMax int64 // rotation size of the decision log (default decisionlog.DefaultMaxBytes)
 	Now            func() time.Time
-	MaxLogLen      int // bound of one log line (default 1000)
+	MaxLogLen      int           // bound of one log line (default 1000)
+	StatesEvery    time.Duration // poll the node states (default 5 s)
+	StatesMaxAge   time.Duration // ignore node states older than (default 1 min)
 	// SlurmVersion is the running slurmctld's SLURM_VERSION_NUMBER (0: unknown),
 	// for the TRES syntax of a rewrite whose job gave none to follow.
 	SlurmVersion func() uint32
@@ -153,6 +172,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StaleGrace <= 0 {
 		o.StaleGrace = 10 * time.Minute
+	}
+	if o.StatesEvery <= 0 {
+		o.StatesEvery = 5 * time.Second
+	}
+	if o.StatesMaxAge <= 0 {
+		o.StatesMaxAge = time.Minute
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -222,6 +247,10 @@ type Engine struct {
 	notesMu sync.Mutex
 	notes   map[string]string // key -> last reported message ("" = fine)
 	pending []string
+
+	// states is the last poll of the node states (nodestate.go).
+	states     atomic.Pointer[nodeStates]
+	statesDone chan struct{}
 
 	stop   chan struct{}
 	done   chan struct{}
@@ -356,6 +385,10 @@ func (e *Engine) Start() {
 		e.loopOn.Store(true)
 		go e.loop()
 		go e.metricsLoop()
+		if e.src.NodeStates != nil {
+			e.statesDone = make(chan struct{})
+			go e.pollStates()
+		}
 	})
 }
 
@@ -373,6 +406,9 @@ func (e *Engine) Close() {
 			return // the loop holds bgMu in a hung load: nothing more can be flushed
 		}
 		waitFor(e.mdone, e.opts.CloseWait)
+		if e.statesDone != nil {
+			waitFor(e.statesDone, e.opts.CloseWait)
+		}
 	}
 	flushed := make(chan struct{})
 	go func() {

@@ -23,6 +23,9 @@ type clusterView struct {
 	// begin time given. Only these may have their begin time changed by a
 	// re-decision; lost on restart, when the jobs simply start at that time.
 	deferred map[string]time.Time
+	// ctx: the job context of each decision that gave an id (jobCtx); lost on
+	// restart.
+	ctx map[string]jobCtx
 }
 
 // viewState is what a decision reads from the view (never writes).
@@ -188,6 +191,48 @@ func (v *clusterView) dropLocked(id string, uid uint32, admin bool, jobID string
 	}
 	v.reserved = kept
 	return dropped
+}
+
+// jobCtx is what a decision knew of its job's node options. job_modify hands over
+// only the fields an update changes, so a re-decision reads the job's partition,
+// -w, -x and array from here (and knows whether the node list is the plugin's pin).
+type jobCtx struct {
+	partition, reqNodes, excNodes, arrayInx string
+	pinned                                  bool // req_nodes was set by the plugin, not the user
+	at                                      time.Time
+}
+
+// maxCtx bounds the contexts remembered: the oldest week goes first, then any.
+// A job whose context is gone (or a restart) is re-decided on the update's fields.
+const maxCtx = 1 << 16
+
+// rememberLocked records decision id's job context. Caller holds mu.
+func (v *clusterView) rememberLocked(id string, c jobCtx) {
+	if id == "" {
+		return
+	}
+	if v.ctx == nil {
+		v.ctx = make(map[string]jobCtx)
+	}
+	if len(v.ctx) >= maxCtx {
+		for k, old := range v.ctx {
+			if c.at.Sub(old.at) > 7*24*time.Hour || len(v.ctx) >= maxCtx {
+				delete(v.ctx, k)
+			}
+			if len(v.ctx) < maxCtx*3/4 {
+				break
+			}
+		}
+	}
+	v.ctx[id] = c
+}
+
+// ctxLocked is decision id's job context (nil when unknown). Caller holds mu.
+func (v *clusterView) ctxLocked(id string) *jobCtx {
+	if c, ok := v.ctx[id]; ok && id != "" {
+		return &c
+	}
+	return nil
 }
 
 // deferLocked remembers that decision id deferred its job until until. Entries
