@@ -68,6 +68,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			simulateCommand(),
 			statusCommand(),
 			preflightCommand(),
+			redecideCommand(),
 		},
 		// A bare "coscheml" or an unknown command is a usage error, not a silent
 		// success.

@@ -19,8 +19,17 @@ func writeConfig(t *testing.T, extra string) string {
 	for _, d := range []string{"profiles", "residency"} {
 		os.MkdirAll(filepath.Join(dir, d), 0o755)
 	}
+	// One known application, for the decisions that honour a job's options.
+	st, err := profile.Open(filepath.Join(dir, "profiles"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm := profile.Stat{Mean: 20, P95: 25, Max: 30}
+	if err := st.Put(&profile.Profile{Tag: "harness-app", Class: profile.ClassTrain, SMUtil: sm, MemBWUtil: sm, MemUsedMiB: 8000}); err != nil {
+		t.Fatal(err)
+	}
 	y := "profile_dir: " + filepath.Join(dir, "profiles") + "\nresidency_dir: " + filepath.Join(dir, "residency") +
-		"\ndecision_log: " + filepath.Join(dir, "decisions.log") +
+		"\ndecision_log: " + filepath.Join(dir, "decisions.log") + "\ndecision_key: " + filepath.Join(dir, "decision.key") +
 		"\ncluster:\n  nodes: n[1-3]\n  gpus_per_node: 4\n  gpu_memory_mib: 80000\n" + extra
 	path := filepath.Join(dir, "coscheml.yaml")
 	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
@@ -207,6 +216,12 @@ func TestCShim(t *testing.T) {
 		"badtag rc=1 tres=gres:gpu:1 nodes=NULL msg=coscheml: invalid tag",
 		"long rc=1 tres=gres:gpu:1 nodes=NULL msg=coscheml: comment of 10000 characters",
 		"unknown rc=0 tres=gres:shard:4 nodes=NULL msg=coscheml: warning: unknown application profile 'nosuch'",
+		// --gpus=1 moves to tres_per_node (tres_per_job freed), an array is not
+		// pinned, -x is honoured, --exclusive passes unchanged.
+		"fields-gpus rc=0 tres=gres/shard:", " job=NULL nodes=n1\n",
+		"fields-array rc=0 tres=gres:shard:4 job=NULL nodes=NULL",
+		" job=NULL nodes=n3\n",
+		"fields-exclusive rc=0 tres=gres:gpu:1 job=NULL nodes=NULL",
 		"job_submit/coscheml: modify job=17 ",
 		"job_submit/coscheml: modify job=18 ",
 		"job_submit/coscheml: modify job=new ",
@@ -224,7 +239,9 @@ func TestCShim(t *testing.T) {
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			shim, harness := build(t, sets[name], t.TempDir())
-			got := runC(t, nil, harness, shim, so, cfg)
+			// A configuration of its own: the decision log of an earlier run
+			// would rebuild reservations and move the pins the lines expect.
+			got := runC(t, nil, harness, shim, so, writeConfig(t, ""))
 			wantLines(t, "harness", got, wants)
 			if strings.Contains(got, "error:") {
 				t.Errorf("the shim logged an error:\n%s", got)
@@ -261,7 +278,7 @@ func TestCShim(t *testing.T) {
 		shim, harness := build(t, newest, t.TempDir(), "-fsanitize=address", "-fno-omit-frame-pointer")
 		// The Go runtime's own allocations are not ours to judge (leak check off);
 		// use-after-free, double free and overflows in the shim and harness are.
-		got := runC(t, []string{"ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:exitcode=23"}, harness, shim, so, cfg)
+		got := runC(t, []string{"ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:exitcode=23"}, harness, shim, so, writeConfig(t, ""))
 		wantLines(t, "asan harness", got, wants)
 	})
 }

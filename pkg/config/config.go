@@ -20,6 +20,9 @@ type Config struct {
 	ResidencyDir   string `yaml:"residency_dir"`
 	ObservationDir string `yaml:"observation_dir"`
 	DecisionLog    string `yaml:"decision_log"`
+	// DecisionKey: the controller's secret that signs decision ids (0600,
+	// created at first start when missing; docs/install.md).
+	DecisionKey string `yaml:"decision_key"`
 	// MetricsFile: the plugin's decision counters, Prometheus text format ("" = off).
 	MetricsFile string `yaml:"metrics_file"`
 	// PairMemory: the plugin learns pairs from observation_dir (pkg/pairmem).
@@ -121,6 +124,7 @@ func Default() Config {
 		ResidencyDir:     "/var/lib/coscheml/residency",
 		ObservationDir:   "/var/lib/coscheml/observations",
 		DecisionLog:      "/var/lib/coscheml/decisions.log",
+		DecisionKey:      "/var/lib/coscheml/decision.key",
 		PairMemory:       true,
 		Policy:           "coscheml",
 		SpeedFloor:       floors.Default(),

@@ -297,6 +297,7 @@ func (c Config) Validate() error {
 		{"residency_dir", c.ResidencyDir},
 		{"observation_dir", c.ObservationDir},
 		{"decision_log", c.DecisionLog},
+		{"decision_key", c.DecisionKey},
 		{"metrics_file", c.MetricsFile},
 	} {
 		switch {

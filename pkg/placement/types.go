@@ -67,6 +67,15 @@ type Request struct {
 	GPUs    int // GPUs wanted
 	// Kind is what the job becomes on the GPUs when a decision for it is applied.
 	Kind ResidentKind
+	// Nodes, when not nil, says which nodes the job may run on (Nodes[n] for
+	// Cluster.Nodes[n]; missing entries are false): the job's partition, its
+	// -w and -x, and the nodes able to start jobs. nil allows every node.
+	Nodes []bool
+}
+
+// allows reports whether the request may use node n.
+func (r *Request) allows(n int32) bool {
+	return r.Nodes == nil || (int(n) < len(r.Nodes) && r.Nodes[n])
 }
 
 // Action is what a decision tells the scheduler to do.

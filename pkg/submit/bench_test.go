@@ -74,7 +74,7 @@ func decideAndForget(f *fixture, j JobFields) Result {
 	if r.Code == Rewrite {
 		d := comment.ParseComment(r.Comment)
 		f.e.view.mu.Lock()
-		f.e.view.dropLocked(d.DecisionID, "")
+		f.e.view.dropLocked(d.DecisionID, j.UserID, false, "")
 		f.e.view.mu.Unlock()
 	}
 	return r
@@ -138,7 +138,7 @@ func measureDecide(t testing.TB, f *fixture, tags []string, n int, keep bool) (l
 			if !keep {
 				d := comment.ParseComment(r.Comment)
 				f.e.view.mu.Lock()
-				f.e.view.dropLocked(d.DecisionID, "")
+				f.e.view.dropLocked(d.DecisionID, j.UserID, false, "")
 				f.e.view.mu.Unlock()
 			}
 		}

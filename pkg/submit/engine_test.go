@@ -57,6 +57,7 @@ func newFixture(t testing.TB, edit func(*config.Config)) *fixture {
 	cfg.ProfileDir = filepath.Join(dir, "profiles")
 	cfg.ResidencyDir = filepath.Join(dir, "residency")
 	cfg.DecisionLog = filepath.Join(dir, "decisions.log")
+	cfg.DecisionKey = filepath.Join(dir, "decision.key")
 	cfg.ObservationDir = filepath.Join(dir, "observations")
 	os.MkdirAll(cfg.ObservationDir, 0o755)
 	cfg.Cluster = config.ClusterSpec{Nodes: "n[1-3]", GPUsPerNode: 4, GPUMemoryMiB: 80000}
@@ -589,7 +590,7 @@ func TestDecisionHasNoSideEffects(t *testing.T) {
 	if a.res != b.res || a.rv == nil || b.rv == nil || a.rv.node != b.rv.node || a.rv.slots != b.rv.slots || !a.usedID {
 		t.Fatalf("two decisions on one state differ: %+v / %+v", a, b)
 	}
-	if a.rv.id != "t-7" || !strings.Contains(a.res.Comment, "coscheml-id=t-7:") {
+	if !strings.HasPrefix(a.rv.id, "t-7-") || !strings.Contains(a.res.Comment, "coscheml-id="+a.rv.id+":") {
 		t.Fatalf("decision ID not the one offered: %+v", a)
 	}
 	if len(f.e.view.reserved) != reserved || f.e.idSeq != seq {
@@ -657,7 +658,7 @@ func TestWaitDeferral(t *testing.T) {
 				f.advance(16 * time.Minute) // past the reservation TTL: the GPU is idle
 				f.e.Reload()
 			}
-			m := JobFields{Comment: w.Comment, TresPerNode: w.TresPerNode, UserID: 0, MinNodes: 1, JobID: 77, Modify: true, BeginTime: tc.modifyBegin}
+			m := JobFields{Comment: w.Comment, TresPerNode: w.TresPerNode, UserID: 0, Admin: true, MinNodes: 1, JobID: 77, Modify: true, BeginTime: tc.modifyBegin} // the re-decide loop: root (the shim sets Admin)
 			r := f.e.Decide(m)
 			if r.Code != Rewrite {
 				t.Fatalf("re-decision: %+v", r)

@@ -1,6 +1,7 @@
 package submit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -22,6 +23,11 @@ type Sources struct {
 	LoadModel   func(path string) (model.Predictor, error)                     // "" = the embedded default
 	LoadCatalog func(dir string) (cat profile.Catalog, bad []error, err error) // err: the store is unusable
 	NewPolicy   func(cfg config.Config, pred model.Predictor) (placement.Policy, error)
+	// LoadPartitions reads slurm.conf's partitions (nil: unknown, not checked).
+	LoadPartitions func() (*Partitions, error)
+	// NodeStates lists the nodes that cannot start jobs now (drained, down, ...),
+	// polled in the background (nil: not polled). See nodestate.go.
+	NodeStates func(ctx context.Context) (map[string]bool, error)
 }
 
 // DefaultSources loads from the real files with the project's packages.
@@ -94,6 +100,8 @@ type Snapshot struct {
 	nodeIdx    map[string]int
 	clusterErr error
 	reach      placement.Reach // how Slurm reaches a GPU (shard_pinning)
+	parts      *Partitions     // slurm.conf's partitions (nil: unknown, not checked)
+	key        []byte          // signs decision ids (nil: the engine's own)
 	// interner is shared by every cluster built for this snapshot, so the
 	// policy's prediction memo survives the rebuild after each residency change.
 	interner *placement.Interner
@@ -166,6 +174,15 @@ func loadSnapshot(src *Sources, prev *Snapshot, now time.Time) *Snapshot {
 	}
 	l.cfg = cfg
 	l.stamps = currentStamps(src, cfg)
+	if cfg.DecisionKey != "" {
+		var kerr error
+		if l.key, kerr = loadKey(cfg.DecisionKey); kerr != nil {
+			l.notes = append(l.notes, note{"info-decisionkey", fmt.Sprintf("decision ids signed with a key of this start only "+
+				"(ids of queued jobs are not recognised after a restart): %v", kerr)})
+		} else {
+			l.notes = append(l.notes, note{"info-decisionkey", ""})
+		}
+	}
 	l.reach = placeconf.Reach(cfg)
 	l.interner = placement.NewInterner()
 
@@ -214,6 +231,15 @@ func loadSnapshot(src *Sources, prev *Snapshot, now time.Time) *Snapshot {
 	case cfg.SlotsPerGPU < 1:
 		l.clusterErr = fmt.Errorf("slots_per_gpu = %d: want >= 1", cfg.SlotsPerGPU)
 	}
+	partNote := ""
+	if src.LoadPartitions != nil {
+		// Unreadable, like GuardPinning's slurm.conf: nothing is known, so the
+		// partitions are not checked (logged; it degrades nothing else).
+		var err error
+		if l.parts, err = src.LoadPartitions(); err != nil {
+			l.parts, partNote = nil, fmt.Sprintf("slurm.conf partitions unknown, pins are not checked against them: %v", err)
+		}
+	}
 	l.nodeIdx = make(map[string]int, len(l.nodes))
 	for i, n := range l.nodes {
 		l.nodeIdx[n] = i
@@ -229,7 +255,7 @@ func loadSnapshot(src *Sources, prev *Snapshot, now time.Time) *Snapshot {
 	} else {
 		l.notes = append(l.notes, note{"badprofiles", ""})
 	}
-	l.notes = append(l.notes, note{"policy", errString(l.polErr)}, note{"cluster", errString(l.clusterErr)})
+	l.notes = append(l.notes, note{"policy", errString(l.polErr)}, note{"cluster", errString(l.clusterErr)}, note{"info-partitions", partNote})
 	return l
 }
 

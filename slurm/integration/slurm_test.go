@@ -48,6 +48,8 @@ func TestSlurm(t *testing.T) {
 	sub("prolog_epilog", testPrologEpilog)
 	sub("fail_open", testFailOpen)
 	sub("survives_1000", testSurvives)
+	sub("redecide", testRedecide)
+	sub("restart", testRestart)
 	c.reportPins("first-fit, TestSlurm")
 }
 

@@ -100,6 +100,8 @@ static void job_init(job_desc_msg_t *jd, const char *comment, const char *tres)
 	jd->user_id = 1000;
 	jd->min_nodes = NO_VAL;
 	jd->max_nodes = NO_VAL;
+	jd->num_tasks = NO_VAL;
+	jd->shared = NO_VAL16; /* as slurm_init_job_desc_msg leaves it */
 	jd->time_limit = 60;
 	jd->comment = slurm_xstrdup(comment);
 	jd->tres_per_node = slurm_xstrdup(tres);
@@ -109,6 +111,9 @@ static void job_free(job_desc_msg_t *jd)
 {
 	slurm_xfree((void **)&jd->comment);
 	slurm_xfree((void **)&jd->tres_per_node);
+	slurm_xfree((void **)&jd->tres_per_job);
+	slurm_xfree((void **)&jd->array_inx);
+	slurm_xfree((void **)&jd->exc_nodes);
 	slurm_xfree((void **)&jd->req_nodes);
 	slurm_xfree((void **)&jd->job_id_str);
 }
@@ -129,6 +134,30 @@ static void show_submit_as(const char *what, const char *comment,
 	rc = job_submit(&jd, uid, &err);
 	printf("%s rc=%d tres=%s nodes=%s msg=%s\n", what, rc != SLURM_SUCCESS,
 	       s(jd.tres_per_node), s(jd.req_nodes), s(err));
+	slurm_xfree((void **)&err);
+	job_free(&jd);
+}
+
+/*
+ * A tagged job with the options a decision honours: --gpus (tres_per_job),
+ * --array, -x, --exclusive (shared 0). Shows where the GPU request ends up.
+ */
+static void show_fields(const char *what, const char *tres_node,
+			const char *tres_job, const char *array,
+			const char *exc, uint16_t shared)
+{
+	job_desc_msg_t jd;
+	char *err = NULL;
+	int rc;
+
+	job_init(&jd, "coscheml:app=harness-app", tres_node);
+	jd.tres_per_job = slurm_xstrdup(tres_job);
+	jd.array_inx = slurm_xstrdup(array);
+	jd.exc_nodes = slurm_xstrdup(exc);
+	jd.shared = shared;
+	rc = job_submit(&jd, 1000, &err);
+	printf("%s rc=%d tres=%s job=%s nodes=%s\n", what, rc != SLURM_SUCCESS,
+	       s(jd.tres_per_node), s(jd.tres_per_job), s(jd.req_nodes));
 	slurm_xfree((void **)&err);
 	job_free(&jd);
 }
@@ -216,6 +245,10 @@ int main(int argc, char **argv)
 	show_submit("long", longc, "gres:gpu:1");
 	free(longc);
 	show_submit("unknown", "coscheml:app=nosuch", "gres:gpu:1");
+	show_fields("fields-gpus", NULL, "gres/gpu:1", NULL, NULL, NO_VAL16);
+	show_fields("fields-array", "gres:gpu:1", NULL, "0-3", NULL, NO_VAL16);
+	show_fields("fields-exclude", "gres:gpu:1", NULL, NULL, "n[1-2]", NO_VAL16);
+	show_fields("fields-exclusive", "gres:gpu:1", NULL, NULL, NULL, 0);
 	/* The library sees the ID whichever field carries it. */
 	show_modify("modify-str", "17", NO_VAL, "coscheml:app=nosuch");
 	show_modify("modify-num", NULL, 18, "coscheml:app=nosuch");
