@@ -29,7 +29,7 @@ func writeConfig(t *testing.T, extra string) string {
 		t.Fatal(err)
 	}
 	y := "profile_dir: " + filepath.Join(dir, "profiles") + "\nresidency_dir: " + filepath.Join(dir, "residency") +
-		"\ndecision_log: " + filepath.Join(dir, "decisions.log") +
+		"\ndecision_log: " + filepath.Join(dir, "decisions.log") + "\ndecision_key: " + filepath.Join(dir, "decision.key") +
 		"\ncluster:\n  nodes: n[1-3]\n  gpus_per_node: 4\n  gpu_memory_mib: 80000\n" + extra
 	path := filepath.Join(dir, "coscheml.yaml")
 	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
