@@ -345,7 +345,9 @@ func replayOnce(t *testing.T, a artifacts, o replayOptions, setup string, share 
 	for _, j := range jobs {
 		limit += time.Duration(j.Duration * float64(time.Second))
 	}
-	terminal := func(s string) bool { return s == "COMPLETED" || s == "FAILED" || s == "CANCELLED" || s == "TIMEOUT" || s == "NODE_FAIL" || s == "OUT_OF_MEMORY" }
+	terminal := func(s string) bool {
+		return s == "COMPLETED" || s == "FAILED" || s == "CANCELLED" || s == "TIMEOUT" || s == "NODE_FAIL" || s == "OUT_OF_MEMORY"
+	}
 	states, _ := c.waitRan(ids, terminal, limit)
 	wall := time.Since(start).Seconds()
 	bad := 0
