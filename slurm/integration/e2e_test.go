@@ -119,14 +119,18 @@ func TestE2E(t *testing.T) {
 	a := build(t)
 	ensureMunge(t)
 	o := replayFromEnv(t, defaultReplay())
-	rep := runReplay(t, a, o)
 	dir := os.Getenv("E2E_REPORT")
 	if dir == "" {
 		dir = filepath.Join(a.repo, "e2e-report")
 	}
-	if err := replay.Write(dir, rep); err != nil {
-		t.Fatal(err)
+	// Written after every seed, so that a benchmark stopped early keeps what
+	// finished.
+	save := func(rep replay.Report) {
+		if err := replay.Write(dir, rep); err != nil {
+			t.Fatal(err)
+		}
 	}
+	rep := runReplay(t, a, o, save)
 	var md bytes.Buffer
 	if err := replay.Markdown(&md, rep.Summaries); err != nil {
 		t.Fatal(err)
@@ -143,7 +147,7 @@ func TestReplayShort(t *testing.T) {
 	ensureMunge(t)
 	o := defaultReplay()
 	o.jobs, o.seeds, o.setups = 40, []int64{1}, []string{replay.CoScheML}
-	rep := runReplay(t, a, o)
+	rep := runReplay(t, a, o, nil)
 	for _, r := range rep.Runs {
 		if r.Ended != r.Jobs {
 			t.Errorf("%s seed %d: %d of %d jobs ended (missing %v)", r.Setup, r.Seed, r.Ended, r.Jobs, r.Missing)
@@ -232,7 +236,9 @@ func replayTopology(o replayOptions) topology {
 	return topology{typed: o.typed, extraConf: "OverTimeLimit=UNLIMITED"}
 }
 
-func runReplay(t *testing.T, a artifacts, o replayOptions) replay.Report {
+// runReplay replays every seed under every setup; save, when set, gets the
+// report so far after each seed.
+func runReplay(t *testing.T, a artifacts, o replayOptions, save func(replay.Report)) replay.Report {
 	t.Helper()
 	tt := replayTruth(t)
 	tr := replayTrace(t, o.trace)
@@ -298,9 +304,12 @@ func runReplay(t *testing.T, a artifacts, o replayOptions) replay.Report {
 				rep.Runs = append(rep.Runs, res)
 			}
 		}
+		rep.Summaries = replay.Summarize(rep.Runs)
+		rep.Checks = replay.Checks(rep.Summaries)
+		if save != nil {
+			save(rep)
+		}
 	}
-	rep.Summaries = replay.Summarize(rep.Runs)
-	rep.Checks = replay.Checks(rep.Summaries)
 	return rep
 }
 
