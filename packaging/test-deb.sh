@@ -25,7 +25,7 @@ for p in coscheml coscheml-train coscheml-node; do
 done
 for f in /usr/lib/coscheml/libcoscheml.so /usr/libexec/coscheml/prolog.sh /usr/libexec/coscheml/epilog.sh \
 	/usr/lib/systemd/system/coscheml-reconcile.timer /usr/lib/systemd/system/coscheml-reconcile.service \
-	/usr/lib/systemd/system/coscheml-metrics.timer /usr/lib/systemd/system/coscheml-metrics.service \
+	/usr/lib/systemd/system/coscheml-metrics.timer /usr/lib/systemd/system/coscheml-metrics.service /usr/lib/systemd/system/coscheml-redecide.service \
 	/usr/share/coscheml/data/lucid-train/solo_profiles.csv /usr/share/coscheml/data/lucid-train/LICENSE.txt \
 	/usr/share/coscheml/data/README-gpu.md /usr/share/doc/coscheml/docs/install.md /usr/share/coscheml/grafana/coscheml.json; do
 	check "file $f" test -s "$f"
@@ -49,7 +49,7 @@ check "profile list shows the imported tags" sh -c "/usr/bin/coscheml --config $
 check "predict with the embedded model" /usr/bin/coscheml --config "$tmp/c.yaml" predict resnet18-bs128 dcgan-bs128
 check "coscheml-node reconcile" sh -c "mkdir -p $tmp/residency && /usr/bin/coscheml-node reconcile --config $tmp/c.yaml"
 if command -v systemd-analyze >/dev/null; then
-	check "systemd-analyze verify units" systemd-analyze verify /usr/lib/systemd/system/coscheml-reconcile.timer /usr/lib/systemd/system/coscheml-reconcile.service /usr/lib/systemd/system/coscheml-metrics.timer /usr/lib/systemd/system/coscheml-metrics.service
+	check "systemd-analyze verify units" systemd-analyze verify /usr/lib/systemd/system/coscheml-reconcile.timer /usr/lib/systemd/system/coscheml-reconcile.service /usr/lib/systemd/system/coscheml-metrics.timer /usr/lib/systemd/system/coscheml-metrics.service /usr/lib/systemd/system/coscheml-redecide.service
 fi
 # An admin's edit of the configuration survives a reinstall.
 echo "# site edit" >>/etc/coscheml/coscheml.yaml

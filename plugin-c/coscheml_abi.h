@@ -18,13 +18,30 @@
 
 #include <stdint.h>
 
-#define COSCHEML_ABI_VERSION 2u
+#define COSCHEML_ABI_VERSION 3u
 
 /* The answers of coscheml_decide. */
 enum {
 	COSCHEML_UNCHANGED = 0,
 	COSCHEML_REWRITE = 1,
 	COSCHEML_REJECT = 2,
+	/* Refuse: the request would bypass placement (ESLURM_ACCESS_DENIED). */
+	COSCHEML_DENY = 3,
+};
+
+/*
+ * coscheml_job.flags. job_modify hands over only the fields the update
+ * changes, and "" differs from NULL there (NodeList= clears the node list):
+ * COSCHEML_SET_* say which fields the job description carries at all.
+ */
+enum {
+	COSCHEML_SET_COMMENT = 1u << 0,
+	COSCHEML_SET_TRES = 1u << 1,
+	COSCHEML_SET_PARTITION = 1u << 2,
+	COSCHEML_SET_REQ_NODES = 1u << 3,
+	COSCHEML_SET_EXC_NODES = 1u << 4,
+	/* submit_uid is root or SlurmUser (Slurm's own operators). */
+	COSCHEML_ADMIN = 1u << 16,
 };
 
 /* One job as slurmctld handed it to job_submit or job_modify. */
@@ -39,6 +56,39 @@ struct coscheml_job {
 	uint32_t max_nodes;
 	uint32_t time_limit; /* minutes; NO_VAL/INFINITE as Slurm has them */
 	uint32_t job_id;     /* NO_VAL for a new submission */
+	/* From interface 3 on. */
+	int64_t begin_time;  /* job_desc begin_time (unix seconds; 0: unset) */
+	const char *req_nodes; /* -w / NodeList= */
+	const char *exc_nodes; /* -x / ExcNodeList= */
+	uint32_t submit_uid;   /* who submits or updates (not the job's owner) */
+	uint32_t flags;        /* COSCHEML_SET_* | COSCHEML_ADMIN */
+	/*
+	 * The job's other options a decision honours (job_desc_msg_t fields of
+	 * the same names; NULL when unset). See docs/slurm-integration.md.
+	 */
+	const char *tres_per_job;    /* --gpus */
+	const char *tres_per_task;   /* --gpus-per-task */
+	const char *tres_per_socket; /* --gpus-per-socket */
+	const char *mem_per_tres;    /* --mem-per-gpu */
+	const char *cpus_per_tres;   /* --cpus-per-gpu */
+	const char *array_inx;       /* --array */
+	uint32_t num_tasks;          /* -n; NO_VAL when unset */
+	/*
+	 * 1: --exclusive in any form (job_desc shared 0, user, mcs or topo); 0
+	 * when shared is unset (NO_VAL16) or 1 (--oversubscribe). A flag, not the
+	 * raw field, so that a zeroed struct means "not exclusive".
+	 */
+	uint32_t exclusive;
+};
+
+/*
+ * coscheml_answer.replace: fields the shim replaces with the answer's value
+ * even when that is NULL (with COSCHEML_REWRITE).
+ */
+enum {
+	COSCHEML_ANS_TRES_PER_JOB = 1u << 0,  /* tres_per_job := answer (NULL clears) */
+	COSCHEML_ANS_TRES_PER_TASK = 1u << 1, /* tres_per_task := answer (NULL clears) */
+	COSCHEML_ANS_CLEAR_REQ_NODES = 1u << 2, /* req_nodes := "" (an update drops the pin) */
 };
 
 /*
@@ -52,6 +102,19 @@ struct coscheml_answer {
 	char *comment;
 	char *user_msg;
 	char *log; /* lines for slurmctld's log, '\n'-separated */
+	/*
+	 * With COSCHEML_REWRITE: the job's new begin_time (unix seconds; 0:
+	 * leave it). A "wait" answer defers the job for re-decision.
+	 */
+	int64_t begin_time;
+	/*
+	 * A single GPU asked for with --gpus/--gpus-per-task moves to
+	 * tres_per_node: these carry what stays of the job's field, applied
+	 * where replace says so.
+	 */
+	char *tres_per_job;
+	char *tres_per_task;
+	uint32_t replace; /* COSCHEML_ANS_* bits */
 };
 
 /* The library's exports, as function pointer types for dlsym. */

@@ -108,6 +108,17 @@ static void set_slurm_str(char **field, const char *value)
 	*field = copy;
 }
 
+/* Replace a Slurm-owned string, or free it (NULL) when value is NULL. */
+static void set_or_clear(char **field, const char *value)
+{
+	if (value) {
+		set_slurm_str(field, value);
+		return;
+	}
+	slurm_xfree((void **)field);
+	*field = NULL;
+}
+
 /*
  * slurmctld has no reconfigure hook for job_submit plugins (22.05), but it
  * stamps slurm_conf.last_update whenever it reads slurm.conf again: when that
@@ -302,6 +313,33 @@ static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
 	job.max_nodes = job_desc->max_nodes;
 	job.time_limit = job_desc->time_limit;
 	job.job_id = job_id_of(job_desc);
+	job.begin_time = (int64_t)job_desc->begin_time;
+	job.req_nodes = job_desc->req_nodes;
+	job.exc_nodes = job_desc->exc_nodes;
+	job.submit_uid = submit_uid;
+	job.flags = (job_desc->comment ? COSCHEML_SET_COMMENT : 0) |
+		    (job_desc->tres_per_node ? COSCHEML_SET_TRES : 0) |
+		    (job_desc->partition ? COSCHEML_SET_PARTITION : 0) |
+		    (job_desc->req_nodes ? COSCHEML_SET_REQ_NODES : 0) |
+		    (job_desc->exc_nodes ? COSCHEML_SET_EXC_NODES : 0);
+	/*
+	 * Slurm's operators as slurmctld itself checks them first: root and
+	 * SlurmUser. (AdminLevel from the accounting database would need the
+	 * association lock inside job_submit; the library reads admin_users.)
+	 */
+	if (submit_uid == 0 ||
+	    (lib.conf && submit_uid == lib.conf->slurm_user_id))
+		job.flags |= COSCHEML_ADMIN;
+	job.tres_per_job = job_desc->tres_per_job;
+	job.tres_per_task = job_desc->tres_per_task;
+	job.tres_per_socket = job_desc->tres_per_socket;
+	job.mem_per_tres = job_desc->mem_per_tres;
+	job.cpus_per_tres = job_desc->cpus_per_tres;
+	job.array_inx = job_desc->array_inx;
+	job.num_tasks = job_desc->num_tasks;
+	job.exclusive = job_desc->shared != NO_VAL16 &&
+			job_desc->shared != JOB_SHARED_OK &&
+			job_desc->shared != INFINITE16;
 
 	answer = lib.decide(&job, &ans);
 
@@ -318,9 +356,20 @@ static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
 			set_slurm_str(&job_desc->req_nodes, ans.req_nodes);
 		if (ans.comment)
 			set_slurm_str(&job_desc->comment, ans.comment);
+		if (ans.begin_time > 0)
+			job_desc->begin_time = (time_t)ans.begin_time;
+		if (ans.replace & COSCHEML_ANS_TRES_PER_JOB)
+			set_or_clear(&job_desc->tres_per_job, ans.tres_per_job);
+		if (ans.replace & COSCHEML_ANS_TRES_PER_TASK)
+			set_or_clear(&job_desc->tres_per_task,
+				     ans.tres_per_task);
+		if (ans.replace & COSCHEML_ANS_CLEAR_REQ_NODES)
+			set_slurm_str(&job_desc->req_nodes, "");
 		break;
 	case COSCHEML_REJECT:
-		rc = ESLURM_INVALID_GRES;
+	case COSCHEML_DENY:
+		rc = (answer == COSCHEML_DENY) ? ESLURM_ACCESS_DENIED :
+						 ESLURM_INVALID_GRES;
 		*user_msg = ans.user_msg ? ans.user_msg :
 			strdup("coscheml: job rejected (see slurmctld log)");
 		ans.user_msg = NULL;
@@ -331,7 +380,8 @@ static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
 			    plugin_type, answer, job.job_id);
 		break;
 	}
-	if (ans.user_msg && answer != COSCHEML_REJECT) {
+	if (ans.user_msg && answer != COSCHEML_REJECT &&
+	    answer != COSCHEML_DENY) {
 		/* A warning the user still sees ("accepted unshared because ..."). */
 		*user_msg = ans.user_msg;
 		ans.user_msg = NULL;
@@ -342,6 +392,8 @@ static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
 	free(ans.comment);
 	free(ans.user_msg);
 	free(ans.log);
+	free(ans.tres_per_job);
+	free(ans.tres_per_task);
 	return rc;
 }
 

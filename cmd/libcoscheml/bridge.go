@@ -1,36 +1,59 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/coscheml/coscheml/pkg/submit"
 )
 
-// initGo replaces the engine with one loaded from path; it returns 0 when
-// everything loaded, 1 when the engine runs degraded (pass-through for what is
-// broken; the reasons go to the first job's log), and lines for slurmctld's log.
-// slurmVer is the shim's SLURM_VERSION_NUMBER, slurmConf slurmctld's slurm.conf
-// ("" when the shim could not tell).
+// initWait bounds how long coscheml_init waits for the first load: a normal
+// start reports its problems at once, a hung shared file system never holds
+// slurmctld's start (jobs pass through until the load completes).
+const initWait = 2 * time.Second
+
+// initGo replaces the engine with one loading from path in the background; it
+// returns 0 when everything loaded (or the load is still running), 1 when the
+// engine runs degraded (pass-through for what is broken; the reasons go to the
+// first job's log), and lines for slurmctld's log. slurmVer is the shim's
+// SLURM_VERSION_NUMBER, slurmConf slurmctld's slurm.conf ("" when the shim could
+// not tell).
 func initGo(path string, slurmVer uint32, slurmConf string) (int, string) {
-	src, note := submit.GuardPinning(submit.DefaultSources(path), slurmConf)
-	e := submit.New(src, submit.Options{SlurmVersion: slurmVersion.Load})
+	// Pins stay inside the job's partitions and off nodes that cannot start jobs
+	// (both read in the background: the partitions with each load, the node
+	// states by their own poll).
+	src := submit.WithPartitions(submit.DefaultSources(path), slurmConf)
+	if fi, err := os.Stat(slurmConf); err == nil && fi.Mode().IsRegular() {
+		// Only with slurmctld's own slurm.conf: sinfo must ask this cluster.
+		src.NodeStates = submit.SinfoStates(slurmConf)
+	}
+	e := submit.NewAsync(src, submit.Options{SlurmVersion: slurmVersion.Load},
+		func(src submit.Sources) (submit.Sources, string) { return submit.GuardPinning(src, slurmConf) })
 	e.Start()
 	if old := engine.Swap(e); old != nil {
-		old.Close()
+		old.Close() // bounded: never waits on a hung load
+	}
+	if !e.WaitReady(initWait) {
+		return 0, fmt.Sprintf("first load of %s still running after %v (shared file system slow?): "+
+			"jobs pass through unchanged until it completes; its outcome is logged with the next job", path, initWait)
 	}
 	rc := 0
 	if len(e.Problems()) > 0 {
 		rc = 1
 	}
-	return rc, note
+	return rc, e.StartNote()
 }
 
 // decideGo asks the engine; without one (init failed or not called) every job is
-// left unchanged.
+// left unchanged, except that coscheml-id tokens are removed from its comment
+// (no user-written id may reach the Prolog).
 func decideGo(j submit.JobFields) submit.Result {
 	e := engine.Load()
 	if e == nil {
-		return submit.Result{}
+		res, _ := submit.StripTokens(j)
+		return res
 	}
 	res := e.Decide(j)
 	res.Log = strings.TrimSpace(res.Log)

@@ -19,8 +19,17 @@ func writeConfig(t *testing.T, extra string) string {
 	for _, d := range []string{"profiles", "residency"} {
 		os.MkdirAll(filepath.Join(dir, d), 0o755)
 	}
+	// One known application, for the decisions that honour a job's options.
+	st, err := profile.Open(filepath.Join(dir, "profiles"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm := profile.Stat{Mean: 20, P95: 25, Max: 30}
+	if err := st.Put(&profile.Profile{Tag: "harness-app", Class: profile.ClassTrain, SMUtil: sm, MemBWUtil: sm, MemUsedMiB: 8000}); err != nil {
+		t.Fatal(err)
+	}
 	y := "profile_dir: " + filepath.Join(dir, "profiles") + "\nresidency_dir: " + filepath.Join(dir, "residency") +
-		"\ndecision_log: " + filepath.Join(dir, "decisions.log") +
+		"\ndecision_log: " + filepath.Join(dir, "decisions.log") + "\ndecision_key: " + filepath.Join(dir, "decision.key") +
 		"\ncluster:\n  nodes: n[1-3]\n  gpus_per_node: 4\n  gpu_memory_mib: 80000\n" + extra
 	path := filepath.Join(dir, "coscheml.yaml")
 	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
@@ -38,14 +47,14 @@ func TestBridgeGo(t *testing.T) {
 	if r := decideGo(submit.JobFields{Comment: "coscheml:app=x"}); r.Code != submit.Unchanged {
 		t.Fatalf("without init: %+v", r)
 	}
-	if rc, _ := initGo(writeConfig(t, ""), 0x160508, ""); rc != 0 {
+	if rc, _ := initGo(writeConfig(t, "unknown_profile: reject\n"), 0x160508, ""); rc != 0 {
 		t.Fatalf("init with a good config: %d (%v)", rc, engine.Load().Problems())
 	}
 	r := decideGo(submit.JobFields{Comment: "coscheml:app=nosuch", TresPerNode: "gres:gpu:1", MinNodes: 1, JobID: submit.NoVal})
 	if r.Code != submit.Reject || !strings.Contains(r.UserMsg, "unknown application profile 'nosuch'") {
 		t.Fatalf("unknown profile: %+v", r)
 	}
-	if rc, _ := initGo(writeConfig(t, "model_path: /nonexistent/x.model\n"), 0x160508, ""); rc != 1 {
+	if rc, _ := initGo(writeConfig(t, "model_path: /nonexistent/x.model\nunknown_profile: reject\n"), 0x160508, ""); rc != 1 {
 		t.Fatalf("init with a missing model: %d, want 1", rc)
 	}
 	r = decideGo(submit.JobFields{Comment: "coscheml:app=nosuch", TresPerNode: "gres:gpu:1", MinNodes: 1, JobID: submit.NoVal})
@@ -126,9 +135,9 @@ func TestCABI(t *testing.T) {
 	so := cLibrary(t)
 	bin := filepath.Join(t.TempDir(), "abi")
 	cc(t, "-Wall", "-Wextra", "-Werror", "-o", bin, "testdata/abi.c", "-ldl")
-	got := runC(t, nil, bin, so, writeConfig(t, ""))
+	got := runC(t, nil, bin, so, writeConfig(t, "unknown_profile: reject\n"))
 	wantLines(t, "abi", got, []string{
-		"abi=2 header=2",
+		"abi=3 header=3",
 		"init rc=0",
 		"untagged rc=0 tres=NULL nodes=NULL msg=NULL log=NULL",
 		"nulls rc=0 tres=NULL",
@@ -201,16 +210,27 @@ func TestCShim(t *testing.T) {
 	wants := []string{
 		"match=1",
 		"init rc=0",
-		"loaded " + so + " (interface 2",
+		"loaded " + so + " (interface 3",
 		"untagged rc=0 tres=gres:gpu:1 nodes=NULL msg=NULL",
 		"nulls rc=0 tres=NULL nodes=NULL msg=NULL",
 		"badtag rc=1 tres=gres:gpu:1 nodes=NULL msg=coscheml: invalid tag",
 		"long rc=1 tres=gres:gpu:1 nodes=NULL msg=coscheml: comment of 10000 characters",
-		"unknown rc=1 tres=gres:gpu:1 nodes=NULL msg=coscheml: unknown application profile 'nosuch'",
+		"unknown rc=0 tres=gres:shard:4 nodes=NULL msg=coscheml: warning: unknown application profile 'nosuch'",
+		// --gpus=1 moves to tres_per_node (tres_per_job freed), an array is not
+		// pinned, -x is honoured, --exclusive passes unchanged.
+		"fields-gpus rc=0 tres=gres/shard:", " job=NULL nodes=n1\n",
+		"fields-array rc=0 tres=gres:shard:4 job=NULL nodes=NULL",
+		" job=NULL nodes=n3\n",
+		"fields-exclusive rc=0 tres=gres:gpu:1 job=NULL nodes=NULL",
 		"job_submit/coscheml: modify job=17 ",
 		"job_submit/coscheml: modify job=18 ",
 		"job_submit/coscheml: modify job=new ",
 		"modify-untagged rc=0",
+		"rawshard rc=1 tres=gres:shard:1 nodes=NULL msg=coscheml: this job asks for GPU shards directly",
+		"rawshard-root rc=0 tres=gres:shard:1 nodes=NULL msg=NULL",
+		"rawshard-slurmuser rc=0 tres=gres:shard:1 nodes=NULL msg=NULL",
+		"modify-nodes-user rc=1",
+		"modify-nodes-root rc=0",
 		"loop done live=0",
 		"afterfini rc=0 tres=gres:gpu:1 nodes=NULL msg=NULL",
 		"reinit rc=1",
@@ -219,7 +239,9 @@ func TestCShim(t *testing.T) {
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			shim, harness := build(t, sets[name], t.TempDir())
-			got := runC(t, nil, harness, shim, so, cfg)
+			// A configuration of its own: the decision log of an earlier run
+			// would rebuild reservations and move the pins the lines expect.
+			got := runC(t, nil, harness, shim, so, writeConfig(t, ""))
 			wantLines(t, "harness", got, wants)
 			if strings.Contains(got, "error:") {
 				t.Errorf("the shim logged an error:\n%s", got)
@@ -236,8 +258,8 @@ func TestCShim(t *testing.T) {
 		for _, tc := range []struct {
 			name, flag, want string
 		}{
-			{"abi1", "-DFAKE_ABI=1", "speaks interface 1, this plugin speaks 2"},
-			{"abi99", "-DFAKE_ABI=99", "speaks interface 99, this plugin speaks 2"},
+			{"abi1", "-DFAKE_ABI=1", "speaks interface 1, this plugin speaks 3"},
+			{"abi99", "-DFAKE_ABI=99", "speaks interface 99, this plugin speaks 3"},
 			{"old", "-DNO_ABI", "has no coscheml_abi_version"},
 		} {
 			fake := filepath.Join(dir, tc.name+".so")
@@ -256,7 +278,7 @@ func TestCShim(t *testing.T) {
 		shim, harness := build(t, newest, t.TempDir(), "-fsanitize=address", "-fno-omit-frame-pointer")
 		// The Go runtime's own allocations are not ours to judge (leak check off);
 		// use-after-free, double free and overflows in the shim and harness are.
-		got := runC(t, []string{"ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:exitcode=23"}, harness, shim, so, cfg)
+		got := runC(t, []string{"ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:exitcode=23"}, harness, shim, so, writeConfig(t, ""))
 		wantLines(t, "asan harness", got, wants)
 	})
 }

@@ -78,10 +78,12 @@ func coscheml_decide(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) 
 	if ans == nil || ans.size < C.uint32_t(C.sizeof_struct_coscheml_answer) {
 		return C.int(submit.Unchanged)
 	}
-	outs := []**C.char{&ans.tres_per_node, &ans.req_nodes, &ans.comment, &ans.user_msg, &ans.log}
+	outs := []**C.char{&ans.tres_per_node, &ans.req_nodes, &ans.comment, &ans.user_msg, &ans.log, &ans.tres_per_job, &ans.tres_per_task}
 	for _, o := range outs {
 		*o = nil
 	}
+	ans.begin_time = 0
+	ans.replace = 0
 	defer func() {
 		if r := recover(); r != nil {
 			rc = C.int(submit.Unchanged)
@@ -104,6 +106,12 @@ func coscheml_decide(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) 
 		Comment: goString(job.comment), TresPerNode: goString(job.tres_per_node), Partition: goString(job.partition),
 		UserID: uint32(job.user_id), MinNodes: uint32(job.min_nodes), MaxNodes: uint32(job.max_nodes),
 		TimeLimit: uint32(job.time_limit), JobID: uint32(job.job_id), Modify: job.modify != 0,
+		BeginTime: int64(job.begin_time),
+		ReqNodes:  goString(job.req_nodes), ExcNodes: goString(job.exc_nodes), SubmitUID: uint32(job.submit_uid),
+		Set: fieldSet(uint32(job.flags)), Admin: uint32(job.flags)&C.COSCHEML_ADMIN != 0,
+		TresPerJob: goString(job.tres_per_job), TresPerTask: goString(job.tres_per_task), TresPerSocket: goString(job.tres_per_socket),
+		MemPerTres: goString(job.mem_per_tres), CpusPerTres: goString(job.cpus_per_tres), ArrayInx: goString(job.array_inx),
+		NumTasks: uint32(job.num_tasks), Exclusive: job.exclusive != 0,
 	}
 	res := decideGo(j)
 	setOut(&ans.log, res.Log)
@@ -112,6 +120,10 @@ func coscheml_decide(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) 
 		setOut(&ans.tres_per_node, res.TresPerNode)
 		setOut(&ans.req_nodes, res.ReqNodes)
 		setOut(&ans.comment, res.Comment)
+		ans.begin_time = C.int64_t(res.BeginTime)
+		setOut(&ans.tres_per_job, res.TresPerJob)
+		setOut(&ans.tres_per_task, res.TresPerTask)
+		ans.replace = replaceBits(res.Replace)
 	}
 	return C.int(res.Code)
 }
@@ -132,6 +144,25 @@ func coscheml_fini() {
 	}
 }
 
+// fieldSet maps the shim's COSCHEML_SET_* flags to submit.FieldSet bit by bit
+// (the two numberings are independent).
+func fieldSet(flags uint32) submit.FieldSet {
+	var s submit.FieldSet
+	for _, m := range []struct {
+		c uint32
+		f submit.FieldSet
+	}{
+		{C.COSCHEML_SET_COMMENT, submit.FieldComment}, {C.COSCHEML_SET_TRES, submit.FieldTres},
+		{C.COSCHEML_SET_PARTITION, submit.FieldPartition}, {C.COSCHEML_SET_REQ_NODES, submit.FieldReqNodes},
+		{C.COSCHEML_SET_EXC_NODES, submit.FieldExcNodes},
+	} {
+		if flags&m.c != 0 {
+			s |= m.f
+		}
+	}
+	return s
+}
+
 // setOut stores a malloc'ed copy of s (the caller free()s it); "" stays NULL.
 func setOut(o **C.char, s string) {
 	if o == nil || s == "" {
@@ -149,4 +180,22 @@ func goString(p *C.char) string {
 		return ""
 	}
 	return C.GoStringN(p, C.int(C.strnlen(p, maxInput)))
+}
+
+// replaceBits maps submit.AnswerField to the answer's COSCHEML_ANS_* bits, bit by
+// bit (the two numberings are independent).
+func replaceBits(f submit.AnswerField) C.uint32_t {
+	var out C.uint32_t
+	for _, m := range []struct {
+		f submit.AnswerField
+		c C.uint32_t
+	}{
+		{submit.ReplaceTresPerJob, C.COSCHEML_ANS_TRES_PER_JOB}, {submit.ReplaceTresPerTask, C.COSCHEML_ANS_TRES_PER_TASK},
+		{submit.ClearReqNodes, C.COSCHEML_ANS_CLEAR_REQ_NODES},
+	} {
+		if f&m.f != 0 {
+			out |= m.c
+		}
+	}
+	return out
 }

@@ -20,6 +20,9 @@ type Config struct {
 	ResidencyDir   string `yaml:"residency_dir"`
 	ObservationDir string `yaml:"observation_dir"`
 	DecisionLog    string `yaml:"decision_log"`
+	// DecisionKey: the controller's secret that signs decision ids (0600,
+	// created at first start when missing; docs/install.md).
+	DecisionKey string `yaml:"decision_key"`
 	// MetricsFile: the plugin's decision counters, Prometheus text format ("" = off).
 	MetricsFile string `yaml:"metrics_file"`
 	// PairMemory: the plugin learns pairs from observation_dir (pkg/pairmem).
@@ -43,8 +46,16 @@ type Config struct {
 	FloorConfidence float64 `yaml:"floor_confidence"`
 
 	Untagged       string `yaml:"untagged"`        // pass | exclusive
-	UnknownProfile string `yaml:"unknown_profile"` // reject | exclusive
+	UnknownProfile string `yaml:"unknown_profile"` // bootstrap | reject | exclusive
 	InvalidTag     string `yaml:"invalid_tag"`     // reject | exclusive
+
+	// RawRequests: what happens to a raw shard request (gres shard) or a node-list
+	// change that would bypass placement, from a user who is not an admin
+	// (refuse | allow).
+	RawRequests string `yaml:"raw_requests"`
+	// AdminUsers: users (names or uids, comma-separated) exempt from raw_requests,
+	// beyond root and SlurmUser.
+	AdminUsers string `yaml:"admin_users"`
 
 	// ShardPinning is how the plugin makes Slurm use the GPU it chose: first-fit
 	// (a shard count Slurm 22.05's first-fit allocator lands on the GPU with) or
@@ -52,6 +63,10 @@ type Config struct {
 	ShardPinning string `yaml:"shard_pinning"`
 	// ShardTypePrefix: with typed pinning, GPU index i has the Slurm Type <prefix><i>.
 	ShardTypePrefix string `yaml:"shard_type_prefix"`
+	// WaitDefer: a tagged job answered "wait" gets begin_time now+WaitDefer, so
+	// that `coscheml redecide --loop` can re-decide it (scontrol update) before it
+	// falls back to its whole-GPU request (0 = off: a wait runs on a whole GPU).
+	WaitDefer time.Duration `yaml:"wait_defer"`
 
 	Cluster   ClusterSpec   `yaml:"cluster"`
 	Profiling ProfilingSpec `yaml:"profiling"`
@@ -78,6 +93,19 @@ type ProfilingSpec struct {
 	StaleAfter time.Duration `yaml:"stale_after"`
 }
 
+// The unknown_profile modes.
+const (
+	UnknownBootstrap = "bootstrap" // alone on a whole GPU, profiled there by the node Prolog/Epilog
+	UnknownReject    = "reject"
+	UnknownExclusive = "exclusive"
+)
+
+// The raw_requests modes.
+const (
+	RawRefuse = "refuse"
+	RawAllow  = "allow"
+)
+
 // The shard_pinning modes.
 const (
 	PinFirstFit = "first-fit"
@@ -96,6 +124,7 @@ func Default() Config {
 		ResidencyDir:     "/var/lib/coscheml/residency",
 		ObservationDir:   "/var/lib/coscheml/observations",
 		DecisionLog:      "/var/lib/coscheml/decisions.log",
+		DecisionKey:      "/var/lib/coscheml/decision.key",
 		PairMemory:       true,
 		Policy:           "coscheml",
 		SpeedFloor:       floors.Default(),
@@ -104,8 +133,9 @@ func Default() Config {
 		PreferShareSpeed: 0.85,
 		UtilSumThreshold: 100,
 		Untagged:         "pass",
-		UnknownProfile:   "reject",
+		UnknownProfile:   UnknownBootstrap,
 		InvalidTag:       "reject",
+		RawRequests:      RawRefuse,
 		ShardPinning:     PinFirstFit,
 		ShardTypePrefix:  "g",
 		Profiling:        ProfilingSpec{Enabled: true, Backend: "nvml", Interval: 500 * time.Millisecond, StaleAfter: 30 * 24 * time.Hour},

@@ -111,6 +111,7 @@ func TestParse(t *testing.T) {
 			return c.MetricsFile == "/var/lib/prometheus/node-exporter/coscheml-ctld.prom" && Default().MetricsFile == ""
 		}},
 		{name: "pair memory off", yaml: "pair_memory: false\n", check: func(c Config) bool { return !c.PairMemory && Default().PairMemory }},
+		{name: "wait defer", yaml: "wait_defer: 30s\n", check: func(c Config) bool { return c.WaitDefer == 30*time.Second }},
 		{name: "typed pinning", yaml: "shard_pinning: typed\nshard_type_prefix: gpu_\n", check: func(c Config) bool { return c.ShardPinning == PinTyped && c.ShardTypePrefix == "gpu_" }},
 		{name: "bare key refused", yaml: "decision_log:\n", wantErr: []string{`"decision_log"`, "empty value"}},
 		{name: "float floor from int", yaml: "speed_floor:\n  hpc: 1\n", check: func(c Config) bool { return c.SpeedFloor.HPC == 1 }},
@@ -136,6 +137,11 @@ func TestParse(t *testing.T) {
 		{name: "bad untagged", yaml: "untagged: reject\n", wantErr: []string{`"untagged"`, "pass or exclusive"}},
 		{name: "bad unknown_profile", yaml: "unknown_profile: pass\n", wantErr: []string{`"unknown_profile"`}},
 		{name: "bad invalid_tag", yaml: "invalid_tag: accept\n", wantErr: []string{`"invalid_tag"`}},
+		{name: "bad raw_requests", yaml: "raw_requests: maybe\n", wantErr: []string{`"raw_requests"`, "refuse or allow"}},
+		{name: "bad admin_users", yaml: "admin_users: \"alice, bob smith\"\n", wantErr: []string{`"admin_users"`, "bob smith"}},
+		{name: "wait defer too short", yaml: "wait_defer: 10ms\n", wantErr: []string{`"wait_defer"`, "1s..1h"}},
+		{name: "wait defer negative", yaml: "wait_defer: -5s\n", wantErr: []string{`"wait_defer"`}},
+		{name: "wait defer not a duration", yaml: "wait_defer: soon\n", wantErr: []string{`"wait_defer"`}},
 		{name: "bad shard_pinning", yaml: "shard_pinning: exact\n", wantErr: []string{`"shard_pinning"`, "first-fit or typed"}},
 		{name: "shard_pinning number", yaml: "shard_pinning: 1\n", wantErr: []string{`"shard_pinning"`, "want a string"}},
 		{name: "type prefix with colon", yaml: "shard_type_prefix: \"g:\"\n", wantErr: []string{`"shard_type_prefix"`}},
@@ -246,7 +252,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(data)
 	}
 	for _, s := range []string{"", "policy: blind\n", "speed_floor:\n  hpc: 2\n", "a: &x [*x]\n", "profiling:\n  interval: 1h\n",
-		"cluster:\n  nodes: n[1-4]\n  gpus_per_node: 2\n  gpu_memory_mib: 1000\n", "cluster:\n  nodes: \",\"\n  gpus_per_node: 2\n", "- 1\n", "{", "x: !!binary AAAA\n", "slots_per_gpu: 0x10\n"} {
+		"cluster:\n  nodes: n[1-4]\n  gpus_per_node: 2\n  gpu_memory_mib: 1000\n", "cluster:\n  nodes: \",\"\n  gpus_per_node: 2\n", "- 1\n", "{", "x: !!binary AAAA\n", "slots_per_gpu: 0x10\n", "admin_users: \"root, 1002,bad user\"\n", "raw_requests: allow\nunknown_profile: bootstrap\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

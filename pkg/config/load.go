@@ -254,6 +254,29 @@ func suggest(t reflect.Type, name string) string {
 // printable ASCII only, at most 80 characters.
 func Sanitize(s string) string { return safetext.Sanitize(s) }
 
+// adminRE is one admin_users entry: a uid or a POSIX-ish user name.
+var adminRE = regexp.MustCompile(`^([0-9]{1,10}|[A-Za-z_][A-Za-z0-9_.-]{0,63}\$?)$`)
+
+// AdminList splits admin_users into its entries (names or uids); an entry that is
+// neither is an error naming it.
+func AdminList(s string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if !adminRE.MatchString(f) {
+			return nil, fmt.Errorf("%q is not a user name or uid", Sanitize(f))
+		}
+		out = append(out, f)
+	}
+	if len(out) > 256 {
+		return nil, fmt.Errorf("%d users: at most 256", len(out))
+	}
+	return out, nil
+}
+
 // typePrefixRE: the prefix becomes part of a Slurm GPU Type and of a TRES string,
 // so it must not carry Slurm's separators (':', ',', '/', '=').
 var typePrefixRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,31}$`)
@@ -274,6 +297,7 @@ func (c Config) Validate() error {
 		{"residency_dir", c.ResidencyDir},
 		{"observation_dir", c.ObservationDir},
 		{"decision_log", c.DecisionLog},
+		{"decision_key", c.DecisionKey},
 		{"metrics_file", c.MetricsFile},
 	} {
 		switch {
@@ -318,7 +342,8 @@ func (c Config) Validate() error {
 		allowed  []string
 	}{
 		{"untagged", c.Untagged, []string{"pass", "exclusive"}},
-		{"unknown_profile", c.UnknownProfile, []string{"reject", "exclusive"}},
+		{"unknown_profile", c.UnknownProfile, []string{UnknownBootstrap, UnknownReject, UnknownExclusive}},
+		{"raw_requests", c.RawRequests, []string{RawRefuse, RawAllow}},
 		{"invalid_tag", c.InvalidTag, []string{"reject", "exclusive"}},
 		{"profiling.backend", c.Profiling.Backend, []string{"nvml", "mock"}},
 		{"shard_pinning", c.ShardPinning, []string{PinFirstFit, PinTyped}},
@@ -326,6 +351,9 @@ func (c Config) Validate() error {
 		if !contains(e.allowed, e.val) {
 			bad(e.key, "%q is not allowed; want %s", Sanitize(e.val), strings.Join(e.allowed, " or "))
 		}
+	}
+	if _, err := AdminList(c.AdminUsers); err != nil {
+		bad("admin_users", "%v", err)
 	}
 	if !typePrefixRE.MatchString(c.ShardTypePrefix) {
 		bad("shard_type_prefix", "%q is not a GPU type prefix: want a letter, then up to 31 letters, digits or '_'", Sanitize(c.ShardTypePrefix))
@@ -351,6 +379,9 @@ func (c Config) Validate() error {
 	}
 	if c.Cluster.Partition != "" && !partitionRE.MatchString(c.Cluster.Partition) {
 		bad("cluster.partition", "%q is not a partition name (letters, digits, '_', '.', '-')", Sanitize(c.Cluster.Partition))
+	}
+	if c.WaitDefer != 0 && (c.WaitDefer < time.Second || c.WaitDefer > time.Hour) {
+		bad("wait_defer", "%s is out of range: want 0 (off) or 1s..1h", c.WaitDefer)
 	}
 	if c.Profiling.Interval < 10*time.Millisecond || c.Profiling.Interval > time.Hour {
 		bad("profiling.interval", "%s is out of range: want 10ms..1h", c.Profiling.Interval)

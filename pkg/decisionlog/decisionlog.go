@@ -45,6 +45,11 @@ type Record struct {
 	Node    string `json:"node,omitempty"`
 	GPU     int    `json:"gpu"` // GPU index expected on Node; -1 when none
 	Shards  int    `json:"shards,omitempty"`
+	// GPUs are the GPU indexes of a several-GPU decision (GPU is the first).
+	GPUs []int `json:"gpus,omitempty"`
+	// Replaces are the earlier decisions of the job that a job_modify decision
+	// superseded: their reservations are not rebuilt after a restart.
+	Replaces []string `json:"replaces,omitempty"`
 
 	PredictedSpeed   float64  `json:"predicted_speed,omitempty"`
 	MinResidentSpeed float64  `json:"min_resident_speed,omitempty"`

@@ -36,6 +36,11 @@ func Expand(list string) ([]string, error) {
 	return out, nil
 }
 
+// Split returns a host list's expressions (commas outside brackets separate
+// them), unexpanded: for lists that may mix host expressions with other names
+// (slurm.conf's NodeSet names, ALL).
+func Split(list string) []string { return splitTop(list) }
+
 // splitTop splits on commas that are not inside brackets.
 func splitTop(s string) []string {
 	var parts []string

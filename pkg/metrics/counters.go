@@ -28,6 +28,7 @@ type Counters struct {
 	decisions  map[[2]string]uint64 // outcome, action
 	waits      uint64
 	rejects    map[string]uint64 // reason
+	passes     map[string]uint64 // why the engine could not decide (loading, stale)
 	belowFloor map[string]uint64 // class
 	errBuckets []uint64          // per ErrorBuckets, not cumulative
 	errCount   uint64
@@ -37,7 +38,7 @@ type Counters struct {
 
 // NewCounters returns counters that start now.
 func NewCounters(now time.Time) *Counters {
-	return &Counters{decisions: map[[2]string]uint64{}, rejects: map[string]uint64{}, belowFloor: map[string]uint64{},
+	return &Counters{decisions: map[[2]string]uint64{}, rejects: map[string]uint64{}, passes: map[string]uint64{}, belowFloor: map[string]uint64{},
 		errBuckets: make([]uint64, len(ErrorBuckets)), start: now}
 }
 
@@ -61,6 +62,15 @@ func (c *Counters) Decision(outcome, action, reason string) {
 	if outcome == "reject" {
 		bump(c.rejects, labelValue(reason))
 	}
+}
+
+// Passthrough counts a job the engine let through without deciding, under
+// reason (a fixed word: "loading" before the first load completed, "stale" when
+// the watchdog found the cluster view too old).
+func (c *Counters) Passthrough(reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	bump(c.passes, labelValue(reason))
 }
 
 // Measured counts one finished co-located run whose speed was predicted and then
@@ -133,6 +143,7 @@ func (c *Counters) Families(now time.Time) []Family {
 		{Name: "coscheml_waits_total", Type: Counter, Help: "Decisions that kept a job queued because no GPU was acceptable.",
 			Samples: []Sample{{Value: float64(c.waits)}}},
 		byLabel("coscheml_rejects_total", "Submissions refused, by reason.", "reason", c.rejects),
+		byLabel("coscheml_passthrough_total", "Jobs let through unchanged without a decision, by reason (loading: first load not finished; stale: the watchdog found the cluster view too old).", "reason", c.passes),
 		byLabel("coscheml_jobs_below_floor_total", "Finished co-located jobs whose measured speed was under their class's speed floor, by class.", "class", c.belowFloor),
 	}
 	h := Family{Name: "coscheml_prediction_abs_error_ratio", Type: Histogram,

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/coscheml/coscheml/pkg/safeopen"
 )
 
 // AppendFile appends observations to the generic CSV file at path, creating it
@@ -109,7 +111,7 @@ func checkHeaderLine(f *os.File) (int, error) {
 
 // ReadFile reads one generic observation CSV file; errors name the file.
 func ReadFile(path string) ([]Observation, error) {
-	f, err := os.Open(path)
+	f, err := safeopen.Regular(path, safeopen.FollowLinks)
 	if err != nil {
 		return nil, fmt.Errorf("read observations: %w", err)
 	}

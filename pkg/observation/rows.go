@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
+
+	"github.com/coscheml/coscheml/pkg/safeopen"
 )
 
 // Sane bounds of a measured co-located speed (docs/observations.md). The shipped
@@ -61,7 +62,7 @@ const maxLineBytes = 1 << 16
 // Every row is parsed on its own (an observation row never spans lines), so one
 // torn row, even with an unbalanced quote, cannot take the rows after it along.
 func ReadFileRows(path string) ([]Observation, error) {
-	f, err := os.Open(path)
+	f, err := safeopen.Regular(path, safeopen.FollowLinks) // a FIFO must not block slurmctld's reload
 	if err != nil {
 		return nil, fmt.Errorf("read observations: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/coscheml/coscheml/pkg/profile"
 )
@@ -24,7 +25,7 @@ type index struct {
 	idle    int        // GPUs without residents
 	ff      bool       // the cluster's Reach is ReachFirstFit: keep gpuState.hidden
 	jobs    map[string]jobLoc
-	intern  map[internKey]uint16
+	intern  *Interner
 
 	// GPUs in equal states share a bucket: a single-GPU decision evaluates each
 	// bucket once (on its lowest GPU) instead of every GPU. Buckets of GPUs whose
@@ -182,9 +183,12 @@ func (c *Cluster) Reindex() {
 	ix := &index{
 		nodeOff:  make([]int32, len(c.Nodes)+1),
 		jobs:     make(map[string]jobLoc),
-		intern:   make(map[internKey]uint16),
+		intern:   c.Interner,
 		bucketOf: make(map[bucketKey]int32),
 		ff:       c.Reach == ReachFirstFit,
+	}
+	if ix.intern == nil {
+		ix.intern = NewInterner()
 	}
 	total := 0
 	for n := range c.Nodes {
@@ -218,7 +222,7 @@ func (c *Cluster) Reindex() {
 // Clone returns a deep copy of the cluster's nodes and residents (profiles are shared:
 // they are immutable) with its own caches.
 func (c *Cluster) Clone() *Cluster {
-	d := &Cluster{Nodes: make([]Node, len(c.Nodes)), Reach: c.Reach}
+	d := &Cluster{Nodes: make([]Node, len(c.Nodes)), Reach: c.Reach, Interner: c.Interner}
 	for n, node := range c.Nodes {
 		d.Nodes[n] = Node{Name: node.Name, GPUs: make([]GPU, len(node.GPUs))}
 		for g, gpu := range node.GPUs {
@@ -349,19 +353,44 @@ func (ix *index) addJob(jobID string, gi int32) {
 	ix.jobs[jobID] = loc
 }
 
+// Interner numbers (profile, class) pairs for resident-set signatures. It is safe
+// for concurrent use: slurmctld's background rebuild and the decisions (which add
+// reservations) intern at the same time. IDs never change once given, so
+// signatures from any cluster sharing one Interner are comparable. Profiles are
+// keyed by pointer: share an Interner only among clusters built from one
+// catalog (it keeps those profiles alive).
+type Interner struct {
+	mu  sync.Mutex
+	ids map[internKey]uint16
+}
+
+// NewInterner returns an empty table.
+func NewInterner() *Interner { return &Interner{ids: make(map[internKey]uint16)} }
+
+// Full says whether the table can give no more IDs (then build a new one).
+func (in *Interner) Full() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.ids) >= maxID-1
+}
+
 // id interns a (profile, class) pair; 0 means "not representable" (the table is full).
-func (ix *index) id(p *profile.Profile, cl profile.Class) uint16 {
+func (in *Interner) id(p *profile.Profile, cl profile.Class) uint16 {
 	k := internKey{p, cl}
-	if v, ok := ix.intern[k]; ok {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if v, ok := in.ids[k]; ok {
 		return v
 	}
-	if len(ix.intern) >= maxID-1 {
+	if len(in.ids) >= maxID-1 {
 		return 0
 	}
-	v := uint16(len(ix.intern) + 1)
-	ix.intern[k] = v
+	v := uint16(len(in.ids) + 1)
+	in.ids[k] = v
 	return v
 }
+
+func (ix *index) id(p *profile.Profile, cl profile.Class) uint16 { return ix.intern.id(p, cl) }
 
 // summarize computes a GPU's cached state from its residents. It is the only place
 // the summary is computed, for the caches and for uncached clusters alike, so the two

@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/coscheml/coscheml/pkg/model"
@@ -342,19 +343,33 @@ func (p *CoScheML) explainGPU(c *Cluster, r *Request, gi int32) string {
 	b.WriteString(" with ")
 	describeResidents(&b, gpu)
 	res := p.compute(gpu.Residents, r)
-	fmt.Fprintf(&b, ": predicted speed new job %.2f (floor %.2f)", res.speed, p.cy.floorNew)
+	// Appends rather than fmt: this runs in every sharing decision, inside
+	// slurmctld's submit call.
+	b.WriteString(": predicted speed new job ")
+	writeSpeed(&b, res.speed)
+	b.WriteString(" (floor ")
+	writeSpeed(&b, p.cy.floorNew)
+	b.WriteByte(')')
 	for i := range gpu.Residents {
 		rs := &gpu.Residents[i]
-		others := make([]*profile.Profile, 0, len(gpu.Residents))
+		others := p.others[:0]
 		for j := range gpu.Residents {
 			if j != i {
 				others = append(others, gpu.Residents[j].Profile)
 			}
 		}
 		others = append(others, r.Profile)
-		fmt.Fprintf(&b, ", job %s %.2f (floor %.2f)", profile.Sanitize(rs.JobID), p.pred.PredictSpeed(rs.Profile, others), p.opts.Floors.For(classOf(rs.Class, rs.Profile)))
+		p.others = others[:0]
+		b.WriteString(", job ")
+		b.WriteString(profile.Sanitize(rs.JobID))
+		b.WriteByte(' ')
+		writeSpeed(&b, p.pred.PredictSpeed(rs.Profile, others))
+		b.WriteString(" (floor ")
+		writeSpeed(&b, p.opts.Floors.For(classOf(rs.Class, rs.Profile)))
+		b.WriteByte(')')
 	}
-	fmt.Fprintf(&b, "; interference cost %.2f", res.cost)
+	b.WriteString("; interference cost ")
+	writeSpeed(&b, res.cost)
 	if p.lower != nil {
 		// Otherwise a wait with every prediction above its floor would read as a bug.
 		cov := "the model's default coverage"
@@ -364,6 +379,12 @@ func (p *CoScheML) explainGPU(c *Cluster, r *Request, gi int32) string {
 		fmt.Fprintf(&b, "; floors tested at the prediction less its calibrated margin (floor_confidence: %s)", cov)
 	}
 	return b.String()
+}
+
+// writeSpeed writes x as %.2f does, without fmt's allocations.
+func writeSpeed(b *strings.Builder, x float64) {
+	var buf [24]byte
+	b.Write(strconv.AppendFloat(buf[:0], x, 'f', 2, 64))
 }
 
 // locateGlobal turns a global GPU index into node and GPU indexes (for reasons only:
@@ -386,15 +407,15 @@ func (c *Cluster) locateGlobal(gi int32) (int, int) {
 // memo is a fixed-size open-addressing table from (request, resident-set
 // signature) to set result. Predictions are pure functions of the profiles and
 // classes involved, so an entry stays true for as long as the signatures keep their
-// meaning: while the policy places on the same cluster index (signatures are
-// interned per index). Placing on another cluster, or after Reindex, starts a new
-// epoch, which empties the table in O(1). Catalogs are small and states recur, so
+// meaning: while the policy places on clusters sharing one Interner (a cluster
+// without one gets a private table at each Reindex). Placing on a cluster with
+// another table starts a new epoch, which empties the table in O(1). Catalogs are small and states recur, so
 // most decisions after the first few predict little or nothing.
 type memo struct {
 	e     []memoEntry
 	mask  uint64
 	epoch uint32
-	owner *index // the cluster index whose signatures the entries use
+	owner *Interner // the table whose IDs the entries' signatures use
 
 	// request (profile, class) -> small ID; bounded (see reqID)
 	reqs map[internKey]uint32
@@ -428,10 +449,11 @@ func (m *memo) forget() {
 	}
 }
 
-// use binds the memo to cluster index ix (nil: uncached cluster, no memo).
+// use binds the memo to the signatures of cluster index ix. Entries stay valid
+// across rebuilds of the cluster as long as its interning table is the same.
 func (m *memo) use(ix *index) {
-	if ix != m.owner {
-		m.owner = ix
+	if ix.intern != m.owner {
+		m.owner = ix.intern
 		m.forget()
 	}
 }

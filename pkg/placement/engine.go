@@ -39,6 +39,7 @@ const (
 	rejFloor              // a job would fall below its class's speed floor
 	rejThreshold          // summed SM utilization above the UtilSum threshold
 	rejUnreachable        // Slurm's first-fit shard choice cannot land on it
+	rejNode               // its node is not one the job may use (Request.Nodes)
 	nReject
 )
 
@@ -60,6 +61,8 @@ func (r reject) String() string {
 		return "over utilization threshold"
 	case rejUnreachable:
 		return "out of reach of Slurm's first-fit shard choice"
+	case rejNode:
+		return "on a node the job may not use"
 	}
 	return "ok"
 }
@@ -100,6 +103,8 @@ type engine struct {
 	bres    []bucketResult
 	scratch bucketResult // one bucket's result when results are not kept
 	keys    []float64    // drawn rank keys by GPU (random baseline, several GPUs)
+	members []int32      // one bucket's members on nodes the request allows
+	req     *Request     // the request being placed (its node filter)
 	rejects [nReject]int
 	scanned int
 	steered steer // the last decision's first-fit shard count, for its reason
@@ -130,11 +135,24 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 	}
 	res := &e.scratch
 	single := r.GPUs == 1
+	e.req = r
 	for bi := range ix.buckets {
 		if keep {
 			res = &e.bres[bi]
 		}
 		m := ix.buckets[bi].members
+		if r.Nodes != nil {
+			// A node filter: the bucket stands for its allowed members only (its
+			// lowest allowed GPU is evaluated; GPUs of a bucket differ in index only).
+			e.members = e.members[:0]
+			for _, gi := range m {
+				if r.allows(ix.gpus[gi].node) {
+					e.members = append(e.members, gi)
+				}
+			}
+			e.rejects[rejNode] += len(m) - len(e.members)
+			m = e.members
+		}
 		if len(m) == 0 {
 			res.why = rejNone
 			continue
@@ -180,7 +198,7 @@ func (e *engine) pickUniform(c *Cluster, n int, draw *rand.Rand) cand {
 	ix := c.ix
 	for gi, bi := range ix.gpuBucket {
 		res := &e.bres[bi]
-		if res.why != rejNone {
+		if res.why != rejNone || !e.req.allows(ix.gpus[gi].node) {
 			continue
 		}
 		if k == 0 {
@@ -279,7 +297,7 @@ func (e *engine) steerNote(c *Cluster, d *Decision) string {
 // gpuName names a GPU for a reason: node name (sanitized: it comes from outside)
 // and GPU index.
 func gpuName(c *Cluster, n, g int) string {
-	return fmt.Sprintf("%s/gpu%d", profile.Sanitize(c.Nodes[n].Name), c.Nodes[n].GPUs[g].Index)
+	return profile.Sanitize(c.Nodes[n].Name) + "/gpu" + strconv.Itoa(c.Nodes[n].GPUs[g].Index)
 }
 
 // describeResidents lists a GPU's residents as `job 12 (resnet18-bs32, train)`.
@@ -297,7 +315,13 @@ func describeResidents(b *strings.Builder, gpu *GPU) {
 		} else {
 			b.WriteString("job")
 		}
-		fmt.Fprintf(b, " %s (%s, %s)", profile.Sanitize(res.JobID), tag, profile.Sanitize(string(classOf(res.Class, res.Profile))))
+		b.WriteByte(' ')
+		b.WriteString(profile.Sanitize(res.JobID))
+		b.WriteString(" (")
+		b.WriteString(tag)
+		b.WriteString(", ")
+		b.WriteString(profile.Sanitize(string(classOf(res.Class, res.Profile))))
+		b.WriteByte(')')
 	}
 }
 
@@ -379,7 +403,7 @@ func (e *engine) place(c *Cluster, r *Request, sc scorer, draw *rand.Rand) ([]ca
 		}
 		e.keys = e.keys[:len(c.ix.gpus)]
 		for gi, bi := range c.ix.gpuBucket {
-			if e.bres[bi].why == rejNone {
+			if e.bres[bi].why == rejNone && r.allows(c.ix.gpus[gi].node) {
 				e.keys[gi] = draw.Float64()
 			}
 		}
@@ -405,6 +429,10 @@ func (e *engine) placeMulti(c *Cluster, want int) []cand {
 	found := false
 	for n := range c.Nodes {
 		cnt := int32(0) // count first: most nodes lack enough, and counting reads little
+		if !e.req.allows(int32(n)) {
+			e.nodeCnt[n] = 0 // a node the job may not use has no candidates
+			continue
+		}
 		for _, bi := range ix.gpuBucket[ix.nodeOff[n]:ix.nodeOff[n+1]] {
 			if e.bres[bi].why == rejNone {
 				cnt++

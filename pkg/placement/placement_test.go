@@ -501,6 +501,52 @@ func TestMemoSavesPredictions(t *testing.T) {
 	}
 }
 
+// TestMemoSurvivesRebuild: slurmctld rebuilds its cluster from the residency after
+// every change; with a shared Interner the rebuilt cluster's signatures keep their
+// meaning, so the next decision reuses the memo instead of predicting again. Without
+// one (each Reindex its own table) every rebuild empties the memo.
+func TestMemoSurvivesRebuild(t *testing.T) {
+	cat := catalog(5, 1)
+	for _, tc := range []struct {
+		name   string
+		shared bool
+	}{{"shared interner", true}, {"private tables", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var in *Interner
+			if tc.shared {
+				in = NewInterner()
+			}
+			build := func() *Cluster {
+				c := busyCluster(40, cat, 2)
+				c.Interner = in
+				c.Reindex()
+				return c
+			}
+			calls := 0
+			p, err := NewCoScheML(countingPred{fakePred{0.5}, &calls}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := p.Place(build(), req("x", cat[0], 1))
+			cold := calls
+			calls = 0
+			again := p.Place(build(), req("y", cat[0], 1)) // the same residents, rebuilt
+			if fmt.Sprint(first.Placement) != fmt.Sprint(again.Placement) {
+				t.Fatalf("same state, different placements: %v then %v", first.Placement, again.Placement)
+			}
+			if cold == 0 {
+				t.Fatal("the first decision predicted nothing")
+			}
+			if tc.shared && calls != 0 {
+				t.Errorf("after a rebuild with a shared interner: %d predictions, want 0 (memo kept)", calls)
+			}
+			if !tc.shared && calls != cold {
+				t.Errorf("after a rebuild with private tables: %d predictions, want %d (memo emptied)", calls, cold)
+			}
+		})
+	}
+}
+
 func TestByName(t *testing.T) {
 	for _, name := range Names() {
 		p, err := ByName(name, pred, Options{})

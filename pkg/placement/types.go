@@ -49,6 +49,11 @@ type Cluster struct {
 	// requests are whole GPUs in Slurm and are not filtered). Call Reindex after
 	// changing it.
 	Reach Reach
+	// Interner, when set, gives resident sets signatures that stay the same
+	// across Reindex and across clusters sharing it, so a policy's prediction
+	// memo survives a rebuild of the cluster (slurmctld rebuilds it on every
+	// residency change). nil: a private table per Reindex.
+	Interner *Interner
 
 	ix *index // caches; nil until Reindex, Apply or Remove builds them
 }
@@ -62,6 +67,15 @@ type Request struct {
 	GPUs    int // GPUs wanted
 	// Kind is what the job becomes on the GPUs when a decision for it is applied.
 	Kind ResidentKind
+	// Nodes, when not nil, says which nodes the job may run on (Nodes[n] for
+	// Cluster.Nodes[n]; missing entries are false): the job's partition, its
+	// -w and -x, and the nodes able to start jobs. nil allows every node.
+	Nodes []bool
+}
+
+// allows reports whether the request may use node n.
+func (r *Request) allows(n int32) bool {
+	return r.Nodes == nil || (int(n) < len(r.Nodes) && r.Nodes[n])
 }
 
 // Action is what a decision tells the scheduler to do.

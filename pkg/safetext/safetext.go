@@ -2,8 +2,6 @@
 // in a log line, an error or a user's terminal: printable ASCII only, bounded length.
 package safetext
 
-import "strings"
-
 // Sanitize is for short quoted fields: printable ASCII only (others, and '"' and
 // '\\', become '?'), at most 80 characters, then "...".
 func Sanitize(s string) string { return clean(s, 80, true) }
@@ -13,17 +11,34 @@ func Sanitize(s string) string { return clean(s, 80, true) }
 func Limit(s string, n int) string { return clean(s, n, false) }
 
 func clean(s string, limit int, quotes bool) string {
-	var b strings.Builder
+	// Fast path, the common case on the submit path: nothing to replace or cut,
+	// so the string is returned as is, without a copy.
+	if len(s) <= limit && safeASCII(s, quotes) {
+		return s
+	}
+	b := make([]byte, 0, min(len(s), limit)+3)
 	for i, r := range s {
 		if i >= limit {
-			b.WriteString("...")
+			b = append(b, "..."...)
 			break
 		}
 		if r < 0x20 || r > 0x7e || (quotes && (r == '"' || r == '\\')) {
-			b.WriteByte('?')
+			b = append(b, '?')
 			continue
 		}
-		b.WriteRune(r)
+		b = append(b, byte(r))
 	}
-	return b.String()
+	return string(b)
+}
+
+// safeASCII says whether every byte of s is printable ASCII (and, with quotes,
+// neither '"' nor '\\'): clean would return s unchanged.
+func safeASCII(s string, quotes bool) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c > 0x7e || (quotes && (c == '"' || c == '\\')) {
+			return false
+		}
+	}
+	return true
 }

@@ -39,8 +39,31 @@ func FuzzSanitize(f *testing.F) {
 				}
 			}
 		}
+		if got, want := Sanitize(s), cleanRef(s, 80, true); got != want {
+			t.Fatalf("Sanitize(%q) = %q, the rune-by-rune reference says %q", s, got, want)
+		}
+		if got, want := Limit(s, 300), cleanRef(s, 300, false); got != want {
+			t.Fatalf("Limit(%q) = %q, the rune-by-rune reference says %q", s, got, want)
+		}
 		if len(Sanitize(s)) > 83 {
 			t.Fatalf("Sanitize too long: %d", len(Sanitize(s)))
 		}
 	})
+}
+
+// cleanRef is the plain rune-by-rune definition the fast path must agree with.
+func cleanRef(s string, limit int, quotes bool) string {
+	var b strings.Builder
+	for i, r := range s {
+		if i >= limit {
+			b.WriteString("...")
+			break
+		}
+		if r < 0x20 || r > 0x7e || (quotes && (r == '"' || r == '\\')) {
+			b.WriteByte('?')
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/coscheml/coscheml/pkg/safeopen"
 )
 
 // Limits on what is read: slurm.conf is an admin's file, but a broken or hostile
@@ -36,6 +38,22 @@ type Conf struct {
 	// Keys holds the other KEY=VALUE lines that are a single pair (PluginDir,
 	// JobSubmitPlugins, SlurmUser, ...), by lower-cased key; the last one wins.
 	Keys map[string]string
+	// Partitions are the PartitionName lines (PartitionName=DEFAULT's Nodes=
+	// filled into lines without their own), NodeSets the NodeSet lines' Nodes=
+	// by name ("" for a NodeSet defined by Feature= only).
+	Partitions []Partition
+	NodeSets   map[string]string
+
+	partDefault string // PartitionName=DEFAULT's Nodes= (the parser's state)
+}
+
+// Partition is one PartitionName line: its node list as written (host
+// expressions, NodeSet names or ALL) and whether it is the default partition.
+type Partition struct {
+	Name    string
+	Nodes   string
+	Default bool
+	Line    int
 }
 
 // Get returns a single-pair setting (case-insensitive key), "" when absent.
@@ -126,7 +144,7 @@ func (c *Conf) load(path string, depth int, files *int) error {
 	if depth > maxIncludes || *files > maxIncludes {
 		return fmt.Errorf("%s: more than %d included files", path, maxIncludes)
 	}
-	f, err := os.Open(path)
+	f, err := safeopen.Regular(path, safeopen.FollowLinks) // read in slurmctld: never block on a FIFO
 	if err != nil {
 		return fmt.Errorf("reading slurm.conf: %w", err)
 	}
@@ -214,6 +232,19 @@ func (c *Conf) parse(r io.Reader, name string) ([]string, error) {
 				}
 				c.Keys[strings.ToLower(kvs[0][0])] = kvs[0][1]
 			}
+		case "partitionname":
+			c.addPartition(kvs, lineNo)
+		case "nodeset":
+			if c.NodeSets == nil {
+				c.NodeSets = map[string]string{}
+			}
+			nodes := ""
+			for _, kv := range kvs[1:] {
+				if strings.EqualFold(kv[0], "nodes") {
+					nodes = kv[1]
+				}
+			}
+			c.NodeSets[kvs[0][1]] = nodes
 		case "nodename":
 			n := Node{Names: kvs[0][1], Line: lineNo}
 			for _, kv := range kvs[1:] {
@@ -236,6 +267,31 @@ func (c *Conf) parse(r io.Reader, name string) ([]string, error) {
 		return nil, fmt.Errorf("%s line %d: %w", name, lineNo+1, err)
 	}
 	return includes, nil
+}
+
+// addPartition records a PartitionName line; PartitionName=DEFAULT only sets the
+// Nodes= of later lines that have none.
+func (c *Conf) addPartition(kvs [][2]string, line int) {
+	p := Partition{Name: kvs[0][1], Line: line}
+	hasNodes := false
+	for _, kv := range kvs[1:] {
+		switch strings.ToLower(kv[0]) {
+		case "nodes":
+			p.Nodes, hasNodes = kv[1], true
+		case "default":
+			p.Default = strings.EqualFold(kv[1], "yes")
+		}
+	}
+	if strings.EqualFold(p.Name, "DEFAULT") {
+		if hasNodes {
+			c.partDefault = p.Nodes
+		}
+		return
+	}
+	if !hasNodes {
+		p.Nodes = c.partDefault
+	}
+	c.Partitions = append(c.Partitions, p)
 }
 
 // splitPairs splits "A=b C=d" into pairs; values may be double-quoted.
@@ -406,7 +462,7 @@ func LoadWithGres(path string) (*Conf, error) {
 		return nil, err
 	}
 	gres := filepath.Join(filepath.Dir(path), "gres.conf")
-	f, err := os.Open(gres)
+	f, err := safeopen.Regular(gres, safeopen.FollowLinks)
 	if errors.Is(err, os.ErrNotExist) {
 		return c, nil
 	}

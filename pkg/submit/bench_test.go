@@ -21,9 +21,12 @@ import (
 
 // bigFixture is a 1,000-node x 8-GPU cluster with half its GPUs holding one tagged
 // job, installed as the residency reader would install it.
-func bigFixture(tb testing.TB) (*fixture, []string) {
+func bigFixture(tb testing.TB) (*fixture, []string) { return bigFixtureNodes(tb, 1000) }
+
+// bigFixtureNodes is bigFixture with the given number of 8-GPU nodes.
+func bigFixtureNodes(tb testing.TB, nodes int) (*fixture, []string) {
 	f := newFixture(tb, func(c *config.Config) {
-		c.Cluster = config.ClusterSpec{Nodes: "n[1-1000]", GPUsPerNode: 8, GPUMemoryMiB: 80000}
+		c.Cluster = config.ClusterSpec{Nodes: fmt.Sprintf("n[1-%d]", nodes), GPUsPerNode: 8, GPUMemoryMiB: 80000}
 		c.DecisionLog = "" // measured without the log writer's goroutine competing
 	})
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -51,7 +54,7 @@ func bigFixture(tb testing.TB) (*fixture, []string) {
 		tb.Fatalf("pair memory knows %d pairs, want %d", f.e.snap.Load().mem.known, len(tags))
 	}
 	var entries []residency.Entry
-	for n := 1; n <= 1000; n++ {
+	for n := 1; n <= nodes; n++ {
 		for g := 0; g < 8; g++ {
 			if rng.IntN(2) == 0 {
 				continue
@@ -71,7 +74,7 @@ func decideAndForget(f *fixture, j JobFields) Result {
 	if r.Code == Rewrite {
 		d := comment.ParseComment(r.Comment)
 		f.e.view.mu.Lock()
-		f.e.view.dropLocked(d.DecisionID, "")
+		f.e.view.dropLocked(d.DecisionID, j.UserID, false, "")
 		f.e.view.mu.Unlock()
 	}
 	return r
@@ -93,6 +96,59 @@ func BenchmarkDecide1000x8(b *testing.B) {
 	}
 }
 
+// latencies are per-decision wall-clock and thread CPU times, sorted.
+type latencies struct {
+	wall, cpu   []time.Duration
+	predictions int64 // model predictions made during the decisions
+}
+
+func (l latencies) q(p float64) (wall, cpu time.Duration) {
+	i := int(p * float64(len(l.wall)-1))
+	return l.wall[i], l.cpu[i]
+}
+
+func (l latencies) String() string {
+	w50, c50 := l.q(0.5)
+	w90, c90 := l.q(0.9)
+	w99, c99 := l.q(0.99)
+	return fmt.Sprintf("%d decisions, %d predictions: wall p50=%v p90=%v p99=%v max=%v | thread CPU p50=%v p90=%v p99=%v max=%v",
+		len(l.wall), l.predictions, w50, w90, w99, l.wall[len(l.wall)-1], c50, c90, c99, l.cpu[len(l.cpu)-1])
+}
+
+// measureDecide times n tagged single-GPU decisions cycling through tags. With
+// keep, each rewrite's reservation stays (a burst of submissions filling the
+// cluster); otherwise it is dropped so the state stays the same. The goroutine is
+// locked to its thread: thread CPU time excludes the time the thread waited for
+// a CPU, which on a shared, overloaded test machine is most of the wall-clock tail.
+func measureDecide(t testing.TB, f *fixture, tags []string, n int, keep bool) (latencies, int) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	l := latencies{wall: make([]time.Duration, 0, n), cpu: make([]time.Duration, 0, n)}
+	rewrites := 0
+	p0 := smPredictions.Load()
+	for i := 0; i < n; i++ {
+		j := job("coscheml:app=" + tags[i%len(tags)])
+		c0 := threadCPU()
+		start := time.Now()
+		r := f.e.Decide(j)
+		l.wall = append(l.wall, time.Since(start))
+		l.cpu = append(l.cpu, threadCPU()-c0)
+		if r.Code == Rewrite {
+			rewrites++
+			if !keep {
+				d := comment.ParseComment(r.Comment)
+				f.e.view.mu.Lock()
+				f.e.view.dropLocked(d.DecisionID, j.UserID, false, "")
+				f.e.view.mu.Unlock()
+			}
+		}
+	}
+	slices.Sort(l.wall)
+	slices.Sort(l.cpu)
+	l.predictions = smPredictions.Load() - p0
+	return l, rewrites
+}
+
 // TestDecideLatencyReport measures the latency distribution of Decide on the big
 // cluster and only reports it (run with -v; see docs/performance-submit.md).
 func TestDecideLatencyReport(t *testing.T) {
@@ -100,36 +156,11 @@ func TestDecideLatencyReport(t *testing.T) {
 		t.Skip("report only")
 	}
 	f, tags := bigFixture(t)
-	const n = 3000
-	lat := make([]time.Duration, 0, n)
-	cpu := make([]time.Duration, 0, n)
-	rewrites := 0
-	// Thread CPU time excludes the time the thread waited for a CPU: on a shared,
-	// overloaded test machine the wall-clock tail is mostly preemption.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	for i := 0; i < n; i++ {
-		j := job("coscheml:app=" + tags[i%len(tags)])
-		c0 := threadCPU()
-		start := time.Now()
-		r := f.e.Decide(j)
-		lat = append(lat, time.Since(start))
-		cpu = append(cpu, threadCPU()-c0)
-		if r.Code == Rewrite {
-			rewrites++
-			d := comment.ParseComment(r.Comment)
-			f.e.view.mu.Lock()
-			f.e.view.dropLocked(d.DecisionID, "")
-			f.e.view.mu.Unlock()
-		}
-	}
-	slices.Sort(lat)
-	slices.Sort(cpu)
-	q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
-	qc := func(p float64) time.Duration { return cpu[int(p*float64(len(cpu)-1))] }
+	l, rewrites := measureDecide(t, f, tags, 3000, false)
+	t.Logf("Decide on 1000 nodes x 8 GPUs, half busy (%d rewrites): %v", rewrites, l)
 	// A coarse histogram in powers of two microseconds.
 	hist := map[int]int{}
-	for _, d := range lat {
+	for _, d := range l.wall {
 		b := 1
 		for time.Duration(b)*time.Microsecond < d {
 			b *= 2
@@ -141,12 +172,61 @@ func TestDecideLatencyReport(t *testing.T) {
 		buckets = append(buckets, b)
 	}
 	slices.Sort(buckets)
-	t.Logf("Decide on 1000 nodes x 8 GPUs, half busy: %d decisions (%d rewrites) p50=%v p90=%v p99=%v max=%v",
-		n, rewrites, q(0.5), q(0.9), q(0.99), lat[len(lat)-1])
-	t.Logf("thread CPU time per decision: p50=%v p90=%v p99=%v max=%v", qc(0.5), qc(0.9), qc(0.99), cpu[len(cpu)-1])
 	for _, b := range buckets {
 		t.Logf("  <= %5d us: %d", b, hist[b])
 	}
+}
+
+// TestDecideLatencyAt8192 reports the decision at 1,024 nodes x 8 GPUs with the
+// residency the plugin really holds: running jobs on half the GPUs, then also a
+// burst of kept reservations, then a cold prediction memo after each model reload
+// (issue 13; run with -v; figures in docs/performance-submit.md).
+func TestDecideLatencyAt8192(t *testing.T) {
+	if testing.Short() {
+		t.Skip("report only")
+	}
+	f, tags := bigFixtureNodes(t, 1024)
+	measureDecide(t, f, tags, 500, false) // warm-up: memo and caches
+	l, _ := measureDecide(t, f, tags, 3000, false)
+	t.Logf("8,192 GPUs, half running, warm memo: %v", l)
+
+	_, kept := measureDecide(t, f, tags, 2000, true)
+	l, _ = measureDecide(t, f, tags, 3000, false)
+	t.Logf("8,192 GPUs, half running + %d reservations, warm memo: %v", kept, l)
+
+	// The background loop rebuilds the cluster after every residency change (every
+	// 500 ms on a busy site): time the first decisions after each rebuild.
+	var rebuilt latencies
+	for range 10 {
+		f.e.bgMu.Lock()
+		f.e.install(f.e.snap.Load(), f.e.entries, nil, f.now)
+		f.e.bgMu.Unlock()
+		l, _ := measureDecide(t, f, tags, 100, false)
+		rebuilt.wall = append(rebuilt.wall, l.wall...)
+		rebuilt.cpu = append(rebuilt.cpu, l.cpu...)
+		rebuilt.predictions += l.predictions
+	}
+	slices.Sort(rebuilt.wall)
+	slices.Sort(rebuilt.cpu)
+	t.Logf("8,192 GPUs, first 100 decisions after each of 10 residency rebuilds: %v", rebuilt)
+
+	// Each reload builds a new policy, so its memo starts empty: time the first
+	// decisions after it, over several reloads.
+	var cold latencies
+	running := f.e.entries // the fixture's residency, installed without files
+	for range 10 {
+		f.e.Reload()
+		f.e.bgMu.Lock()
+		f.e.install(f.e.snap.Load(), running, nil, f.now)
+		f.e.bgMu.Unlock()
+		l, _ := measureDecide(t, f, tags, 100, false)
+		cold.wall = append(cold.wall, l.wall...)
+		cold.cpu = append(cold.cpu, l.cpu...)
+		cold.predictions += l.predictions
+	}
+	slices.Sort(cold.wall)
+	slices.Sort(cold.cpu)
+	t.Logf("8,192 GPUs, same residency, first 100 decisions after each of 10 reloads (cold memo): %v", cold)
 }
 
 // BenchmarkInstall1000x8 is the background rebuild of the cluster after the

@@ -3,10 +3,10 @@ package submit
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/comment"
+	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/decisionlog"
 	"github.com/coscheml/coscheml/pkg/placement"
 	"github.com/coscheml/coscheml/pkg/profile"
@@ -45,16 +45,63 @@ func (e *Engine) Decide(j JobFields) (res Result) {
 // decideOne runs the two pure stages of a decision on the current snapshot and
 // view, and applies what they return: the dropped and the new reservation, the
 // decision ID taken, the decision log record.
+//
+// Before anything, the comment is screened: coscheml-id tokens the plugin did not
+// issue for this uid and job are removed (see idsign.go), also when the job
+// passes through, so no user-written id reaches the Prolog.
 func (e *Engine) decideOne(j JobFields) Result {
-	q := query{snap: e.snap.Load(), j: j, now: e.opts.Now(), idPfx: e.idPfx, version: e.opts.SlurmVersion()}
-	out := e.decideLocked(&q)
-	if out.rec.Outcome != "" {
-		e.counters.Decision(out.rec.Outcome, out.rec.Action, out.rejectWhy) // no I/O: the loop writes the file
+	snap := e.snap.Load()
+	key := e.keyFor(snap)
+	// Root, SlurmUser and admin_users may update any job with its token (the
+	// re-decide loop's `scontrol update`: Slurm hands job_modify the updater's
+	// uid, so no signature of the job's uid can be checked).
+	admin := j.Admin || (snap != nil && snap.admins[j.SubmitUID])
+	clean, prevID, stripped := screen(j, key, admin)
+	j.Comment = clean
+	var res Result
+	if e.ready.Load() {
+		// Reservations expire even when the background refresh is stuck.
+		e.view.expire(e.opts.Now())
 	}
-	if dl := e.dlogPtr.Load(); dl != nil && out.logged {
-		dl.Log(out.rec)
+	if why := e.passReason(); why != "" {
+		e.counters.Passthrough(why)
+	} else {
+		now := e.opts.Now()
+		q := query{snap: snap, j: j, now: now, idPfx: e.idPfx, version: e.opts.SlurmVersion(), key: key, prevID: prevID, admin: admin, down: e.downNow(now)}
+		out := e.decideLocked(&q)
+		if out.rec.Outcome != "" {
+			e.counters.Decision(out.rec.Outcome, out.rec.Action, out.rejectWhy) // no I/O: the loop writes the file
+		}
+		if dl := e.dlogPtr.Load(); dl != nil && out.logged {
+			dl.Log(out.rec)
+		}
+		res = out.res
 	}
-	return out.res
+	if stripped {
+		switch res.Code {
+		case Unchanged:
+			res.Code, res.Comment = Rewrite, clean
+		case Rewrite:
+			if res.Comment == "" {
+				res.Comment = clean
+			}
+		}
+		line := fmt.Sprintf("uid=%d: removed a coscheml-id token the plugin did not issue for this job from its comment", j.UserID)
+		if res.Log != "" {
+			line = res.Log + "\n" + line
+		}
+		res.Log = line
+	}
+	return res
+}
+
+// keyFor is the key that signs and verifies decision ids under snapshot st: the
+// decision key when it loaded, else this engine's own.
+func (e *Engine) keyFor(st *Snapshot) []byte {
+	if st != nil && len(st.key) > 0 {
+		return st.key
+	}
+	return e.ephemeral
 }
 
 // decideLocked runs both stages under the view's lock (released on a panic too).
@@ -62,11 +109,26 @@ func (e *Engine) decideLocked(q *query) outcome {
 	e.view.mu.Lock()
 	defer e.view.mu.Unlock()
 	q.view, q.seq = &e.view.viewState, e.idSeq+1
+	if q.j.Modify {
+		// The update carries only what it changes: the job's node options come
+		// from the decision that placed it (its verified token).
+		q.ctx = e.view.ctxLocked(q.prevID)
+	}
 	in, out, ok := prepare(q)
 	if ok {
-		// job_modify decides again: without the job's earlier reservation.
-		e.view.dropLocked(in.dir.DecisionID, in.rec.JobID)
+		// job_modify decides again: without the job's earlier reservation (the
+		// one its verified token names, or the one bound to its job id).
+		dropped := e.view.dropLocked(q.prevID, q.j.UserID, q.admin, in.rec.JobID)
 		out = place(q, &in)
+		out.rec.Replaces = dropped
+		ours := q.j.Modify && e.view.takeDeferredLocked(q.prevID)
+		out = deferral(q, out, ours, q.snap.cfg.WaitDefer)
+	}
+	if out.res.Code == Unchanged && q.snap != nil && q.snap.cfgErr == nil {
+		// Left as submitted: a shard request then lands wherever Slurm puts it.
+		if d, deny := guardRawShard(q); deny {
+			out = d
+		}
 	}
 	if out.usedID {
 		e.idSeq++
@@ -74,6 +136,49 @@ func (e *Engine) decideLocked(q *query) outcome {
 	if out.rv != nil {
 		e.view.reserveLocked(*out.rv)
 	}
+	if out.usedID && out.res.Code == Rewrite {
+		c := jobCtx{partition: q.partition(), reqNodes: q.reqNodes(), excNodes: q.excNodes(), arrayInx: q.arrayInx(), at: q.now}
+		c.pinned = out.res.ReqNodes != "" && c.reqNodes == ""
+		e.view.rememberLocked(out.rec.ID, c)
+		if q.prevID != "" && q.prevID != out.rec.ID {
+			delete(e.view.ctx, q.prevID)
+		}
+	}
+	if !out.deferUntil.IsZero() {
+		e.view.deferLocked(out.rec.ID, out.deferUntil, q.now)
+	}
+	return out
+}
+
+// deferral applies wait_defer to a placed-or-waiting outcome (pure). A "wait"
+// keeps its whole-GPU request as the fail-safe and, with wait > 0, is deferred to
+// now+wait, so the re-decide loop (coscheml redecide) can decide it again on a
+// fresh view before it starts. ours: the job is one of the plugin's own
+// deferrals (job_modify of a deferred job); only those get their begin time
+// changed, so a user's --begin is never overridden.
+func deferral(q *query, out outcome, ours bool, wait time.Duration) outcome {
+	if out.res.Code != Rewrite {
+		return out
+	}
+	waiting := out.rec.Action == "wait"
+	switch {
+	case waiting && wait > 0 && (ours || !q.j.Modify && q.j.BeginTime == 0):
+		until := q.now.Add(wait)
+		out.res.BeginTime, out.deferUntil = until.Unix(), until
+		out = reword(out, fmt.Sprintf("deferred %s for re-decision (wait_defer); ", wait))
+	case !waiting && ours:
+		// Placed at last: eligible now (Slurm raises a past time to now).
+		out.res.BeginTime = q.now.Unix()
+		out = reword(out, "re-decided after a deferred wait, begin time now; ")
+	}
+	return out
+}
+
+// reword puts more in front of the decision's reason (so that a long reason's
+// bound never cuts it off) and words the log line again.
+func reword(out outcome, more string) outcome {
+	out.rec.Reason = more + out.rec.Reason
+	out.res.Log = formatLog(&out.rec)
 	return out
 }
 
@@ -85,12 +190,61 @@ type query struct {
 	j       JobFields
 	now     time.Time
 	idPfx   string
-	seq     uint64 // the sequence number a new decision ID takes
-	version uint32 // running Slurm's version (0: unknown), for the TRES syntax
+	seq     uint64          // the sequence number a new decision ID takes
+	version uint32          // running Slurm's version (0: unknown), for the TRES syntax
+	key     []byte          // signs decision ids
+	prevID  string          // the earlier decision of this job (job_modify, verified token)
+	admin   bool            // the update comes from root, SlurmUser or admin_users
+	down    map[string]bool // nodes that cannot start jobs now (nil: unknown)
+	ctx     *jobCtx         // job_modify: what the job's earlier decision knew of it (nil: unknown)
 }
 
-// id is the decision ID this query gives a decision that needs one.
-func (q *query) id() string { return q.idPfx + "-" + strconv.FormatUint(q.seq, 36) }
+// The job's node options as a decision sees them: the update's own when it sets
+// them, else what the job's earlier decision knew (job_modify), else the job's.
+func (q *query) partition() string {
+	if q.ctx != nil && !q.j.has(FieldPartition) {
+		return q.ctx.partition
+	}
+	return q.j.Partition
+}
+
+func (q *query) reqNodes() string {
+	if q.ctx != nil && !q.j.has(FieldReqNodes) {
+		return q.ctx.reqNodes
+	}
+	return q.j.ReqNodes
+}
+
+func (q *query) excNodes() string {
+	if q.ctx != nil && !q.j.has(FieldExcNodes) {
+		return q.ctx.excNodes
+	}
+	return q.j.ExcNodes
+}
+
+func (q *query) arrayInx() string {
+	if q.ctx != nil {
+		return q.ctx.arrayInx // an update cannot make a job an array
+	}
+	return q.j.ArrayInx
+}
+
+// ourPin: a job_modify of a job whose node list the plugin set (not the user),
+// and the update sets none: an unpinned answer then empties the node list, so a
+// job pinned to a node that drained can move.
+func (q *query) ourPin() bool {
+	return q.j.Modify && q.ctx != nil && q.ctx.pinned && !q.j.has(FieldReqNodes)
+}
+
+// id is the decision ID this query gives a decision that needs one, signed for
+// the job's uid, the token's shards and (job_modify) the job id.
+func (q *query) id(shards int) string {
+	jobID := ""
+	if q.j.JobID != 0 && q.j.JobID != NoVal {
+		jobID = strconv.FormatUint(uint64(q.j.JobID), 10)
+	}
+	return signID(q.key, q.idPfx+"-"+strconv.FormatUint(q.seq, 36), shards, q.j.UserID, jobID)
+}
 
 // outcome is a decision: the answer to the shim, the record for the decision log,
 // and the side effects for the engine to apply (none is applied here).
@@ -100,6 +254,9 @@ type outcome struct {
 	logged bool         // write rec to the decision log
 	usedID bool         // the decision took q.id()
 	rv     *reservation // slots to reserve until the job shows in the residency store
+	// deferUntil (non-zero): the job was deferred (wait_defer) until then under
+	// decision rec.ID; the engine remembers it for the job's re-decision.
+	deferUntil time.Time
 	// rejectWhy is the rule that refused the job, a fixed word for the metrics
 	// (the reason in rec names the user's tag).
 	rejectWhy string
@@ -108,7 +265,7 @@ type outcome struct {
 // placeIn is a job ready to be placed on the cluster: tagged, valid, profiled.
 type placeIn struct {
 	dir   comment.Directive
-	gres  GresRequest
+	ask   gpuAsk
 	prof  *profile.Profile
 	class profile.Class
 	rec   decisionlog.Record
@@ -122,12 +279,20 @@ func prepare(q *query) (in placeIn, out outcome, ok bool) {
 	if st == nil || st.cfgErr != nil {
 		return in, outcome{}, false
 	}
-	if j.Modify && j.Comment == "" {
-		return in, outcome{}, false // job_modify without a new comment: nothing of ours changed
+	if j.Modify && !j.has(placementFields) {
+		return in, outcome{}, false // job_modify of fields placement does not read
+	}
+	if out, deny := guardUpdate(q); deny {
+		return in, out, false
 	}
 	cfg := st.cfg
 	dir := comment.ParseComment(j.Comment)
-	gres, gresErr := ParseTres(j.TresPerNode)
+	ask := readGPUs(&j)
+	gres, gresErr := ask.gres, ask.err
+	pass := ask.pass
+	if pass == "" {
+		pass = fieldsPass(&j)
+	}
 	r := decisionlog.Record{Time: q.now, Op: "submit", UserID: j.UserID, GPU: -1, TresIn: j.TresPerNode}
 	if j.Modify {
 		r.Op = "modify"
@@ -138,14 +303,14 @@ func prepare(q *query) (in placeIn, out outcome, ok bool) {
 	partOK := cfg.Cluster.Partition == "" || j.Partition == "" || j.Partition == cfg.Cluster.Partition
 
 	if !dir.Present {
-		if cfg.Untagged != "exclusive" || gresErr != nil || !gres.HasGPU() || !partOK || gres.GPUs > 1 || j.Modify && j.TresPerNode == "" {
+		if cfg.Untagged != "exclusive" || gresErr != nil || !gres.HasGPU() || !partOK || gres.GPUs > 1 || j.Modify && j.TresPerNode == "" || pass != "" {
 			return in, outcome{}, false
 		}
 		r.Action, r.Reason = "exclusive", "untagged job: untagged=exclusive routes it to a whole GPU through shards"
-		return in, exclusiveUnpinned(q, gres, r), false
+		return in, exclusiveUnpinned(q, &ask, r), false
 	}
 	if dir.Err != nil {
-		return in, badInput(q, "invalid_tag", cfg.InvalidTag, dir.Err.Error(), gres, gresErr, r), false
+		return in, badInput(q, "invalid_tag", cfg.InvalidTag, dir.Err.Error(), &ask, pass, r), false
 	}
 	r.Tag, r.Class = dir.Tag, string(dir.Class)
 	switch {
@@ -153,8 +318,12 @@ func prepare(q *query) (in placeIn, out outcome, ok bool) {
 		return in, finish(Result{}, r, "unchanged", "pass", "comment changed by job_modify; the GPU request is not part of the update, placement kept"), false
 	case gresErr != nil:
 		return in, finish(Result{}, r, "unchanged", "pass", "GPU request not understood: "+gresErr.Error()), false
+	case ask.pass != "": // a GPU request left to Slurm (--gpus=2, a type, ...)
+		return in, finish(Result{}, r, "unchanged", "pass", ask.pass), false
 	case !gres.HasGPU():
 		return in, finish(Result{}, r, "unchanged", "pass", "no GPU requested"), false
+	case pass != "":
+		return in, finish(Result{}, r, "unchanged", "pass", pass), false
 	case !partOK:
 		return in, finish(Result{}, r, "unchanged", "pass", "partition "+profile.Sanitize(j.Partition)+" is not managed by coscheml"), false
 	}
@@ -163,7 +332,7 @@ func prepare(q *query) (in placeIn, out outcome, ok bool) {
 	prof, found := st.catalog[dir.Tag]
 	if st.catErr == nil && (!found || prof == nil) {
 		msg := fmt.Sprintf("unknown application profile '%s'; see `coscheml profile list`", profile.Sanitize(dir.Tag))
-		return in, badInput(q, "unknown_profile", cfg.UnknownProfile, msg, gres, gresErr, r), false
+		return in, badInput(q, "unknown_profile", cfg.UnknownProfile, msg, &ask, pass, r), false
 	}
 	if what := st.degraded(); what != "" {
 		return in, finish(Result{}, r, "unchanged", "pass", "degraded ("+what+" unusable, logged when it happened): left unchanged"), false
@@ -176,16 +345,25 @@ func prepare(q *query) (in placeIn, out outcome, ok bool) {
 	if why := q.view.blocker(st, r.JobID); why != "" {
 		return in, finish(Result{}, r, "unchanged", "pass", why), false
 	}
-	return placeIn{dir: dir, gres: gres, prof: prof, class: class, rec: r}, outcome{}, true
+	return placeIn{dir: dir, ask: ask, prof: prof, class: class, rec: r}, outcome{}, true
 }
 
 // place is the second stage: the placement on the cluster view. It reads the view
 // and returns the reservation to make; it changes nothing.
 func place(q *query, in *placeIn) outcome {
 	j, r := q.j, in.rec
-	gpus := in.gres.GPUs
+	gpus := in.ask.gres.GPUs
 	if gpus == 0 {
 		gpus = 1 // a shard request: the job wants (part of) one GPU
+	}
+	// One decision cannot place the many tasks of an array: a pin would put every
+	// task on one node. Each task gets a whole GPU of Slurm's choice instead.
+	if q.arrayInx() != "" {
+		if gpus > 1 {
+			return finish(Result{}, r, "unchanged", "pass", "job array with several GPUs per task: left to Slurm")
+		}
+		r.Action, r.Reason = "exclusive", "job array: each task on a whole GPU through shards, not pinned (one decision cannot place many tasks)"
+		return exclusiveUnpinned(q, &in.ask, r)
 	}
 	// sbatch leaves min_nodes unset (NoVal) without -N: that is one node.
 	if j.MinNodes > 1 && j.MinNodes != NoVal {
@@ -193,33 +371,38 @@ func place(q *query, in *placeIn) outcome {
 			return finish(Result{}, r, "unchanged", "pass", "multi-node job with several GPUs per node: left to Slurm")
 		}
 		r.Action, r.Reason = "exclusive", "multi-node job: one whole GPU per node through shards, not pinned"
-		return exclusiveUnpinned(q, in.gres, r)
+		return exclusiveUnpinned(q, &in.ask, r)
+	}
+	// A pin replaces the job's node list: it must lie inside what the job allows.
+	mask, why := nodeMask(q)
+	if why != "" {
+		return finish(Result{}, r, "unchanged", "pass", why)
 	}
 	if gpus > 1 {
-		return multiGPU(q, in, gpus)
+		return multiGPU(q, in, gpus, mask)
 	}
-	return singleGPU(q, in)
+	return singleGPU(q, in, mask)
 }
 
 // singleGPU asks the policy for one GPU. The cluster carries Slurm's reachability
 // (shard_pinning), so the chosen GPU is one the rewritten request lands on, with the
 // shard count the decision names.
-func singleGPU(q *query, in *placeIn) outcome {
+func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	st, c, r := q.snap, q.view.cluster, in.rec
-	id := q.id()
 	label := r.JobID
 	if label == "" {
 		label = "new"
 	}
-	req := placement.Request{JobID: label, Tag: in.prof.Tag, Profile: in.prof, Class: in.class, GPUs: 1}
+	req := placement.Request{JobID: label, Tag: in.prof.Tag, Profile: in.prof, Class: in.class, GPUs: 1, Nodes: mask}
 	d := st.policy.Place(c, &req)
 	if d.Action == placement.ActionWait || len(d.Placement) == 0 {
 		r.Action, r.Policy = "wait", st.policy.Name()
 		r.Reason = d.Reason + "; queued for a whole GPU (shards of one GPU, any node)"
-		return exclusiveUnpinned(q, in.gres, r)
+		return exclusiveUnpinned(q, &in.ask, r)
 	}
 	s := d.Placement[0]
 	k := s.Slots
+	id := q.id(k)
 	node := &c.Nodes[s.Node]
 	gpu := &node.GPUs[s.GPU]
 	r.ID, r.Action, r.Policy = id, d.Action.String(), st.policy.Name()
@@ -232,15 +415,16 @@ func singleGPU(q *query, in *placeIn) outcome {
 			r.CoRunners = append(r.CoRunners, "unprofiled")
 		}
 	}
-	tres := in.gres.WithShards(k)
+	tres := in.ask.gres.WithShards(k)
 	if c.Reach == placement.ReachTyped {
-		tres = in.gres.WithTypedShards(TypeName(st.cfg.ShardTypePrefix, gpu.Index), k, q.version)
+		tres = in.ask.gres.WithTypedShards(TypeName(st.cfg.ShardTypePrefix, gpu.Index), k, q.version)
 	}
 	res := Result{Code: Rewrite, TresPerNode: tres, ReqNodes: node.Name,
 		Comment: comment.WithToken(q.j.Comment, comment.FormatToken(id, k))}
+	in.ask.apply(&res)
 	out := finish(res, r, "rewrite", r.Action, d.Reason)
 	out.usedID = true
-	out.rv = &reservation{id: id, jobID: r.JobID, node: s.Node, gpus: []int{s.GPU}, slots: k, prof: in.prof, class: in.class, at: q.now}
+	out.rv = &reservation{id: id, jobID: r.JobID, uid: q.j.UserID, node: s.Node, gpus: []int{s.GPU}, slots: k, prof: in.prof, class: in.class, at: q.now}
 	return out
 }
 
@@ -256,11 +440,11 @@ func usedSlots(g *placement.GPU) int {
 // multiGPU pins a several-GPU job to a node with no resident at all: 22.05 shard
 // requests cover one GPU, so the job keeps whole GPUs, and a node without shard
 // jobs avoids 22.05's bug of giving a whole-GPU job a GPU that shards use.
-func multiGPU(q *query, in *placeIn, n int) outcome {
+func multiGPU(q *query, in *placeIn, n int, mask []bool) outcome {
 	c, r := q.view.cluster, in.rec
 	for ni := range c.Nodes {
 		node := &c.Nodes[ni]
-		if len(node.GPUs) < n {
+		if len(node.GPUs) < n || mask != nil && (ni >= len(mask) || !mask[ni]) {
 			continue
 		}
 		empty := true
@@ -273,47 +457,74 @@ func multiGPU(q *query, in *placeIn, n int) outcome {
 		if !empty {
 			continue
 		}
-		id := q.id()
+		id := q.id(0)
 		r.ID, r.Action, r.Node, r.GPU = id, "exclusive", node.Name, node.GPUs[0].Index
 		reason := fmt.Sprintf("%d GPUs: whole GPUs on %s, a node without other jobs (shard requests cover one GPU in Slurm 22.05)", n, profile.Sanitize(node.Name))
-		rv := &reservation{id: id, jobID: r.JobID, node: ni, slots: node.GPUs[0].Slots, prof: in.prof, class: in.class, at: q.now}
+		rv := &reservation{id: id, jobID: r.JobID, uid: q.j.UserID, node: ni, slots: node.GPUs[0].Slots, prof: in.prof, class: in.class, at: q.now}
 		for g := 0; g < n; g++ {
 			rv.gpus = append(rv.gpus, g)
 		}
-		res := Result{Code: Rewrite, TresPerNode: in.gres.WithGPUs(n), ReqNodes: node.Name, Comment: comment.WithToken(q.j.Comment, comment.FormatToken(id, 0))}
+		r.GPUs = rv.gpus // for rebuilding the reservation after a restart
+		res := Result{Code: Rewrite, TresPerNode: in.ask.gres.WithGPUs(n), ReqNodes: node.Name, Comment: comment.WithToken(q.j.Comment, comment.FormatToken(id, 0))}
+		in.ask.apply(&res)
 		out := finish(res, r, "rewrite", r.Action, reason)
 		out.usedID, out.rv = true, rv
 		return out
 	}
-	return finish(Result{}, r, "unchanged", "pass", fmt.Sprintf("%d GPUs: no node is free of other jobs; left to Slurm", n))
+	return finish(Result{}, r, "unchanged", "pass", fmt.Sprintf("%d GPUs: no node is free of other jobs (of the nodes the job may use); left to Slurm", n))
 }
 
 // badInput applies rule invalid_tag / unknown_profile: "reject" refuses the job
-// with msg; "exclusive" accepts it on a whole GPU and warns.
-func badInput(q *query, rule, mode, msg string, gres GresRequest, gresErr error, r decisionlog.Record) outcome {
-	if mode != "exclusive" {
+// with msg; "exclusive" accepts it on a whole GPU and warns; "bootstrap"
+// (unknown_profile only) accepts it on a whole GPU, where the node Prolog/Epilog
+// profile it, and says so.
+func badInput(q *query, rule, mode, msg string, ask *gpuAsk, pass string, r decisionlog.Record) outcome {
+	if mode != config.UnknownExclusive && mode != config.UnknownBootstrap {
 		res := Result{Code: Reject, UserMsg: "coscheml: " + msg}
 		out := finish(res, r, "reject", "pass", msg)
 		out.rejectWhy = rule
 		return out
 	}
 	r.Action = "exclusive"
-	r.Reason = msg + "; accepted on a whole GPU (" + mode + " by configuration)"
-	if gresErr != nil || !gres.HasGPU() || gres.GPUs > 1 || q.j.Modify && q.j.TresPerNode == "" {
+	r.Reason = msg + "; accepted on a whole GPU (" + rule + ": " + mode + ")"
+	alone := "; the job runs on a GPU of its own"
+	if mode == config.UnknownBootstrap {
+		switch {
+		case q.snap.cfg.Profiling.Enabled && r.Class == "":
+			// The Epilog writes a new profile only with a class (it sets the
+			// application's floor), which only the directive can give.
+			alone = "; bootstrap: the job runs alone on a whole GPU, but its profile is written only " +
+				"with a class: add class=hpc, train or infer to the comment (coscheml:app=TAG,class=train)"
+		case q.snap.cfg.Profiling.Enabled:
+			alone = "; bootstrap: the job runs alone on a whole GPU and is profiled there, " +
+				"so later jobs of this application can share a GPU once the profile is in place"
+		default:
+			alone = "; bootstrap: the job runs alone on a whole GPU (profiling is disabled here: " +
+				"ask an administrator to add a profile with coscheml profile run or import)"
+		}
+	}
+	if ask.err != nil || !ask.gres.HasGPU() || ask.gres.GPUs > 1 || q.j.Modify && q.j.TresPerNode == "" || pass != "" {
 		res := Result{UserMsg: "coscheml: warning: " + msg + "; the job is not shared"}
 		return finish(res, r, "unchanged", "pass", r.Reason)
 	}
-	out := exclusiveUnpinned(q, gres, r)
-	out.res.UserMsg = "coscheml: warning: " + msg + "; the job runs on a GPU of its own"
+	out := exclusiveUnpinned(q, ask, r)
+	out.res.UserMsg = "coscheml: warning: " + msg + alone
 	return out
 }
 
 // exclusiveUnpinned asks for all shards of one GPU on any node: Slurm then picks an
 // idle GPU and nothing can join it.
-func exclusiveUnpinned(q *query, gres GresRequest, r decisionlog.Record) outcome {
-	id, slots := q.id(), q.snap.cfg.SlotsPerGPU
+func exclusiveUnpinned(q *query, ask *gpuAsk, r decisionlog.Record) outcome {
+	slots := q.snap.cfg.SlotsPerGPU
+	id := q.id(slots)
 	r.ID, r.Shards = id, slots
-	res := Result{Code: Rewrite, TresPerNode: gres.WithShards(slots), Comment: comment.WithToken(q.j.Comment, comment.FormatToken(id, slots))}
+	res := Result{Code: Rewrite, TresPerNode: ask.gres.WithShards(slots), Comment: comment.WithToken(q.j.Comment, comment.FormatToken(id, slots))}
+	ask.apply(&res)
+	if q.ourPin() {
+		// A pending job pinned earlier (its node may have drained) is free to
+		// move: the update empties the node list the plugin set.
+		res.Replace |= ClearReqNodes
+	}
 	out := finish(res, r, "rewrite", r.Action, r.Reason)
 	out.usedID = true
 	return out
@@ -328,37 +539,48 @@ func finish(res Result, r decisionlog.Record, outcomeName, action, reason string
 	return outcome{res: res, rec: r, logged: r.Tag != "" || outcomeName != "unchanged"}
 }
 
+// formatLog words the decision for slurmctld's log. It runs on slurmctld's
+// submit thread for every job: appends into one buffer, no fmt (which was about a
+// third of a decision's CPU time).
 func formatLog(r *decisionlog.Record) string {
-	var b strings.Builder
+	b := make([]byte, 0, 256+len(r.Reason))
 	job := r.JobID
 	if job == "" {
 		job = "new"
 	}
-	fmt.Fprintf(&b, "%s job=%s uid=%d", r.Op, job, r.UserID)
+	b = append(b, r.Op...)
+	b = append(b, " job="...)
+	b = append(b, job...)
+	b = append(b, " uid="...)
+	b = strconv.AppendInt(b, int64(r.UserID), 10)
 	if r.Tag != "" {
-		fmt.Fprintf(&b, " tag=%s", profile.Sanitize(r.Tag))
+		b = append(append(b, " tag="...), profile.Sanitize(r.Tag)...)
 	}
 	if r.Class != "" {
-		fmt.Fprintf(&b, " class=%s", profile.Sanitize(r.Class))
+		b = append(append(b, " class="...), profile.Sanitize(r.Class)...)
 	}
 	if r.ID != "" {
-		fmt.Fprintf(&b, " decision=%s", r.ID)
+		b = append(append(b, " decision="...), r.ID...)
 	}
-	fmt.Fprintf(&b, " outcome=%s action=%s", r.Outcome, r.Action)
+	b = append(append(b, " outcome="...), r.Outcome...)
+	b = append(append(b, " action="...), r.Action...)
 	if r.Node != "" {
-		fmt.Fprintf(&b, " node=%s gpu=%d", profile.Sanitize(r.Node), r.GPU)
+		b = append(append(b, " node="...), profile.Sanitize(r.Node)...)
+		b = strconv.AppendInt(append(b, " gpu="...), int64(r.GPU), 10)
 	}
 	if r.Shards > 0 {
-		fmt.Fprintf(&b, " shards=%d", r.Shards)
+		b = strconv.AppendInt(append(b, " shards="...), int64(r.Shards), 10)
 	}
 	if r.PredictedSpeed > 0 {
-		fmt.Fprintf(&b, " speed=%.2f min_resident=%.2f", r.PredictedSpeed, r.MinResidentSpeed)
+		b = strconv.AppendFloat(append(b, " speed="...), r.PredictedSpeed, 'f', 2, 64)
+		b = strconv.AppendFloat(append(b, " min_resident="...), r.MinResidentSpeed, 'f', 2, 64)
 	}
 	if r.TresOut != "" {
-		fmt.Fprintf(&b, " tres=%s->%s", profile.Sanitize(r.TresIn), profile.Sanitize(r.TresOut))
+		b = append(append(b, " tres="...), profile.Sanitize(r.TresIn)...)
+		b = append(append(b, "->"...), profile.Sanitize(r.TresOut)...)
 	}
-	fmt.Fprintf(&b, " reason=%q", sanitizeLong(r.Reason))
-	return b.String()
+	b = strconv.AppendQuote(append(b, " reason="...), sanitizeLong(r.Reason))
+	return string(b)
 }
 
 // sanitizeLong bounds a reason (ours, but it may quote user input).

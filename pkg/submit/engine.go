@@ -9,6 +9,8 @@
 package submit
 
 import (
+	"context"
+	"crypto/rand"
 	"fmt"
 	"slices"
 	"strconv"
@@ -33,7 +35,27 @@ const (
 	Unchanged Code = 0 // leave the job as submitted
 	Rewrite   Code = 1 // apply the Result's non-empty fields
 	Reject    Code = 2 // refuse the job; UserMsg says why
+	// Deny refuses a request that would bypass placement (raw_requests); the
+	// shim answers ESLURM_ACCESS_DENIED with UserMsg.
+	Deny Code = 3
 )
+
+// FieldSet says which fields of a job description Slurm handed over at all:
+// job_modify carries only the fields an update changes, and an empty node list
+// there ("NodeList=") clears it, unlike a missing one.
+type FieldSet uint32
+
+// The fields a FieldSet names.
+const (
+	FieldComment FieldSet = 1 << iota
+	FieldTres
+	FieldPartition
+	FieldReqNodes
+	FieldExcNodes
+)
+
+// placementFields are the fields whose change decides placement again.
+const placementFields = FieldComment | FieldTres | FieldPartition | FieldReqNodes | FieldExcNodes
 
 // JobFields are the job's fields the shim hands over ("" for NULL).
 type JobFields struct {
@@ -46,6 +68,45 @@ type JobFields struct {
 	TimeLimit   uint32 // minutes; NoVal or 0xffffffff when unset/infinite
 	JobID       uint32 // NoVal at submit time
 	Modify      bool   // job_modify (scontrol update): only changed fields are set
+	// BeginTime is job_desc's begin_time (unix seconds; 0: unset): at submit the
+	// user's --begin, at job_modify the update's StartTime.
+	BeginTime int64
+	ReqNodes  string // -w / NodeList=
+	ExcNodes  string // -x / ExcNodeList=
+	SubmitUID uint32 // who submits or updates (an admin may update another user's job)
+	// Set names the fields present (the shim sets it; 0 = derived from the
+	// non-empty strings, for callers that never pass an empty-but-present field).
+	Set FieldSet
+	// Admin: SubmitUID is root or SlurmUser (the shim knows slurm.conf's SlurmUser).
+	Admin bool
+
+	// The job's other options that constrain a decision (see fields.go and the
+	// table in docs/slurm-integration.md).
+	TresPerJob    string // --gpus
+	TresPerTask   string // --gpus-per-task
+	TresPerSocket string // --gpus-per-socket
+	NumTasks      uint32 // -n; NoVal when unset
+	MemPerTres    string // --mem-per-gpu
+	CpusPerTres   string // --cpus-per-gpu
+	ArrayInx      string // --array; "" when the job is not an array
+	Exclusive     bool   // --exclusive in any form (job_desc shared 0, user, mcs, topo)
+}
+
+// has says whether the job description carries field f.
+func (j *JobFields) has(f FieldSet) bool {
+	if j.Set != 0 {
+		return j.Set&f != 0
+	}
+	var s FieldSet
+	for _, x := range []struct {
+		v string
+		f FieldSet
+	}{{j.Comment, FieldComment}, {j.TresPerNode, FieldTres}, {j.Partition, FieldPartition}, {j.ReqNodes, FieldReqNodes}, {j.ExcNodes, FieldExcNodes}} {
+		if x.v != "" {
+			s |= x.f
+		}
+	}
+	return s&f != 0
 }
 
 // Result is the decision for one job. Empty strings mean "leave as is". UserMsg may
@@ -58,6 +119,15 @@ type Result struct {
 	Comment     string
 	UserMsg     string
 	Log         string // for slurmctld's log: earlier problems (once each), then the decision line
+	// BeginTime, with Rewrite, is the job's new begin time (unix seconds; 0:
+	// leave it): a deferred "wait", or now for a deferred job placed at last.
+	BeginTime int64
+	// TresPerJob and TresPerTask replace the job's fields where Replace says so
+	// ("" clears them): a single GPU asked for with --gpus or --gpus-per-task
+	// moves to tres_per_node. Replace may also hold ClearReqNodes.
+	TresPerJob  string
+	TresPerTask string
+	Replace     AnswerField
 }
 
 // Options tune the engine; zero values take the defaults.
@@ -68,9 +138,18 @@ type Options struct {
 	ResidencyEvery time.Duration // re-list the residency store (default 500 ms)
 	ReservationTTL time.Duration // forget an unconfirmed decision after (default 15 min)
 	StaleGrace     time.Duration // residency entries past expiry+grace are ignored (default 10 min)
-	DecisionLogMax int64         // rotation size of the decision log (default decisionlog.DefaultMaxBytes)
+	// StaleAfter: the watchdog lets jobs through unchanged when the background
+	// refresh has not completed for this long (a hung shared file system;
+	// default 30 s). Measured on the monotonic clock, not Now.
+	StaleAfter time.Duration
+	// CloseWait bounds how long Close waits for the background loop and the
+	// last writes (default 2 s): slurmctld's shutdown never waits on a hung load.
+	CloseWait      time.Duration
+	DecisionLogMax int64 // rotation size of the decision log (default decisionlog.DefaultMaxBytes)
 	Now            func() time.Time
-	MaxLogLen      int // bound of one log line (default 1000)
+	MaxLogLen      int           // bound of one log line (default 1000)
+	StatesEvery    time.Duration // poll the node states (default 5 s)
+	StatesMaxAge   time.Duration // ignore node states older than (default 1 min)
 	// SlurmVersion is the running slurmctld's SLURM_VERSION_NUMBER (0: unknown),
 	// for the TRES syntax of a rewrite whose job gave none to follow.
 	SlurmVersion func() uint32
@@ -95,8 +174,20 @@ func (o Options) withDefaults() Options {
 	if o.StaleGrace <= 0 {
 		o.StaleGrace = 10 * time.Minute
 	}
+	if o.StatesEvery <= 0 {
+		o.StatesEvery = 5 * time.Second
+	}
+	if o.StatesMaxAge <= 0 {
+		o.StatesMaxAge = time.Minute
+	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.StaleAfter <= 0 {
+		o.StaleAfter = 30 * time.Second
+	}
+	if o.CloseWait <= 0 {
+		o.CloseWait = 2 * time.Second
 	}
 	if o.MaxLogLen <= 0 {
 		o.MaxLogLen = 1000
@@ -135,17 +226,39 @@ type Engine struct {
 	dlogPath string
 	dlogPtr  atomic.Pointer[decisionlog.Writer] // what Decide writes to
 
-	// counters count every decision (no I/O); the background loop writes them
-	// to metrics_file.
-	counters    *metrics.Counters
-	lastMetrics time.Time // guarded by bgMu
+	// counters count every decision (no I/O); a goroutine of its own writes
+	// them to metrics_file, so a hung refresh does not stop the metrics.
+	counters *metrics.Counters
+	metricMu sync.Mutex // serializes metrics file writes
+
+	// ephemeral signs decision ids when the decision key is unusable.
+	ephemeral []byte
+	// prep, when set, wraps the sources before the first load (GuardPinning
+	// reads slurm.conf: I/O that must not run in slurmctld's init).
+	prep      func(Sources) (Sources, string)
+	startNote string // what prep said, for coscheml_init's log
+	gaveUp    atomic.Bool
+	// ready: the first load completed; before it every job passes through.
+	ready atomic.Bool
+	// born and fresh (nanoseconds after born, monotonic) are when the last
+	// refresh completed, for the watchdog.
+	born  time.Time
+	fresh atomic.Int64
 
 	notesMu sync.Mutex
 	notes   map[string]string // key -> last reported message ("" = fine)
 	pending []string
 
+	// states is the last poll of the node states (nodestate.go).
+	states     atomic.Pointer[nodeStates]
+	statesDone chan struct{}
+	// pollFn is src.NodeStates, copied at creation: the first load may replace
+	// src (prep) while Start reads this.
+	pollFn func(ctx context.Context) (map[string]bool, error)
+
 	stop   chan struct{}
 	done   chan struct{}
+	mdone  chan struct{} // the metrics loop ended
 	kick   chan struct{} // RequestReload -> loop
 	once   sync.Once
 	loopOn atomic.Bool
@@ -154,12 +267,32 @@ type Engine struct {
 // New loads everything once and returns a ready engine. Call Start to keep it
 // fresh in the background, and Close when done.
 func New(src Sources, opts Options) *Engine {
-	e := &Engine{src: src, opts: opts.withDefaults(), notes: map[string]string{}, kick: make(chan struct{}, 1)}
+	e := newEngine(src, opts, nil)
+	e.firstLoad()
+	return e
+}
+
+// NewAsync returns an engine that loads nothing yet: Start runs the first load
+// in the background, and until it completes every job passes through unchanged
+// (slurmctld starts even when a shared file system hangs). prep, when not nil,
+// wraps the sources at the start of the first load; its note is StartNote.
+func NewAsync(src Sources, opts Options, prep func(Sources) (Sources, string)) *Engine {
+	return newEngine(src, opts, prep)
+}
+
+func newEngine(src Sources, opts Options, prep func(Sources) (Sources, string)) *Engine {
+	e := &Engine{src: src, opts: opts.withDefaults(), notes: map[string]string{}, kick: make(chan struct{}, 1), prep: prep, born: time.Now()}
 	e.counters = metrics.NewCounters(e.opts.Now())
+	e.pollFn = src.NodeStates
 	e.view.ttl = e.opts.ReservationTTL
 	now := e.opts.Now()
 	e.idPfx = strconv.FormatInt(now.UnixMilli(), 36)
-	e.Reload()
+	e.ephemeral = make([]byte, keyMinLen)
+	if _, err := rand.Read(e.ephemeral); err != nil {
+		// Never expected; ids then verify only under a known key, so tokens are
+		// stripped at job_modify (conservative) rather than trusted.
+		e.ephemeral = nil
+	}
 	return e
 }
 
@@ -168,12 +301,69 @@ func New(src Sources, opts Options) *Engine {
 func (e *Engine) Reload() {
 	e.bgMu.Lock()
 	defer e.bgMu.Unlock()
-	l := loadSnapshot(&e.src, e.snap.Load(), e.opts.Now())
+	e.reloadLocked(false)
+}
+
+// reloadLocked loads a snapshot and refreshes the view on it; with restore it
+// first rebuilds the pending reservations from the decision log (start).
+// Caller holds bgMu.
+func (e *Engine) reloadLocked(restore bool) {
+	now := e.opts.Now()
+	l := loadSnapshot(&e.src, e.snap.Load(), now)
+	// A policy that panics here panics in decisions too, where each is caught
+	// and the job passes through; the warm-up only must not take Reload down.
+	e.safely(func() { warmPolicy(l, e.entries, e.view.reservations()) })
 	for _, n := range l.notes {
 		e.note(n.key, n.msg)
 	}
 	e.snap.Store(l)
+	if restore {
+		e.restoreLocked(l, now)
+	}
 	e.refreshLocked(true)
+}
+
+// firstLoad runs prep, loads everything and rebuilds the reservations, then
+// marks the engine ready.
+func (e *Engine) firstLoad() {
+	e.bgMu.Lock()
+	note := ""
+	if e.prep != nil {
+		e.src, note = e.prep(e.src)
+	}
+	e.reloadLocked(true)
+	e.bgMu.Unlock()
+	e.notesMu.Lock()
+	e.startNote = note
+	e.notesMu.Unlock()
+	e.ready.Store(true)
+	if e.gaveUp.Load() && note != "" {
+		e.note("info-start", note) // coscheml_init returned before it was known
+	}
+}
+
+// Ready says whether the first load completed.
+func (e *Engine) Ready() bool { return e.ready.Load() }
+
+// WaitReady waits up to d for the first load. When it gives up, what the load
+// finds is logged with the next job instead of by the caller.
+func (e *Engine) WaitReady(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !e.ready.Load() {
+		if time.Now().After(deadline) {
+			e.gaveUp.Store(true)
+			return e.ready.Load()
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
+
+// StartNote is what prep said at the first load ("" when nothing).
+func (e *Engine) StartNote() string {
+	e.notesMu.Lock()
+	defer e.notesMu.Unlock()
+	return e.startNote
 }
 
 // RequestReload asks the background loop to reload soon and returns at once, so a
@@ -190,17 +380,26 @@ func (e *Engine) RequestReload() {
 	}
 }
 
-// Start runs the background refresh loop until Close.
+// Start runs the background refresh loop until Close (after the first load,
+// for an engine from NewAsync), and the metrics writer.
 func (e *Engine) Start() {
 	e.once.Do(func() {
 		e.stop = make(chan struct{})
 		e.done = make(chan struct{})
+		e.mdone = make(chan struct{})
 		e.loopOn.Store(true)
 		go e.loop()
+		go e.metricsLoop()
+		if e.pollFn != nil {
+			e.statesDone = make(chan struct{})
+			go e.pollStates()
+		}
 	})
 }
 
-// Close stops the background loop and flushes the decision log.
+// Close stops the background loop and flushes the decision log and metrics. It
+// waits at most CloseWait for each: a loop stuck in a hung file system is left
+// behind (slurmctld is stopping) rather than waited for.
 func (e *Engine) Close() {
 	if e.stop != nil {
 		select {
@@ -208,26 +407,68 @@ func (e *Engine) Close() {
 		default:
 			close(e.stop)
 		}
-		<-e.done
+		if !waitFor(e.done, e.opts.CloseWait) {
+			return // the loop holds bgMu in a hung load: nothing more can be flushed
+		}
+		waitFor(e.mdone, e.opts.CloseWait)
+		if e.statesDone != nil {
+			waitFor(e.statesDone, e.opts.CloseWait)
+		}
 	}
-	e.bgMu.Lock()
-	e.writeMetricsLocked(e.opts.Now()) // the last counts before slurmctld stops
-	if e.dlog != nil {
-		e.dlog.Close()
-	}
-	e.bgMu.Unlock()
+	flushed := make(chan struct{})
+	go func() {
+		defer close(flushed)
+		e.writeMetrics() // the last counts before slurmctld stops
+		e.bgMu.Lock()
+		if e.dlog != nil {
+			e.dlog.Close()
+		}
+		e.bgMu.Unlock()
+	}()
+	waitFor(flushed, e.opts.CloseWait)
 }
 
-// writeMetricsLocked replaces metrics_file with the counters, atomically (a
-// failure is logged once; it never affects decisions). Caller holds bgMu; it
-// runs only in the background loop and Close, never on the decision path.
-func (e *Engine) writeMetricsLocked(now time.Time) {
-	e.lastMetrics = now
+// waitFor waits for ch to close, at most d; false when it did not.
+func waitFor(ch <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// metricsLoop writes metrics_file every MetricsEvery until Close, apart from the
+// refresh loop: a hung refresh is exactly when the metrics must still come.
+func (e *Engine) metricsLoop() {
+	defer close(e.mdone)
+	tick := time.NewTicker(e.opts.MetricsEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-tick.C:
+			e.safely(e.writeMetrics)
+		}
+	}
+}
+
+// writeMetrics replaces metrics_file with the counters and the engine's state,
+// atomically (a failure is logged once; it never affects decisions). It runs
+// only in the metrics loop and Close, never on the decision path.
+func (e *Engine) writeMetrics() {
+	e.metricMu.Lock()
+	defer e.metricMu.Unlock()
+	now := e.opts.Now()
 	st := e.snap.Load()
 	if st == nil || st.cfgErr != nil || st.cfg.MetricsFile == "" {
 		return
 	}
-	if err := metrics.WriteFile(st.cfg.MetricsFile, e.counters.Families(now)); err != nil {
+	fams := append(e.counters.Families(now), e.stateFamilies()...)
+	if err := metrics.WriteFile(st.cfg.MetricsFile, fams); err != nil {
 		e.note("info-metrics", fmt.Sprintf("metrics file not written: %v", err))
 		return
 	}
@@ -237,6 +478,12 @@ func (e *Engine) writeMetricsLocked(now time.Time) {
 func (e *Engine) loop() {
 	defer close(e.done)
 	defer e.loopOn.Store(false)
+	if !e.ready.Load() {
+		e.safely(e.firstLoad)
+		if !e.ready.Load() { // the first load panicked: decide on what it left
+			e.ready.Store(true)
+		}
+	}
 	tick := time.NewTicker(min(e.opts.ReloadEvery, e.opts.ResidencyEvery))
 	defer tick.Stop()
 	lastCheck, lastObs := e.opts.Now(), e.opts.Now()
@@ -270,9 +517,6 @@ func (e *Engine) loop() {
 			}
 			e.bgMu.Lock()
 			e.refreshLocked(false)
-			if now.Sub(e.lastMetrics) >= e.opts.MetricsEvery {
-				e.writeMetricsLocked(now)
-			}
 			e.bgMu.Unlock()
 		})
 	}
@@ -300,6 +544,9 @@ func (e *Engine) safely(f func()) {
 // (or force), rebuilds the cluster outside the view's lock and swaps it in.
 // Caller holds bgMu.
 func (e *Engine) refreshLocked(force bool) {
+	// Whatever the outcome, a refresh that returns is not hung: the watchdog
+	// only looks for refreshes that never complete.
+	defer e.markFresh()
 	st := e.snap.Load()
 	if st == nil || st.cfgErr != nil {
 		return

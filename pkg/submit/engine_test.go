@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +23,12 @@ import (
 // co-runners use, the slower the job, in proportion to its own SM use.
 type smPredictor struct{}
 
+// smPredictions counts smPredictor's predictions (the latency reports show how
+// many a phase needed: the memo's work, free of machine noise).
+var smPredictions atomic.Int64
+
 func (smPredictor) PredictSpeed(job *profile.Profile, co []*profile.Profile) float64 {
+	smPredictions.Add(1)
 	sum := 0.0
 	for _, c := range co {
 		sum += c.SMUtil.Mean
@@ -51,6 +57,7 @@ func newFixture(t testing.TB, edit func(*config.Config)) *fixture {
 	cfg.ProfileDir = filepath.Join(dir, "profiles")
 	cfg.ResidencyDir = filepath.Join(dir, "residency")
 	cfg.DecisionLog = filepath.Join(dir, "decisions.log")
+	cfg.DecisionKey = filepath.Join(dir, "decision.key")
 	cfg.ObservationDir = filepath.Join(dir, "observations")
 	os.MkdirAll(cfg.ObservationDir, 0o755)
 	cfg.Cluster = config.ClusterSpec{Nodes: "n[1-3]", GPUsPerNode: 4, GPUMemoryMiB: 80000}
@@ -203,7 +210,7 @@ func TestUntagged(t *testing.T) {
 }
 
 func TestBadInputRejected(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newFixture(t, func(c *config.Config) { c.UnknownProfile = config.UnknownReject })
 	tests := []struct{ comment, msg string }{
 		{"coscheml:app=" + strings.Repeat("x", 10000), "longer than 1024"},
 		{"coscheml:app=../../etc/passwd", "invalid tag"},
@@ -233,7 +240,7 @@ func TestBadInputExclusiveByConfig(t *testing.T) {
 }
 
 func TestFailOpenModel(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newFixture(t, func(c *config.Config) { c.UnknownProfile = config.UnknownReject })
 	f.modelErr = errors.New("load model /m: bad checksum")
 	f.e.Close()
 	f.e = New(f.sources(), Options{Now: f.clock}) // broken from the start
@@ -583,7 +590,7 @@ func TestDecisionHasNoSideEffects(t *testing.T) {
 	if a.res != b.res || a.rv == nil || b.rv == nil || a.rv.node != b.rv.node || a.rv.slots != b.rv.slots || !a.usedID {
 		t.Fatalf("two decisions on one state differ: %+v / %+v", a, b)
 	}
-	if a.rv.id != "t-7" || !strings.Contains(a.res.Comment, "coscheml-id=t-7:") {
+	if !strings.HasPrefix(a.rv.id, "t-7-") || !strings.Contains(a.res.Comment, "coscheml-id="+a.rv.id+":") {
 		t.Fatalf("decision ID not the one offered: %+v", a)
 	}
 	if len(f.e.view.reserved) != reserved || f.e.idSeq != seq {
@@ -599,4 +606,81 @@ func TestDecisionHasNoSideEffects(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestWaitDeferral: a tagged job that nothing fits is deferred (wait_defer) for the
+// re-decide loop, keeping its whole-GPU request; its re-decision through
+// job_modify defers it again or, once it is placed, makes it eligible now. Only
+// the plugin's own deferrals have their begin time changed.
+func TestWaitDeferral(t *testing.T) {
+	const userBegin = 1_900_000_000 // the user's --begin (unix seconds)
+	cases := []struct {
+		name        string
+		waitDefer   time.Duration
+		submitBegin int64 // job_desc begin_time at submit
+		free        bool  // the blocking job's reservation expires before the re-decision
+		modifyBegin int64 // the update's StartTime
+		wantSubmit  int64 // answer's begin_time at submit, seconds after now (-1: 0, left alone)
+		wantModify  int64 // at the re-decision (-1: 0)
+		wantAction  string
+	}{
+		{name: "off: a wait runs on a whole GPU", waitDefer: 0, wantSubmit: -1, wantModify: -1, wantAction: "wait"},
+		{name: "deferred, still no room: deferred again", waitDefer: 30 * time.Second, wantSubmit: 30, wantModify: 30, wantAction: "wait"},
+		{name: "deferred, room now: placed and eligible now", waitDefer: 30 * time.Second, free: true, wantSubmit: 30, wantModify: 0, wantAction: "exclusive"},
+		{name: "user's --begin kept at submit and after", waitDefer: 30 * time.Second, submitBegin: userBegin, free: true, wantSubmit: -1, wantModify: -1, wantAction: "exclusive"},
+		{name: "user's --begin not deferred again", waitDefer: 30 * time.Second, submitBegin: userBegin, wantSubmit: -1, wantModify: -1, wantAction: "wait"},
+		{name: "update's own StartTime without our deferral", waitDefer: 30 * time.Second, submitBegin: userBegin, modifyBegin: userBegin + 60, wantSubmit: -1, wantModify: -1, wantAction: "wait"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(c *config.Config) {
+				c.Cluster.Nodes, c.Cluster.GPUsPerNode = "n1", 1
+				c.WaitDefer = tc.waitDefer
+			})
+			first := f.e.Decide(job("coscheml:app=heavy-a"))
+			if first.Code != Rewrite || first.BeginTime != 0 {
+				t.Fatalf("first job: %+v", first)
+			}
+			j := job("coscheml:app=heavy-b")
+			j.BeginTime = tc.submitBegin
+			w := f.e.Decide(j)
+			if w.Code != Rewrite || w.TresPerNode != "gres:shard:4" || w.ReqNodes != "" {
+				t.Fatalf("wait answer is not the whole-GPU fail-safe: %+v", w)
+			}
+			if got := rel(w.BeginTime, f.clock()); got != tc.wantSubmit {
+				t.Fatalf("submit begin_time %+d s from now, want %+d (%+v)", got, tc.wantSubmit, w)
+			}
+			if rec := f.record(t, w); rec.Action != "wait" || (tc.wantSubmit > 0) != strings.Contains(rec.Reason, "deferred") {
+				t.Fatalf("submit record %+v", rec)
+			}
+			f.advance(10 * time.Second)
+			if tc.free {
+				f.advance(16 * time.Minute) // past the reservation TTL: the GPU is idle
+				f.e.Reload()
+			}
+			m := JobFields{Comment: w.Comment, TresPerNode: w.TresPerNode, UserID: 0, Admin: true, MinNodes: 1, JobID: 77, Modify: true, BeginTime: tc.modifyBegin} // the re-decide loop: root (the shim sets Admin)
+			r := f.e.Decide(m)
+			if r.Code != Rewrite {
+				t.Fatalf("re-decision: %+v", r)
+			}
+			if got := rel(r.BeginTime, f.clock()); got != tc.wantModify {
+				t.Fatalf("re-decision begin_time %+d s from now, want %+d (%+v)", got, tc.wantModify, r)
+			}
+			rec := f.record(t, r)
+			if rec.Action != tc.wantAction || rec.Op != "modify" {
+				t.Fatalf("re-decision record %+v, want action %s", rec, tc.wantAction)
+			}
+			if tc.wantAction != "wait" && (r.ReqNodes != "n1" || r.TresPerNode != "gres:shard:2") {
+				t.Fatalf("placed re-decision not pinned to its GPU: %+v", r)
+			}
+		})
+	}
+}
+
+// rel is an answer's begin_time in seconds after now (-1 when it is 0: unchanged).
+func rel(begin int64, now time.Time) int64 {
+	if begin == 0 {
+		return -1
+	}
+	return begin - now.Unix()
 }

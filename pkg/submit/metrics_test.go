@@ -16,7 +16,7 @@ import (
 // which is read back from disk and linted by promtool.
 func TestEngineWritesMetricsFile(t *testing.T) {
 	prom := filepath.Join(t.TempDir(), "coscheml-ctld.prom")
-	f := newFixture(t, func(c *config.Config) { c.MetricsFile = prom })
+	f := newFixture(t, func(c *config.Config) { c.MetricsFile, c.UnknownProfile = prom, config.UnknownReject })
 	jobs := []struct {
 		comment string
 		code    Code
@@ -100,7 +100,7 @@ func sampleWith(text, prefix string) float64 {
 // A metrics file that cannot be written is logged once and degrades nothing.
 func TestEngineMetricsFileFailsQuietly(t *testing.T) {
 	prom := filepath.Join(t.TempDir(), "no-such-folder", "coscheml-ctld.prom")
-	f := newFixture(t, func(c *config.Config) { c.MetricsFile = prom })
+	f := newFixture(t, func(c *config.Config) { c.MetricsFile, c.UnknownProfile = prom, config.UnknownReject })
 	if r := f.e.Decide(job("coscheml:app=light-a")); r.Code != Rewrite {
 		t.Fatalf("%+v", r)
 	}

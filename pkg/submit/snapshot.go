@@ -1,6 +1,7 @@
 package submit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -22,6 +23,11 @@ type Sources struct {
 	LoadModel   func(path string) (model.Predictor, error)                     // "" = the embedded default
 	LoadCatalog func(dir string) (cat profile.Catalog, bad []error, err error) // err: the store is unusable
 	NewPolicy   func(cfg config.Config, pred model.Predictor) (placement.Policy, error)
+	// LoadPartitions reads slurm.conf's partitions (nil: unknown, not checked).
+	LoadPartitions func() (*Partitions, error)
+	// NodeStates lists the nodes that cannot start jobs now (drained, down, ...),
+	// polled in the background (nil: not polled). See nodestate.go.
+	NodeStates func(ctx context.Context) (map[string]bool, error)
 }
 
 // DefaultSources loads from the real files with the project's packages.
@@ -87,10 +93,18 @@ type Snapshot struct {
 	policy   placement.Policy
 	polErr   error
 
+	// admins are the uids of admin_users (root and SlurmUser come from the shim).
+	admins map[uint32]bool
+
 	nodes      []string
 	nodeIdx    map[string]int
 	clusterErr error
 	reach      placement.Reach // how Slurm reaches a GPU (shard_pinning)
+	parts      *Partitions     // slurm.conf's partitions (nil: unknown, not checked)
+	key        []byte          // signs decision ids (nil: the engine's own)
+	// interner is shared by every cluster built for this snapshot, so the
+	// policy's prediction memo survives the rebuild after each residency change.
+	interner *placement.Interner
 
 	// notes are the problems this load found (and the ones it solved, as ""),
 	// keyed for the engine's once-per-problem log.
@@ -160,7 +174,17 @@ func loadSnapshot(src *Sources, prev *Snapshot, now time.Time) *Snapshot {
 	}
 	l.cfg = cfg
 	l.stamps = currentStamps(src, cfg)
+	if cfg.DecisionKey != "" {
+		var kerr error
+		if l.key, kerr = loadKey(cfg.DecisionKey); kerr != nil {
+			l.notes = append(l.notes, note{"info-decisionkey", fmt.Sprintf("decision ids signed with a key of this start only "+
+				"(ids of queued jobs are not recognised after a restart): %v", kerr)})
+		} else {
+			l.notes = append(l.notes, note{"info-decisionkey", ""})
+		}
+	}
 	l.reach = placeconf.Reach(cfg)
+	l.interner = placement.NewInterner()
 
 	l.bare, err = src.LoadModel(cfg.ModelPath)
 	if err != nil {
@@ -193,6 +217,9 @@ func loadSnapshot(src *Sources, prev *Snapshot, now time.Time) *Snapshot {
 			l.polErr = fmt.Errorf("placement policy: %w", err)
 		}
 	}
+	var adminNote string
+	l.admins, adminNote = resolveAdmins(cfg.AdminUsers)
+	l.notes = append(l.notes, note{"info-admins", adminNote})
 	l.nodes, err = hostlist.Expand(cfg.Cluster.Nodes)
 	switch {
 	case err != nil:
@@ -203,6 +230,15 @@ func loadSnapshot(src *Sources, prev *Snapshot, now time.Time) *Snapshot {
 		l.clusterErr = fmt.Errorf("cluster.gpus_per_node = %d: want 1..64", cfg.Cluster.GPUsPerNode)
 	case cfg.SlotsPerGPU < 1:
 		l.clusterErr = fmt.Errorf("slots_per_gpu = %d: want >= 1", cfg.SlotsPerGPU)
+	}
+	partNote := ""
+	if src.LoadPartitions != nil {
+		// Unreadable, like GuardPinning's slurm.conf: nothing is known, so the
+		// partitions are not checked (logged; it degrades nothing else).
+		var err error
+		if l.parts, err = src.LoadPartitions(); err != nil {
+			l.parts, partNote = nil, fmt.Sprintf("slurm.conf partitions unknown, pins are not checked against them: %v", err)
+		}
 	}
 	l.nodeIdx = make(map[string]int, len(l.nodes))
 	for i, n := range l.nodes {
@@ -219,7 +255,7 @@ func loadSnapshot(src *Sources, prev *Snapshot, now time.Time) *Snapshot {
 	} else {
 		l.notes = append(l.notes, note{"badprofiles", ""})
 	}
-	l.notes = append(l.notes, note{"policy", errString(l.polErr)}, note{"cluster", errString(l.clusterErr)})
+	l.notes = append(l.notes, note{"policy", errString(l.polErr)}, note{"cluster", errString(l.clusterErr)}, note{"info-partitions", partNote})
 	return l
 }
 

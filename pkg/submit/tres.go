@@ -14,8 +14,9 @@ import (
 // 23.11 and later as "gres/gpu:2". Both are read, and a rewrite keeps the form the
 // job came with, so the Go side needs no knowledge of the Slurm version.
 type GresRequest struct {
-	GPUs    int // whole GPUs asked for (gpu entries)
-	Shards  int // shards asked for (shard entries)
+	GPUs    int    // whole GPUs asked for (gpu entries)
+	Shards  int    // shards asked for (shard entries)
+	Type    string // the GPU or shard Type asked for (gpu:a100:1), "" when untyped
 	entries []string
 	gresAt  int    // index of the gpu/shard entry in entries (-1: none)
 	prefix  string // "gres:" or "gres/"
@@ -48,7 +49,7 @@ func ParseTres(tres string) (GresRequest, error) {
 		if name != "gpu" && name != "shard" {
 			continue
 		}
-		count := 1
+		count, typ := 1, ""
 		switch len(parts) {
 		case 1:
 		case 2, 3:
@@ -57,8 +58,13 @@ func ParseTres(tres string) (GresRequest, error) {
 			switch {
 			case err == nil:
 				count = n
+				if len(parts) == 3 {
+					typ = parts[1]
+				}
 			case len(parts) == 3:
 				return g, fmt.Errorf("tres_per_node entry %q: bad count", profile.Sanitize(e))
+			default:
+				typ = last // gpu:a100 is one GPU of Type a100
 			}
 		default:
 			return g, fmt.Errorf("tres_per_node entry %q: too many fields", profile.Sanitize(e))
@@ -69,7 +75,7 @@ func ParseTres(tres string) (GresRequest, error) {
 		if g.gresAt >= 0 {
 			return g, fmt.Errorf("tres_per_node %q: more than one gpu/shard entry", profile.Sanitize(tres))
 		}
-		g.gresAt, g.prefix = i, prefix
+		g.gresAt, g.prefix, g.Type = i, prefix, typ
 		if name == "gpu" {
 			g.GPUs = count
 		} else {

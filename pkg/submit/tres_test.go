@@ -9,22 +9,25 @@ func TestParseTres(t *testing.T) {
 	tests := []struct {
 		in           string
 		gpus, shards int
+		typ          string
 		shardsOut    string
 		errHas       string
 	}{
-		{"", 0, 0, "", ""},
-		{"gres:gpu:1", 1, 0, "gres:shard:3", ""},
-		{"gres:gpu", 1, 0, "gres:shard:3", ""},
-		{"gres:gpu:h200:2", 2, 0, "gres:shard:3", ""},
-		{"gres:gpu:h200", 1, 0, "gres:shard:3", ""},
-		{"gres/gpu:1", 1, 0, "gres/shard:3", ""},
-		{"gres:shard:2", 0, 2, "gres:shard:3", ""},
-		{"cpu:2,gres:gpu:1,gres:nic:1", 1, 0, "cpu:2,gres:shard:3,gres:nic:1", ""},
-		{"gres:nic:1", 0, 0, "", ""},
-		{"gres:gpu:1,gres:shard:2", 0, 0, "", "more than one"},
-		{"gres:gpu:a:b", 0, 0, "", "bad count"},
-		{"gres:gpu:1:2:3", 0, 0, "", "too many"},
-		{"gres:gpu:-1", 0, 0, "", "out of range"},
+		{"", 0, 0, "", "", ""},
+		{"gres:gpu:1", 1, 0, "", "gres:shard:3", ""},
+		{"gres:gpu", 1, 0, "", "gres:shard:3", ""},
+		{"gres:gpu:h200:2", 2, 0, "h200", "gres:shard:3", ""},
+		{"gres:gpu:h200", 1, 0, "h200", "gres:shard:3", ""},
+		{"gres/gpu:a100:1", 1, 0, "a100", "gres/shard:3", ""},
+		{"gres/gpu:1", 1, 0, "", "gres/shard:3", ""},
+		{"gres:shard:2", 0, 2, "", "gres:shard:3", ""},
+		{"gres/shard:g1:2", 0, 2, "g1", "gres/shard:3", ""},
+		{"cpu:2,gres:gpu:1,gres:nic:1", 1, 0, "", "cpu:2,gres:shard:3,gres:nic:1", ""},
+		{"gres:nic:1", 0, 0, "", "", ""},
+		{"gres:gpu:1,gres:shard:2", 0, 0, "", "", "more than one"},
+		{"gres:gpu:a:b", 0, 0, "", "", "bad count"},
+		{"gres:gpu:1:2:3", 0, 0, "", "", "too many"},
+		{"gres:gpu:-1", 0, 0, "", "", "out of range"},
 	}
 	for _, tc := range tests {
 		g, err := ParseTres(tc.in)
@@ -38,8 +41,8 @@ func TestParseTres(t *testing.T) {
 			t.Errorf("%q: %v", tc.in, err)
 			continue
 		}
-		if g.GPUs != tc.gpus || g.Shards != tc.shards {
-			t.Errorf("%q: gpus=%d shards=%d", tc.in, g.GPUs, g.Shards)
+		if g.GPUs != tc.gpus || g.Shards != tc.shards || g.Type != tc.typ {
+			t.Errorf("%q: gpus=%d shards=%d type=%q", tc.in, g.GPUs, g.Shards, g.Type)
 		}
 		if tc.shardsOut != "" {
 			if got := g.WithShards(3); got != tc.shardsOut {

@@ -1,6 +1,7 @@
 package submit
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +19,13 @@ type clusterView struct {
 	viewState
 	reserved []reservation
 	ttl      time.Duration // forget an unconfirmed reservation after
+	// deferred: decision ids of jobs the plugin deferred (wait_defer), with the
+	// begin time given. Only these may have their begin time changed by a
+	// re-decision; lost on restart, when the jobs simply start at that time.
+	deferred map[string]time.Time
+	// ctx: the job context of each decision that gave an id (jobCtx); lost on
+	// restart.
+	ctx map[string]jobCtx
 }
 
 // viewState is what a decision reads from the view (never writes).
@@ -25,9 +33,13 @@ type viewState struct {
 	cluster *placement.Cluster
 	snap    *Snapshot // the snapshot the cluster was built for
 	resErr  error
-	running map[string]bool // job ids with a residency entry
-	confirm map[string]bool // decision ids with a residency entry (or done)
+	running map[string]bool           // job ids with a residency entry
+	confirm map[string][]confirmation // decision ids with a residency entry (or done)
 }
+
+// confirmation is where a decision id was seen started: the entry's node and job
+// ("" for a done marker, which has neither).
+type confirmation struct{ node, jobID string }
 
 // blocker is why no decision can be placed on this view now ("" when one can).
 func (v *viewState) blocker(snap *Snapshot, jobID string) string {
@@ -46,7 +58,8 @@ func (v *viewState) blocker(snap *Snapshot, jobID string) string {
 // or starting. Without it, two quick submissions would both see the same GPU idle.
 type reservation struct {
 	id    string // decision id (the resident's ID, Kind Reserved)
-	jobID string // known for job_modify
+	jobID string // known for job_modify; bound when first confirmed
+	uid   uint32 // the job's user: only they may replace it (job_modify)
 	node  int
 	gpus  []int // indexes into the node's GPUs
 	slots int
@@ -59,15 +72,15 @@ type reservation struct {
 // pending reservations re-applied and the confirmed or expired ones dropped.
 func (v *clusterView) install(snap *Snapshot, c *placement.Cluster, entries []residency.Entry, done []string, now time.Time) {
 	running := make(map[string]bool, len(entries))
-	confirm := make(map[string]bool, len(entries))
+	confirm := make(map[string][]confirmation, len(entries))
 	for _, en := range entries {
 		running[en.JobID] = true
 		if en.DecisionID != "" {
-			confirm[en.DecisionID] = true
+			confirm[en.DecisionID] = append(confirm[en.DecisionID], confirmation{node: en.Node, jobID: en.JobID})
 		}
 	}
 	for _, id := range done {
-		confirm[id] = true // started and already ended
+		confirm[id] = append(confirm[id], confirmation{}) // started and already ended
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -98,7 +111,7 @@ func (v *clusterView) expire(now time.Time) {
 func (v *clusterView) expireLocked(now time.Time) {
 	kept := v.reserved[:0]
 	for _, r := range v.reserved {
-		if v.confirm[r.id] || (r.jobID != "" && v.running[r.jobID]) || now.Sub(r.at) > v.ttl {
+		if v.confirmedLocked(&r) || (r.jobID != "" && v.running[r.jobID]) || now.Sub(r.at) > v.ttl {
 			if v.cluster != nil {
 				v.cluster.Remove(r.id)
 			}
@@ -109,6 +122,21 @@ func (v *clusterView) expireLocked(now time.Time) {
 	v.reserved = kept
 }
 
+// confirmedLocked says whether r's job has started: an entry with r's id on r's
+// node (and r's job, once bound), or a done marker. An entry elsewhere carries
+// an id it cannot have been given for that job, and confirms nothing.
+func (v *clusterView) confirmedLocked(r *reservation) bool {
+	for _, c := range v.confirm[r.id] {
+		if c.node != "" && v.snap != nil && r.node < len(v.snap.nodes) && v.snap.nodes[r.node] != c.node {
+			continue
+		}
+		if r.jobID == "" || c.jobID == "" || c.jobID == r.jobID {
+			return true
+		}
+	}
+	return false
+}
+
 // reserveLocked records a decision's reservation and applies it. Caller holds mu.
 func (v *clusterView) reserveLocked(r reservation) {
 	v.reserved = append(v.reserved, r)
@@ -116,8 +144,17 @@ func (v *clusterView) reserveLocked(r reservation) {
 }
 
 // applyLocked makes r resident in the current cluster. Caller holds mu.
-func (v *clusterView) applyLocked(r *reservation) {
-	c := v.cluster
+func (v *clusterView) applyLocked(r *reservation) { applyReservation(v.cluster, r) }
+
+// reservations returns a copy of the pending reservations.
+func (v *clusterView) reservations() []reservation {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.reserved)
+}
+
+// applyReservation makes r resident in c (nil: nothing).
+func applyReservation(c *placement.Cluster, r *reservation) {
 	if c == nil || r.node >= len(c.Nodes) {
 		return
 	}
@@ -131,20 +168,99 @@ func (v *clusterView) applyLocked(r *reservation) {
 }
 
 // dropLocked forgets the reservation of an earlier decision for this job
-// (job_modify decides again). Caller holds mu.
-func (v *clusterView) dropLocked(id, jobID string) {
+// (job_modify decides again): the one bound to jobID, or the one named id if it
+// belongs to uid and is not bound to another job (admin: any). It returns the
+// ids dropped.
+// Caller holds mu.
+func (v *clusterView) dropLocked(id string, uid uint32, admin bool, jobID string) []string {
 	if id == "" && jobID == "" {
-		return
+		return nil
 	}
+	var dropped []string
 	kept := v.reserved[:0]
 	for _, rv := range v.reserved {
-		if (id != "" && rv.id == id) || (jobID != "" && rv.jobID == jobID) {
-			v.cluster.Remove(rv.id)
+		byID := id != "" && rv.id == id && (admin || rv.uid == uid && (rv.jobID == "" || rv.jobID == jobID))
+		if byID || (jobID != "" && rv.jobID == jobID) {
+			if v.cluster != nil {
+				v.cluster.Remove(rv.id)
+			}
+			dropped = append(dropped, rv.id)
 			continue
 		}
 		kept = append(kept, rv)
 	}
 	v.reserved = kept
+	return dropped
+}
+
+// jobCtx is what a decision knew of its job's node options. job_modify hands over
+// only the fields an update changes, so a re-decision reads the job's partition,
+// -w, -x and array from here (and knows whether the node list is the plugin's pin).
+type jobCtx struct {
+	partition, reqNodes, excNodes, arrayInx string
+	pinned                                  bool // req_nodes was set by the plugin, not the user
+	at                                      time.Time
+}
+
+// maxCtx bounds the contexts remembered: the oldest week goes first, then any.
+// A job whose context is gone (or a restart) is re-decided on the update's fields.
+const maxCtx = 1 << 16
+
+// rememberLocked records decision id's job context. Caller holds mu.
+func (v *clusterView) rememberLocked(id string, c jobCtx) {
+	if id == "" {
+		return
+	}
+	if v.ctx == nil {
+		v.ctx = make(map[string]jobCtx)
+	}
+	if len(v.ctx) >= maxCtx {
+		for k, old := range v.ctx {
+			if c.at.Sub(old.at) > 7*24*time.Hour || len(v.ctx) >= maxCtx {
+				delete(v.ctx, k)
+			}
+			if len(v.ctx) < maxCtx*3/4 {
+				break
+			}
+		}
+	}
+	v.ctx[id] = c
+}
+
+// ctxLocked is decision id's job context (nil when unknown). Caller holds mu.
+func (v *clusterView) ctxLocked(id string) *jobCtx {
+	if c, ok := v.ctx[id]; ok && id != "" {
+		return &c
+	}
+	return nil
+}
+
+// deferLocked remembers that decision id deferred its job until until. Entries
+// of jobs that started (or vanished) are pruned once past until plus the TTL.
+// Caller holds mu.
+func (v *clusterView) deferLocked(id string, until, now time.Time) {
+	if v.deferred == nil {
+		v.deferred = make(map[string]time.Time)
+	}
+	if len(v.deferred) >= 256 {
+		for k, t := range v.deferred {
+			if now.Sub(t) > v.ttl {
+				delete(v.deferred, k)
+			}
+		}
+	}
+	v.deferred[id] = until
+}
+
+// takeDeferredLocked reports whether decision id is a deferral of the plugin's,
+// and forgets it (the re-decision replaces it). Caller holds mu.
+func (v *clusterView) takeDeferredLocked(id string) bool {
+	if id == "" {
+		return false
+	}
+	_, ok := v.deferred[id]
+	delete(v.deferred, id)
+	return ok
 }
 
 func tagOfProf(p *profile.Profile) string {
@@ -162,6 +278,9 @@ func buildCluster(st *Snapshot, entries []residency.Entry) *placement.Cluster {
 	cfg := st.cfg
 	slots := cfg.SlotsPerGPU
 	c := &placement.Cluster{Nodes: make([]placement.Node, len(st.nodes)), Reach: st.reach}
+	if st.interner != nil && !st.interner.Full() {
+		c.Interner = st.interner
+	} // else a private table: signatures (and the memo) restart with this build
 	for i, name := range st.nodes {
 		gpus := make([]placement.GPU, cfg.Cluster.GPUsPerNode)
 		for g := range gpus {

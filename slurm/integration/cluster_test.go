@@ -449,6 +449,7 @@ exec %q "$@"
 	cfg.ResidencyDir = c.path("var/residency")
 	cfg.ObservationDir = c.path("var/observations")
 	cfg.DecisionLog = c.path("var/decisions.log")
+	cfg.DecisionKey = c.path("var/decision.key")
 	cfg.SlotsPerGPU = shardsPerGPU
 	cfg.Cluster = config.ClusterSpec{
 		Nodes: fmt.Sprintf("n[1-%d]", numNodes), GPUsPerNode: gpusPerNode, GPUMemoryMiB: 143771,

@@ -43,9 +43,13 @@ func TestSlurm(t *testing.T) {
 	}
 	sub("placement", testPlacement)
 	sub("bad_input", testBadInput)
+	sub("bootstrap", testBootstrap)
+	sub("bypass", testBypass)
 	sub("prolog_epilog", testPrologEpilog)
 	sub("fail_open", testFailOpen)
 	sub("survives_1000", testSurvives)
+	sub("redecide", testRedecide)
+	sub("restart", testRestart)
 	c.reportPins("first-fit, TestSlurm")
 }
 
@@ -263,7 +267,6 @@ func testBadInput(t *testing.T, c *cluster) {
 		want          string // in sbatch's stderr (lower-cased)
 	}{
 		{"invalid tag", "coscheml:app=Bad_Tag!", "invalid tag"},
-		{"unknown profile", "coscheml:app=no-such-app", "no-such-app"},
 		{"invalid class", "coscheml:app=" + lightA + ",class=gaming", "class"},
 		{"10000 characters", "coscheml:app=" + strings.Repeat("a", 10000-len("coscheml:app=")), "longer than"},
 		{"path escape", "coscheml:app=../../etc/passwd", "invalid tag"},
@@ -337,27 +340,21 @@ func testBadInput(t *testing.T, c *cluster) {
 }
 
 func testPrologEpilog(t *testing.T, c *cluster) {
-	// A tagged job with no profile yet (accepted exclusively by config) is sampled
-	// with the mock NVML backend between Prolog and Epilog; the Epilog leaves its
-	// profile in the store and an observation of its run.
-	orig := c.cfg
-	cfg := orig
-	cfg.UnknownProfile = "exclusive"
-	c.writeConfig(cfg)
-	c.restartCtld()
-	defer func() {
-		c.writeConfig(orig)
-		c.restartCtld()
-	}()
-
+	// A tagged job with no profile yet (unknown_profile: bootstrap, the default)
+	// runs alone on a whole GPU and is sampled with the mock NVML backend between
+	// Prolog and Epilog; the Epilog leaves its profile in the store and an
+	// observation of its run.
+	if c.cfg.UnknownProfile != config.UnknownBootstrap {
+		t.Fatalf("the suite's configuration has unknown_profile %q, want the default bootstrap", c.cfg.UnknownProfile)
+	}
 	const tag = "integration-newapp"
 	id, stderr, err := c.sbatch("--gres=gpu:1", "-o", c.path("jobs", "newapp.out"), "--comment=coscheml:app="+tag+",class=hpc", "--wrap=sleep 2")
 	if err != nil {
 		t.Fatalf("%v: %s", err, stderr)
 	}
-	// Accepted, but the user is told why it runs unshared.
-	if !strings.Contains(stderr, "coscheml") || !strings.Contains(stderr, tag) {
-		t.Errorf("unknown profile accepted exclusively without a warning on sbatch's stderr: %q", stderr)
+	// Accepted, and the user is told it runs alone to be profiled.
+	if !strings.Contains(stderr, "coscheml") || !strings.Contains(stderr, tag) || !strings.Contains(stderr, "profiled") {
+		t.Errorf("unknown profile bootstrapped without a note on sbatch's stderr: %q", stderr)
 	} else {
 		t.Logf("sbatch warning: %s", strings.TrimSpace(stderr))
 	}

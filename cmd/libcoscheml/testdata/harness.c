@@ -100,6 +100,8 @@ static void job_init(job_desc_msg_t *jd, const char *comment, const char *tres)
 	jd->user_id = 1000;
 	jd->min_nodes = NO_VAL;
 	jd->max_nodes = NO_VAL;
+	jd->num_tasks = NO_VAL;
+	jd->shared = NO_VAL16; /* as slurm_init_job_desc_msg leaves it */
 	jd->time_limit = 60;
 	jd->comment = slurm_xstrdup(comment);
 	jd->tres_per_node = slurm_xstrdup(tres);
@@ -109,6 +111,9 @@ static void job_free(job_desc_msg_t *jd)
 {
 	slurm_xfree((void **)&jd->comment);
 	slurm_xfree((void **)&jd->tres_per_node);
+	slurm_xfree((void **)&jd->tres_per_job);
+	slurm_xfree((void **)&jd->array_inx);
+	slurm_xfree((void **)&jd->exc_nodes);
 	slurm_xfree((void **)&jd->req_nodes);
 	slurm_xfree((void **)&jd->job_id_str);
 }
@@ -118,23 +123,56 @@ static const char *s(const char *v)
 	return v ? v : "NULL";
 }
 
-static void show_submit(const char *what, const char *comment, const char *tres)
+static void show_submit_as(const char *what, const char *comment,
+			   const char *tres, uint32_t uid)
 {
 	job_desc_msg_t jd;
 	char *err = NULL;
 	int rc;
 
 	job_init(&jd, comment, tres);
-	rc = job_submit(&jd, 1000, &err);
+	rc = job_submit(&jd, uid, &err);
 	printf("%s rc=%d tres=%s nodes=%s msg=%s\n", what, rc != SLURM_SUCCESS,
 	       s(jd.tres_per_node), s(jd.req_nodes), s(err));
 	slurm_xfree((void **)&err);
 	job_free(&jd);
 }
 
-/* scontrol update jobid=ID comment=...: only job_id_str is set. */
-static void show_modify(const char *what, const char *id_str, uint32_t id,
-			const char *comment)
+/*
+ * A tagged job with the options a decision honours: --gpus (tres_per_job),
+ * --array, -x, --exclusive (shared 0). Shows where the GPU request ends up.
+ */
+static void show_fields(const char *what, const char *tres_node,
+			const char *tres_job, const char *array,
+			const char *exc, uint16_t shared)
+{
+	job_desc_msg_t jd;
+	char *err = NULL;
+	int rc;
+
+	job_init(&jd, "coscheml:app=harness-app", tres_node);
+	jd.tres_per_job = slurm_xstrdup(tres_job);
+	jd.array_inx = slurm_xstrdup(array);
+	jd.exc_nodes = slurm_xstrdup(exc);
+	jd.shared = shared;
+	rc = job_submit(&jd, 1000, &err);
+	printf("%s rc=%d tres=%s job=%s nodes=%s\n", what, rc != SLURM_SUCCESS,
+	       s(jd.tres_per_node), s(jd.tres_per_job), s(jd.req_nodes));
+	slurm_xfree((void **)&err);
+	job_free(&jd);
+}
+
+static void show_submit(const char *what, const char *comment, const char *tres)
+{
+	show_submit_as(what, comment, tres, 1000);
+}
+
+/*
+ * scontrol update jobid=ID comment=... [NodeList=nodes] by uid: only
+ * job_id_str and the changed fields are set.
+ */
+static void show_modify_as(const char *what, const char *id_str, uint32_t id,
+			   const char *comment, const char *nodes, uint32_t uid)
 {
 	job_desc_msg_t jd;
 	int rc;
@@ -142,16 +180,23 @@ static void show_modify(const char *what, const char *id_str, uint32_t id,
 	job_init(&jd, comment, NULL);
 	JOB_DESC_ID(&jd) = id;
 	jd.job_id_str = slurm_xstrdup(id_str);
+	jd.req_nodes = slurm_xstrdup(nodes);
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 2, 0)
 	char *err = NULL;
-	rc = job_modify(&jd, NULL, 0, &err);
+	rc = job_modify(&jd, NULL, uid, &err);
 	printf("%s rc=%d msg=%s\n", what, rc != SLURM_SUCCESS, s(err));
 	slurm_xfree((void **)&err);
 #else
-	rc = job_modify(&jd, NULL, 0);
+	rc = job_modify(&jd, NULL, uid);
 	printf("%s rc=%d msg=(log)\n", what, rc != SLURM_SUCCESS);
 #endif
 	job_free(&jd);
+}
+
+static void show_modify(const char *what, const char *id_str, uint32_t id,
+			const char *comment)
+{
+	show_modify_as(what, id_str, id, comment, NULL, 0);
 }
 
 int main(int argc, char **argv)
@@ -169,6 +214,7 @@ int main(int argc, char **argv)
 	setenv("COSCHEML_CONFIG", argv[3], 1);
 	slurm_conf.slurm_conf = "/nonexistent/slurm.conf";
 	slurm_conf.last_update = time(NULL);
+	slurm_conf.slurm_user_id = 64030;
 
 	h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
@@ -199,11 +245,21 @@ int main(int argc, char **argv)
 	show_submit("long", longc, "gres:gpu:1");
 	free(longc);
 	show_submit("unknown", "coscheml:app=nosuch", "gres:gpu:1");
+	show_fields("fields-gpus", NULL, "gres/gpu:1", NULL, NULL, NO_VAL16);
+	show_fields("fields-array", "gres:gpu:1", NULL, "0-3", NULL, NO_VAL16);
+	show_fields("fields-exclude", "gres:gpu:1", NULL, NULL, "n[1-2]", NO_VAL16);
+	show_fields("fields-exclusive", "gres:gpu:1", NULL, NULL, NULL, 0);
 	/* The library sees the ID whichever field carries it. */
 	show_modify("modify-str", "17", NO_VAL, "coscheml:app=nosuch");
 	show_modify("modify-num", NULL, 18, "coscheml:app=nosuch");
 	show_modify("modify-bad", "17abc", NO_VAL, "coscheml:app=nosuch");
 	show_modify("modify-untagged", "19", NO_VAL, NULL);
+	/* raw_requests: refuse (the default) for users, not for root/SlurmUser. */
+	show_submit("rawshard", NULL, "gres:shard:1");
+	show_submit_as("rawshard-root", NULL, "gres:shard:1", 0);
+	show_submit_as("rawshard-slurmuser", NULL, "gres:shard:1", 64030);
+	show_modify_as("modify-nodes-user", "20", NO_VAL, NULL, "n1", 1000);
+	show_modify_as("modify-nodes-root", "21", NO_VAL, NULL, "n1", 0);
 
 	/* slurm.conf read again: the shim tells the library once. */
 	slurm_conf.last_update++;

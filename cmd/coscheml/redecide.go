@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/redecide"
+	"github.com/urfave/cli/v2"
+)
+
+func redecideCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "redecide",
+		Usage: "re-decide deferred \"wait\" jobs through scontrol update (run as SlurmUser or root next to slurmctld)",
+		Description: "With wait_defer > 0 the plugin defers a tagged job that nothing fits (its begin time\n" +
+			"becomes now + wait_defer; it keeps a whole-GPU request as the fail-safe). This command\n" +
+			"lists such jobs (squeue) and sends each, in submit order, an `scontrol update` of its\n" +
+			"own comment and GPU request: job_modify hands it to the plugin, which decides again\n" +
+			"on a fresh view: placed (shared, or on an idle GPU that others may join later; the\n" +
+			"job becomes eligible now) or deferred again. Only updates by SlurmUser or root may\n" +
+			"change other users' jobs, so run it as one of them (coscheml-redecide.service).\n" +
+			"With --loop it runs every --interval: all deferred jobs when the set of running jobs\n" +
+			"changed, each at least every wait_defer/2 otherwise.\n\n" +
+			"Examples:\n" +
+			"   coscheml redecide               # one pass\n" +
+			"   coscheml redecide --loop        # the service\n\n" +
+			"Exit codes: 0 ok, 1 the queue cannot be listed, 2 usage (wait_defer is 0).",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "loop", Usage: "run until stopped (SIGTERM), a pass every --interval"},
+			&cli.DurationFlag{Name: "interval", Value: 2 * time.Second, Usage: "time between passes with --loop"},
+			&cli.StringFlag{Name: "squeue", Value: "squeue", Usage: "squeue `PROGRAM`"},
+			&cli.StringFlag{Name: "scontrol", Value: "scontrol", Usage: "scontrol `PROGRAM`"},
+		},
+		Action: runRedecide,
+	}
+}
+
+func runRedecide(c *cli.Context) error {
+	if c.NArg() != 0 {
+		return usageErrorf("redecide: unexpected argument %q", sanitize(c.Args().First()))
+	}
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return err
+	}
+	if cfg.WaitDefer <= 0 {
+		return usageErrorf("redecide: wait_defer is 0 in the configuration: the plugin defers no job, there is nothing to re-decide")
+	}
+	interval := c.Duration("interval")
+	if interval < 100*time.Millisecond || interval > cfg.WaitDefer/2 {
+		return usageErrorf("redecide: --interval %s is out of range: want 100ms..wait_defer/2 (%s), so a deferred job is decided again before its begin time", interval, cfg.WaitDefer/2)
+	}
+	errw := c.App.ErrWriter
+	l := &redecide.Loop{
+		Run: runSlurm, Squeue: c.String("squeue"), Scontrol: c.String("scontrol"),
+		Refresh: cfg.WaitDefer / 2,
+		Log: func(format string, a ...any) {
+			fmt.Fprintln(errw, "coscheml: redecide:", sanitizeLine(fmt.Sprintf(format, a...)))
+		},
+	}
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if c.Bool("loop") {
+		return l.Forever(ctx, interval)
+	}
+	n, err := l.Pass(ctx, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "re-decided %d deferred job(s)\n", n)
+	return nil
+}
+
+// runSlurm runs a Slurm client with a timeout; its stderr goes into the error.
+func runSlurm(ctx context.Context, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), redecide.TimeEnv)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w: %s", name, args[0], err, sanitizeLine(strings.TrimSpace(stderr.String())))
+	}
+	return string(out), nil
+}

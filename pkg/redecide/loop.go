@@ -1,0 +1,110 @@
+package redecide
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Runner runs a Slurm command (squeue, scontrol) and returns its stdout.
+type Runner func(ctx context.Context, name string, args ...string) (string, error)
+
+// Loop re-decides deferred jobs. Its zero value is not usable: set Run and
+// Refresh. One Loop is used by one goroutine.
+type Loop struct {
+	Run      Runner
+	Squeue   string // squeue program (default "squeue")
+	Scontrol string // scontrol program (default "scontrol")
+	// Refresh: a deferred job is re-decided at least this often even when nothing
+	// changed, so that it is deferred again before its begin time passes (half of
+	// wait_defer).
+	Refresh time.Duration
+	Log     func(format string, args ...any)
+
+	lastRunning string
+	changedLast bool
+	tried       map[uint32]time.Time // job ID -> time of its last re-decision
+}
+
+// Pass is one round: list the queue, and re-decide in submit order every
+// deferred job when the set of running jobs changed (in this pass or the one
+// before: the plugin learns of an ended job from the residency store a moment
+// after squeue does) or when its last re-decision is older than Refresh. It
+// returns how many jobs it re-decided; a failed update is logged and the others
+// go on.
+func (l *Loop) Pass(ctx context.Context, now time.Time) (int, error) {
+	marker, err := NewMarker()
+	if err != nil {
+		return 0, err
+	}
+	out, err := l.Run(ctx, l.prog(l.Squeue, "squeue"), "--noheader", "--states=PENDING,RUNNING,COMPLETING,CONFIGURING,SUSPENDED", "-o", Format(marker))
+	if err != nil {
+		return 0, fmt.Errorf("listing the queue: %w", err)
+	}
+	jobs, err := ParseQueue(out, marker)
+	if err != nil {
+		return 0, err
+	}
+	running := Running(jobs)
+	changed := running != l.lastRunning
+	recent := changed || l.changedLast
+	l.lastRunning, l.changedLast = running, changed
+	if l.tried == nil {
+		l.tried = make(map[uint32]time.Time)
+	}
+	deferred := Deferred(jobs, now)
+	seen := make(map[uint32]bool, len(deferred))
+	n := 0
+	for _, j := range deferred {
+		seen[j.ID] = true
+		if last, ok := l.tried[j.ID]; ok && !recent && now.Sub(last) < l.Refresh {
+			continue
+		}
+		if ctx.Err() != nil {
+			return n, ctx.Err()
+		}
+		l.tried[j.ID] = now
+		if _, err := l.Run(ctx, l.prog(l.Scontrol, "scontrol"), UpdateArgs(j)...); err != nil {
+			l.logf("re-deciding job %d: %v", j.ID, err)
+			continue
+		}
+		n++
+	}
+	for id := range l.tried {
+		if !seen[id] {
+			delete(l.tried, id) // started, placed or gone
+		}
+	}
+	return n, nil
+}
+
+// Forever runs a pass every interval until ctx ends; a failed pass is logged.
+func (l *Loop) Forever(ctx context.Context, interval time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if n, err := l.Pass(ctx, time.Now()); err != nil {
+			l.logf("%v", err)
+		} else if n > 0 {
+			l.logf("re-decided %d deferred job(s)", n)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (l *Loop) prog(p, def string) string {
+	if p == "" {
+		return def
+	}
+	return p
+}
+
+func (l *Loop) logf(format string, args ...any) {
+	if l.Log != nil {
+		l.Log(format, args...)
+	}
+}

@@ -1,0 +1,143 @@
+// Package redecide is the controller-side loop that re-decides deferred "wait"
+// jobs: the plugin answers a tagged job that nothing fits with its whole-GPU
+// fail-safe request and a begin time a little ahead (wait_defer); this loop lists
+// such jobs with squeue and, when capacity may have freed, sends each an
+// `scontrol update` of its own comment and GPU request, which passes job_modify,
+// so the plugin decides it again on a fresh view. It runs as SlurmUser or root
+// next to slurmctld, never inside it.
+package redecide
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/comment"
+)
+
+// Job is one job of the queue listing.
+type Job struct {
+	ID      uint32
+	State   string // PENDING, RUNNING, ...
+	Reason  string // pending reason (BeginTime, Resources, ...)
+	Tres    string // tres_per_node as Slurm stores it (gres:shard:4 / gres/shard:4)
+	Comment string
+	Begin   int64 // start or begin time (unix seconds; 0: unknown)
+}
+
+// fields of one record in the squeue format, the comment last.
+const nFields = 6
+
+// TimeEnv makes squeue print times as unix seconds (its %S).
+const TimeEnv = "SLURM_TIME_FORMAT=%s"
+
+// NewMarker is a fresh random record marker. Comments are user text and may hold
+// newlines or the field separator; a marker drawn for each listing cannot appear
+// in a comment written before it, so a comment cannot forge a record of another
+// user's job.
+func NewMarker() (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("record marker: %w", err)
+	}
+	return "@" + hex.EncodeToString(b[:]) + "@", nil
+}
+
+// Format is squeue's -o format for marker: marker, job ID, state, reason,
+// tres_per_node, start (for a deferred job: begin) time, comment, marker, per
+// job. Run squeue with TimeEnv in its environment.
+func Format(marker string) string {
+	return marker + "%i|%T|%r|%b|%S|%k" + marker
+}
+
+// ParseQueue reads squeue output written with Format(marker). Between records
+// only white space may appear; anything else (output not made with this marker)
+// is an error. Records whose job ID is not a plain number (array jobs pending as
+// one record: 12_[1-4]) are skipped: they cannot be updated one by one here.
+func ParseQueue(out, marker string) ([]Job, error) {
+	if len(marker) < 8 {
+		return nil, fmt.Errorf("squeue listing: record marker too short")
+	}
+	parts := strings.Split(out, marker)
+	if len(parts)%2 == 0 {
+		return nil, fmt.Errorf("squeue listing: unbalanced record markers")
+	}
+	var jobs []Job
+	for i, p := range parts {
+		if i%2 == 0 {
+			if strings.TrimSpace(p) != "" {
+				return nil, fmt.Errorf("squeue listing: text outside a record: %.40q", p)
+			}
+			continue
+		}
+		f := strings.SplitN(p, "|", nFields)
+		if len(f) != nFields {
+			return nil, fmt.Errorf("squeue listing: record with %d fields, want %d: %.60q", len(f), nFields, p)
+		}
+		id, err := strconv.ParseUint(f[0], 10, 32)
+		if err != nil {
+			continue // an array record or a het job component: not re-decided here
+		}
+		c := f[5]
+		if c == "(null)" {
+			c = ""
+		}
+		tres := f[3]
+		if tres == "(null)" || tres == "N/A" {
+			tres = ""
+		}
+		begin, err := strconv.ParseInt(f[4], 10, 64)
+		if err != nil || begin < 0 {
+			begin = 0 // N/A, Unknown
+		}
+		jobs = append(jobs, Job{ID: uint32(id), State: f[1], Reason: f[2], Tres: tres, Comment: c, Begin: begin})
+	}
+	return jobs, nil
+}
+
+// Deferred is the jobs to re-decide, in submit order (job ID): pending on their
+// begin time (Reason=BeginTime, or a begin time after now: some releases show
+// Reason=None until the scheduler's next pass after an update), tagged, carrying
+// the plugin's decision token and a GPU request. Which of them the plugin itself
+// deferred it knows (a user's own --begin is not changed by the re-decision).
+func Deferred(jobs []Job, now time.Time) []Job {
+	var out []Job
+	for _, j := range jobs {
+		if j.State != "PENDING" || j.Reason != "BeginTime" && j.Begin <= now.Unix() || j.Tres == "" {
+			continue
+		}
+		d := comment.ParseComment(j.Comment)
+		if !d.Present || d.Err != nil || d.DecisionID == "" {
+			continue
+		}
+		out = append(out, j)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+
+// Running is the set of jobs holding resources: when it changes, capacity may
+// have freed (or been taken) and deferred jobs are worth deciding again.
+func Running(jobs []Job) string {
+	var ids []string
+	for _, j := range jobs {
+		switch j.State {
+		case "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED":
+			ids = append(ids, strconv.FormatUint(uint64(j.ID), 10))
+		}
+	}
+	sort.Strings(ids)
+	return strings.Join(ids, ",")
+}
+
+// UpdateArgs is scontrol's argument list that re-decides j: its own comment and
+// GPU request sent back unchanged, so job_modify hands the plugin both and it
+// decides again (nothing else of the job changes unless the plugin changes it).
+func UpdateArgs(j Job) []string {
+	return []string{"update", "JobId=" + strconv.FormatUint(uint64(j.ID), 10),
+		"Comment=" + j.Comment, "TresPerNode=" + j.Tres}
+}

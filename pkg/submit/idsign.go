@@ -1,0 +1,191 @@
+package submit
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/coscheml/coscheml/pkg/comment"
+	"github.com/coscheml/coscheml/pkg/safeopen"
+)
+
+// Decision ids are signed: <prefix>-<seq>-<mac>, where mac is an HMAC-SHA256
+// (first 12 hex digits) of the unsigned id, the shards of the token, the job's
+// uid and, for ids issued by job_modify, the job id, under the controller's
+// decision key. Comments are world-readable (`squeue -o %k`), so an id alone
+// proves nothing; only an id this controller issued for this uid (and job)
+// counts. The plugin removes every other coscheml-id token from a comment, so
+// what slurmd hands the Prolog carries only tokens the plugin wrote for that
+// job: the node hooks need no key (docs/slurm-integration.md).
+
+// macLen is the hex digits of the MAC kept in an id (48 bits: a forger guesses
+// blindly; the id stays within the token grammar's 32 characters).
+const macLen = 12
+
+// keyMinLen and keyMaxLen bound the key file.
+const (
+	keyMinLen = 32
+	keyMaxLen = 4096
+)
+
+func idMAC(key []byte, base string, shards int, uid uint32, jobID string) string {
+	h := hmac.New(sha256.New, key)
+	io.WriteString(h, "coscheml-id v1\x00"+base+"\x00"+strconv.Itoa(shards)+"\x00"+strconv.FormatUint(uint64(uid), 10)+"\x00"+jobID)
+	return hex.EncodeToString(h.Sum(nil))[:macLen]
+}
+
+// signID returns the signed form of an unsigned id.
+func signID(key []byte, base string, shards int, uid uint32, jobID string) string {
+	return base + "-" + idMAC(key, base, shards, uid, jobID)
+}
+
+// verifyID says whether id was signed with key for this uid, either at submit
+// (no job id) or by a job_modify of this job.
+func verifyID(key []byte, id string, shards int, uid uint32, jobID string) bool {
+	i := strings.LastIndexByte(id, '-')
+	if len(key) == 0 || i <= 0 || len(id)-i-1 != macLen {
+		return false
+	}
+	base, mac := id[:i], id[i+1:]
+	if hmac.Equal([]byte(mac), []byte(idMAC(key, base, shards, uid, ""))) {
+		return true
+	}
+	return jobID != "" && hmac.Equal([]byte(mac), []byte(idMAC(key, base, shards, uid, jobID)))
+}
+
+// screen removes from j's comment every coscheml-id token the plugin did not
+// issue for this job. At submit no token counts (a new job has no earlier
+// decision); at job_modify a token counts when it verifies with key for j's uid
+// (and job), or, from an admin (root or SlurmUser: the re-decide loop's
+// `scontrol update`, whose uid is not the job's), when it is well-formed. It
+// returns the comment to decide on, the id of the earlier decision that counts
+// ("" when none), and whether a token was removed (then the stored comment must
+// be replaced by the cleaned one).
+func screen(j JobFields, key []byte, admin bool) (clean, prevID string, stripped bool) {
+	if !strings.Contains(j.Comment, tokenPrefix) {
+		return j.Comment, "", false
+	}
+	jobID := ""
+	if j.JobID != 0 && j.JobID != NoVal {
+		jobID = strconv.FormatUint(uint64(j.JobID), 10)
+	}
+	words := strings.Fields(j.Comment)
+	kept := words[:0:0]
+	for _, w := range words {
+		if !strings.HasPrefix(w, tokenPrefix) {
+			kept = append(kept, w)
+			continue
+		}
+		if j.Modify && prevID == "" {
+			d := comment.ParseComment(w)
+			if d.Err == nil && d.DecisionID != "" && (admin || verifyID(key, d.DecisionID, d.Shards, j.UserID, jobID)) {
+				prevID = d.DecisionID
+				kept = append(kept, w)
+				continue
+			}
+		}
+		stripped = true
+	}
+	if !stripped {
+		return j.Comment, prevID, false
+	}
+	return strings.Join(kept, " "), prevID, true
+}
+
+const tokenPrefix = "coscheml-id="
+
+// StripTokens removes every coscheml-id token from a comment; the bridge uses it
+// when no engine is there to verify one (every job passes through, but no
+// user-written token may reach the Prolog). ok is false when there was none.
+func StripTokens(j JobFields) (Result, bool) {
+	clean, _, stripped := screen(JobFields{Comment: j.Comment}, nil, false)
+	if !stripped {
+		return Result{}, false
+	}
+	return Result{Code: Rewrite, Comment: clean,
+		Log: "removed a coscheml-id token the plugin did not issue from the comment of uid " + strconv.FormatUint(uint64(j.UserID), 10)}, true
+}
+
+// loadKey reads the decision key at path, creating it (mode 0600) when it is
+// missing. A key readable by group or others is refused: it would let users
+// sign ids.
+func loadKey(path string) ([]byte, error) {
+	if path == "" {
+		return nil, errors.New("decision_key is empty")
+	}
+	b, err := readKey(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := createKey(path); err != nil {
+			return nil, err
+		}
+		b, err = readKey(path)
+	}
+	return b, err
+}
+
+func readKey(path string) ([]byte, error) {
+	f, err := safeopen.Regular(path, safeopen.NoFollow)
+	if err != nil {
+		return nil, fmt.Errorf("decision key: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("decision key %s: %w", path, err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("decision key %s has mode %04o: others could sign decision ids; run `chmod 600 %s`", path, perm, path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, keyMaxLen+1))
+	if err != nil {
+		return nil, fmt.Errorf("decision key %s: %w", path, err)
+	}
+	if len(b) < keyMinLen || len(b) > keyMaxLen {
+		return nil, fmt.Errorf("decision key %s: %d bytes, want %d..%d", path, len(b), keyMinLen, keyMaxLen)
+	}
+	return b, nil
+}
+
+// createKey writes 32 random bytes to a temporary file and links it to path, so
+// two controllers starting at once end with one key (the second link fails and
+// that controller reads the first's key).
+func createKey(path string) error {
+	key := make([]byte, keyMinLen)
+	if _, err := rand.Read(key); err != nil {
+		return fmt.Errorf("decision key: %w", err)
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("decision key: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".decision.key-*")
+	if err != nil {
+		return fmt.Errorf("decision key: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	err = tmp.Chmod(0o600)
+	if err == nil {
+		_, err = tmp.Write(key)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Link(tmp.Name(), path)
+	}
+	if err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("decision key %s: %w", path, err)
+	}
+	return nil
+}

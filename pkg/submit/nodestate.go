@@ -1,0 +1,175 @@
+package submit
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/hostlist"
+	"github.com/coscheml/coscheml/pkg/profile"
+)
+
+// A pin names one node; if that node drains or goes down the job cannot move. So
+// decisions do not pin to nodes that cannot start jobs now, as far as the last
+// poll of the node states (a background goroutine, never the decision path) knows.
+// A poll that fails or is too old is not used: then no node is ruled out by its
+// state (fail open, as before this check existed).
+
+// nodeStates is one poll: the nodes that cannot start jobs, and when.
+type nodeStates struct {
+	down map[string]bool
+	at   time.Time
+}
+
+// maxStateBytes bounds what one poll reads.
+const maxStateBytes = 16 << 20
+
+// ParseNodeStates reads `sinfo -h -N -o '%N %T'` and returns the nodes that
+// cannot start a job now: drained or draining, down, failing, in maintenance,
+// rebooting, powering down, unknown or future, or not responding (a '*' suffix).
+// A node listed once per partition counts as down if any line says so.
+func ParseNodeStates(out []byte) (map[string]bool, error) {
+	if len(out) > maxStateBytes {
+		return nil, fmt.Errorf("node states: %d bytes, more than %d", len(out), maxStateBytes)
+	}
+	down := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 4096), 1<<16)
+	for n := 1; sc.Scan(); n++ {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) != 2 || !hostlist.ValidName(f[0]) {
+			return nil, fmt.Errorf("node states line %d: want NODE STATE, got %q", n, profile.Sanitize(sc.Text()))
+		}
+		if !down[f[0]] {
+			down[f[0]] = !startsJobs(f[1])
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("node states: %w", err)
+	}
+	for k, v := range down {
+		if !v {
+			delete(down, k)
+		}
+	}
+	return down, nil
+}
+
+// startsJobs says whether a sinfo long state (%T: "mixed", "drained", "idle*",
+// "down~", "idle+drain") lets the node start a job now.
+func startsJobs(state string) bool {
+	s := strings.ToLower(state)
+	if strings.ContainsAny(s, "*") { // not responding
+		return false
+	}
+	for _, bad := range []string{"drain", "down", "fail", "maint", "reboot", "power_down", "powering_down", "inval", "unk", "future", "no_respond"} {
+		if strings.Contains(s, bad) {
+			return false
+		}
+	}
+	return true
+}
+
+// SinfoStates polls the node states with sinfo, the one of the running Slurm
+// when it sits beside slurmctld (PREFIX/sbin/slurmctld, PREFIX/bin/sinfo), else
+// from PATH, against slurmConf (SLURM_CONF; "" keeps the environment's).
+func SinfoStates(slurmConf string) func(ctx context.Context) (map[string]bool, error) {
+	bin := "sinfo"
+	if exe, err := os.Executable(); err == nil {
+		if c := filepath.Join(filepath.Dir(exe), "..", "bin", "sinfo"); isFile(c) {
+			bin = c
+		}
+	}
+	return func(ctx context.Context) (map[string]bool, error) {
+		cmd := exec.CommandContext(ctx, bin, "-h", "-N", "-o", "%N %T")
+		if slurmConf != "" {
+			cmd.Env = append(os.Environ(), "SLURM_CONF="+slurmConf)
+		}
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &limitWriter{w: &out, n: maxStateBytes + 1}, &limitWriter{w: &errOut, n: 4096}
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("%s: %w: %s", bin, err, profile.Sanitize(strings.TrimSpace(errOut.String())))
+		}
+		return ParseNodeStates(out.Bytes())
+	}
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// limitWriter keeps the first n bytes and drops the rest.
+type limitWriter struct {
+	w *bytes.Buffer
+	n int
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if room := l.n - l.w.Len(); room > 0 {
+		l.w.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+// pollStates runs NodeStates every StatesEvery until stop. Each poll has its own
+// timeout, so a hung sinfo delays nothing but the next poll.
+func (e *Engine) pollStates() {
+	defer close(e.statesDone)
+	t := time.NewTicker(e.opts.StatesEvery)
+	defer t.Stop()
+	for {
+		e.pollOnce()
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (e *Engine) pollOnce() {
+	defer func() {
+		if r := recover(); r != nil {
+			e.note("info-nodestates", fmt.Sprintf("internal error polling node states: %v", r))
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), e.opts.StatesEvery*2)
+	defer cancel()
+	go func() { // Close must not wait for a hung poll
+		select {
+		case <-e.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	down, err := e.pollFn(ctx)
+	if err != nil {
+		if !errors.Is(ctx.Err(), context.Canceled) {
+			e.note("info-nodestates", fmt.Sprintf("node states unknown (pins may land on drained nodes): %v", err))
+		}
+		return
+	}
+	e.states.Store(&nodeStates{down: down, at: e.opts.Now()})
+	e.note("info-nodestates", "")
+}
+
+// downNow is the last poll's unusable nodes, nil when there is none or it is
+// older than StatesMaxAge.
+func (e *Engine) downNow(now time.Time) map[string]bool {
+	s := e.states.Load()
+	if s == nil || now.Sub(s.at) > e.opts.StatesMaxAge {
+		return nil
+	}
+	return s.down
+}

@@ -1,0 +1,48 @@
+package submit
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/residency"
+)
+
+// TestReloadWarmsMemo: a reload builds a new policy; its prediction memo is filled
+// in the background before the swap, so the first decision after a reload predicts
+// what a steady-state decision does (the chosen GPU's explanation), not once per
+// distinct resident set of the cluster.
+func TestReloadWarmsMemo(t *testing.T) {
+	f := newFixture(t, nil)
+	store, err := residency.Open(f.cfg.ResidencyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, en := range []struct {
+		node, tag string
+		gpu       int
+	}{{"n1", "light-a", 0}, {"n1", "light-b", 1}, {"n2", "heavy-a", 0}, {"n2", "mid", 1}, {"n3", "serve", 0}, {"n3", "heavy-b", 1}} {
+		if err := store.Start(residency.Entry{JobID: strconv.Itoa(100 + i), Node: en.node, GPUs: []int{en.gpu}, Shards: 2,
+			Tag: en.tag, Start: f.now, Expires: f.now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.e.Reload() // reads the residency
+	if n := len(f.e.entries); n != 6 {
+		t.Fatalf("%d residency entries read, want 6", n)
+	}
+	f.e.Reload() // a new policy, warmed on those entries
+	first := predictionsOf(f, "light-a")
+	steady := predictionsOf(f, "light-a") // the same state again: memo warm by now
+	if first != steady {
+		t.Errorf("first decision after a reload made %d predictions, a steady-state one %d: the memo was not warmed", first, steady)
+	}
+}
+
+// predictionsOf decides one tagged job (its reservation dropped again) and returns
+// how many model predictions it made.
+func predictionsOf(f *fixture, tag string) int64 {
+	before := smPredictions.Load()
+	decideAndForget(f, job("coscheml:app="+tag))
+	return smPredictions.Load() - before
+}

@@ -1,0 +1,133 @@
+//go:build integration
+
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testRedecide: on a busy cluster a tagged job that nothing fits is answered
+// "wait" and deferred (wait_defer); the re-decide loop (`coscheml redecide
+// --loop`, as coscheml-redecide.service runs it) keeps it deferred while nothing
+// frees, and once a co-runner ends re-decides it (scontrol update -> job_modify)
+// into a shared placement that Slurm allocates on the intended GPU.
+func testRedecide(t *testing.T, c *cluster) {
+	tags := pickTags(t, c.cfg, c.a.repo)
+	orig := c.cfg
+	cfg := orig
+	cfg.WaitDefer = 10 * time.Second
+	cfg.Untagged = "exclusive" // untagged jobs hold whole GPUs through shards
+	c.writeConfig(cfg)
+	c.restartCtld()
+	var ids []int
+	defer func() {
+		c.cancel(ids...)
+		c.waitNoJobs(60 * time.Second)
+		c.writeConfig(orig)
+		c.restartCtld()
+	}()
+
+	// The loop, started as the service would be, with this cluster's clients.
+	loopLog := c.path("log", "redecide.log")
+	lf, err := os.Create(loopLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	loop := exec.Command(filepath.Join(c.a.binDir, "coscheml"), "redecide", "--loop", "--interval", "1s")
+	loop.Env = append(c.env, "COSCHEML_CONFIG="+c.cfgPath)
+	loop.Stdout, loop.Stderr = lf, lf
+	if err := loop.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		loop.Process.Kill()
+		loop.Wait()
+		if b, _ := os.ReadFile(loopLog); len(b) > 0 {
+			t.Logf("redecide loop's log:\n%s", tail(b, 2000))
+		}
+	}()
+
+	// A good pair fills one GPU (two co-runners, the most allowed) ...
+	a := c.startJob("coscheml:app="+tags.goodA, "gpu:1")
+	ids = append(ids, a.ID)
+	time.Sleep(residencySettle)
+	b := c.startJob("coscheml:app="+tags.goodB, "gpu:1")
+	ids = append(ids, b.ID)
+	if where(a) != where(b) {
+		t.Fatalf("good pair %s + %s not co-located (%s, %s): the scenario needs them on one GPU", tags.goodA, tags.goodB, where(a), where(b))
+	}
+	// ... and untagged jobs every other GPU.
+	var markers []string
+	for i := 0; i < numNodes*gpusPerNode-1; i++ {
+		m := c.path("jobs", fmt.Sprintf("filler.%d.%d", time.Now().UnixNano(), i))
+		markers = append(markers, m)
+		ids = append(ids, c.mustSbatch("--gres=gpu:1", "--time=10", "-o", "/dev/null", "--wrap=touch "+m+"; exec sleep 300"))
+	}
+	waitFiles(t, markers, 40*time.Second)
+	time.Sleep(residencySettle)
+
+	// The busy queue: nothing fits the next tagged job, so it is deferred with
+	// its whole-GPU fail-safe request.
+	xm := c.path("jobs", fmt.Sprintf("deferred.%d", time.Now().UnixNano()))
+	x := c.mustSbatch("--gres=gpu:1", "--time=10", "-o", "/dev/null", "--comment=coscheml:app="+tags.goodB, "--wrap=touch "+xm+"; exec sleep 300")
+	ids = append(ids, x)
+	xj := c.showJob(x)
+	if xj.State != "PENDING" || xj.Reason != "BeginTime" || !strings.Contains(xj.TresPerNode, "shard:4") || xj.ReqNodeList != "(null)" {
+		t.Fatalf("busy-queue job %d not deferred with its fail-safe request: state %s reason %s TresPerNode=%s ReqNodeList=%s",
+			x, xj.State, xj.Reason, xj.TresPerNode, xj.ReqNodeList)
+	}
+	first := decisionID(xj.Comment)
+	if l := c.lastLogLine("decision=" + first + " "); !strings.Contains(l, "action=wait") || !strings.Contains(l, "deferred") {
+		t.Errorf("job %d's decision %s is not a deferred wait: %s", x, first, l)
+	}
+
+	// Nothing frees for longer than a refresh (wait_defer/2): the loop defers it
+	// again, so it neither starts on a whole GPU nor stops being re-decided.
+	time.Sleep(cfg.WaitDefer/2 + 2*time.Second)
+	// (Reason reads None between an update and the scheduler's next pass on
+	// newer releases; the decision line says it was deferred again.)
+	xj = c.showJob(x)
+	again := decisionID(xj.Comment)
+	if l := c.lastLogLine("decision=" + again + " "); xj.State != "PENDING" || again == first || !strings.Contains(l, "modify job=") || !strings.Contains(l, "deferred") {
+		t.Errorf("job %d after %s with nothing free: state %s reason %s, decision %s (first %s: %s): want deferred again by the loop",
+			x, cfg.WaitDefer/2+2*time.Second, xj.State, xj.Reason, again, first, l)
+	}
+
+	// Capacity frees: b ends, and the loop re-decides x next to a.
+	c.cancel(b.ID)
+	waitFiles(t, []string{xm}, 30*time.Second)
+	xj = c.showJob(x)
+	c.checkPlacement(xj)
+	if where(xj) != where(a) || !strings.Contains(xj.TresPerNode, "shard:2") {
+		t.Errorf("re-decided job %d runs on %s (TresPerNode=%s), want shared with job %d on %s", x, where(xj), xj.TresPerNode, a.ID, where(a))
+	}
+	if l := c.lastLogLine("decision=" + decisionID(xj.Comment) + " "); !strings.Contains(l, "modify job=") || !strings.Contains(l, "action=share") ||
+		!strings.Contains(l, "re-decided after a deferred wait") {
+		t.Errorf("job %d's final decision is not a re-decided share: %s", x, l)
+	}
+	t.Logf("job %d: deferred as %s, re-decided into %s next to job %d (%s)", x, first, where(xj), a.ID, xj.TresPerNode)
+}
+
+// waitFiles waits until every path exists.
+func waitFiles(t *testing.T, paths []string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for _, p := range paths {
+		for {
+			if _, err := os.Stat(p); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not there after %v", p, d)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
