@@ -54,12 +54,13 @@ type replayOptions struct {
 // Defaults of make e2e (docs/evaluation.md says how they were chosen): the
 // simulator demo's sample (jobs of at most 24 h, offered load 2) on the 4x4 GPU
 // cluster, 500x faster than the trace, at least 2 s of work per job; coscheml
-// with typed pinning and the re-decide loop (wait_defer 10 s, a pass every 1 s),
-// as docs/configuration.md says to enable them together.
+// with typed pinning and otherwise the default configuration: wait_defer as
+// config.Default() has it (off today: then no re-decide loop runs; with
+// E2E_WAIT_DEFER the loop runs beside slurmctld, a pass every E2E_REDECIDE).
 func defaultReplay() replayOptions {
 	return replayOptions{jobs: 200, seeds: []int64{1, 2, 3}, setups: replay.Setups, compress: 500, load: 2,
 		minWork: 2, maxDur: 24 * 3600, slack: 3, typed: true, trace: "philly",
-		waitDefer: 10 * time.Second, redecide: time.Second}
+		waitDefer: config.Default().WaitDefer, redecide: time.Second}
 }
 
 // replayFromEnv reads E2E_JOBS, E2E_SEEDS (count), E2E_SETUPS, E2E_COMPRESS,
