@@ -82,14 +82,26 @@ func TestSubmissionCPU(t *testing.T) {
 		{name: "pass", c: on, args: untagged, what: "plugin on, untagged --gres=gpu:1 (untagged: pass)"},
 		{name: "full", c: on, args: tagged, what: "plugin on, tagged --gres=gpu:1 (rewritten by the plugin)"},
 	}
-	var prof *exec.Cmd
-	profOut := on.path("perf.data")
+	// Background: what each slurmctld burns with nothing submitted (its own
+	// loops; with the plugin also the library's refresh goroutines and Go's
+	// runtime threads), both measured over the same seconds.
+	idle := time.Duration(envInt("COSCHEML_PERF_IDLE_S", 10)) * time.Second
+	i0 := [2]int64{procCPU(t, off.ctld.pid), procCPU(t, on.ctld.pid)}
+	time.Sleep(idle)
+	idleMs := [2]float64{float64(procCPU(t, off.ctld.pid)-i0[0]) / 1e6 / idle.Seconds(),
+		float64(procCPU(t, on.ctld.pid)-i0[1]) / 1e6 / idle.Seconds()}
+
+	// One perf per daemon, so that the sampling's own cost falls on every mode.
+	var profs []*exec.Cmd
+	profOut := []string{off.path("perf.data"), on.path("perf.data")}
 	if os.Getenv("COSCHEML_PERF_PROFILE") != "" {
-		// Both daemons, so that the sampling's own cost falls on every mode.
-		prof = exec.Command("perf", "record", "-q", "-F", "999", "-p", fmt.Sprintf("%d,%d", off.ctld.pid, on.ctld.pid), "-o", profOut)
-		if err := prof.Start(); err != nil {
-			t.Logf("perf record: %v (no profile)", err)
-			prof = nil
+		for i, c := range []*cluster{off, on} {
+			p := exec.Command("perf", "record", "-q", "-F", "999", "-p", strconv.Itoa(c.ctld.pid), "-o", profOut[i])
+			if err := p.Start(); err != nil {
+				t.Logf("perf record: %v (no profile)", err)
+				continue
+			}
+			profs = append(profs, p)
 		}
 	}
 	for r := 0; r < rounds; r++ {
@@ -123,18 +135,24 @@ func TestSubmissionCPU(t *testing.T) {
 		}
 	}
 	profile := ""
-	if prof != nil {
-		prof.Process.Signal(syscall.SIGINT)
-		prof.Wait()
-		for _, args := range [][]string{
-			{"--sort", "pid,comm,dso", "--percent-limit", "0.3"},
-			{"--sort", "pid,comm,dso,sym", "--percent-limit", "0.4"},
-		} {
-			out, err := exec.Command("perf", append([]string{"report", "-i", profOut, "--stdio", "--no-children", "-g", "none"}, args...)...).CombinedOutput()
-			if err != nil {
-				t.Logf("perf report: %v", err)
-			}
-			profile += string(out)
+	for _, p := range profs {
+		p.Process.Signal(syscall.SIGINT)
+		p.Wait()
+	}
+	for i, name := range []string{"off", "on"} {
+		if len(profs) == 0 {
+			break
+		}
+		out, err := exec.Command("perf", "report", "-i", profOut[i], "--stdio", "--no-children", "-g", "none",
+			"--sort", "comm,dso", "--percent-limit", "1").CombinedOutput()
+		if err != nil {
+			t.Logf("perf report: %v", err)
+		}
+		profile += "slurmctld " + name + " (thread name, DSO; share of its samples):\n" + string(out)
+		if name == "on" {
+			out, _ = exec.Command("perf", "report", "-i", profOut[i], "--stdio", "--no-children", "-g", "none",
+				"--sort", "comm,dso,sym", "--percent-limit", "0.7").CombinedOutput()
+			profile += "slurmctld on, by symbol:\n" + string(out)
 		}
 	}
 	rssEnd := [2]int{vmRSS(off.ctld.pid), vmRSS(on.ctld.pid)}
@@ -179,8 +197,9 @@ func TestSubmissionCPU(t *testing.T) {
 	fmt.Fprintf(&b, "\nslurmctld VmRSS (KiB), off / on / difference: empty %d / %d / %+d; %d held jobs %d / %d / %+d; end (%d jobs) %d / %d / %+d\n",
 		rssEmpty[0], rssEmpty[1], rssEmpty[1]-rssEmpty[0], queue, rssFull[0], rssFull[1], rssFull[1]-rssFull[0],
 		queue+2*jobs*rounds, rssEnd[0], rssEnd[1], rssEnd[1]-rssEnd[0])
+	fmt.Fprintf(&b, "\nslurmctld CPU with nothing submitted (%v, before the rounds): off %.2f ms/s, on %.2f ms/s\n", idle, idleMs[0], idleMs[1])
 	if profile != "" {
-		fmt.Fprintf(&b, "\nperf profile of both slurmctld (off pid %d, on pid %d) during all rounds: share by thread name and DSO, then by symbol:\n\n```\n", off.ctld.pid, on.ctld.pid)
+		b.WriteString("\nperf profiles of each slurmctld during all rounds:\n\n```\n")
 		for _, l := range strings.Split(profile, "\n") {
 			if l != "" && !strings.HasPrefix(l, "#") {
 				b.WriteString(l + "\n")
