@@ -24,14 +24,16 @@ import (
 //
 //	COSCHEML_PERF=1 go test -tags integration -count=1 -v -run TestSubmissionCPU ./slurm/integration/
 //
-// Two identical clusters side by side, "off" without the plugin and "on" with
-// it, each first given COSCHEML_PERF_QUEUE held jobs (default 1,000). Then
-// COSCHEML_PERF_ROUNDS rounds (default 20) of four modes, COSCHEML_PERF_JOBS
+// Three identical clusters side by side, "off" without the plugin, "on" with
+// it and "noop" with job_submit/defaults, each first given COSCHEML_PERF_QUEUE held jobs (default 1,000). Then
+// COSCHEML_PERF_ROUNDS rounds (default 20) of five modes, COSCHEML_PERF_JOBS
 // submissions each (default 20), the order rotated every round:
 //
 //   - base: plugin off, the user's request (--gres=gpu:1): Slurm alone;
 //   - rewritten: plugin off, the user submits what the plugin would have made
 //     of it (--gres=shard:N --nodelist=NODE): Slurm's own cost of the rewrite;
+//   - noop: Slurm's own job_submit/defaults, which does nothing, on a third
+//     cluster: what slurmctld does for any job_submit plugin;
 //   - pass: plugin on, an untagged job (untagged: pass): the call, the engine's
 //     answer "unchanged", nothing rewritten: the pure cost of the call;
 //   - full: plugin on, the tagged job: the decision and the rewrite.
@@ -60,6 +62,16 @@ func TestSubmissionCPU(t *testing.T) {
 
 	off := newCluster(t, a, false, nil)
 	on := newCluster(t, a, true, nil)
+	// The control: Slurm's own job_submit/defaults, a plugin that does nothing,
+	// so that what slurmctld does for any job_submit plugin is told apart from
+	// what coscheml's call costs.
+	noop := newCluster(t, a, false, nil)
+	conf, err := os.ReadFile(noop.path("slurm.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noop.writeFile("slurm.conf", string(conf)+"JobSubmitPlugins=defaults\n", 0o644)
+	noop.restartCtld()
 	rssEmpty := [2]int{vmRSS(off.ctld.pid), vmRSS(on.ctld.pid)}
 
 	// What the plugin makes of the tagged job, for the "rewritten" mode.
@@ -72,13 +84,14 @@ func TestSubmissionCPU(t *testing.T) {
 		"--comment=coscheml:app=" + lightA, "--wrap=true"}
 
 	fillStart := time.Now()
-	fillQueue(t, queue, tagged, off, on)
+	fillQueue(t, queue, tagged, off, on, noop)
 	t.Logf("queued %d held jobs on each cluster in %v", queue, time.Since(fillStart).Round(time.Second))
 	rssFull := [2]int{vmRSS(off.ctld.pid), vmRSS(on.ctld.pid)}
 
 	modes := []cpuMode{
 		{name: "base", c: off, args: tagged, what: "plugin off, --gres=gpu:1"},
 		{name: "rewritten", c: off, args: rewritten, what: "plugin off, --gres=" + shard + " --nodelist=" + probe.ReqNodeList},
+		{name: "noop", c: noop, args: untagged, what: "Slurm's job_submit/defaults (does nothing), untagged --gres=gpu:1"},
 		{name: "pass", c: on, args: untagged, what: "plugin on, untagged --gres=gpu:1 (untagged: pass)"},
 		{name: "full", c: on, args: tagged, what: "plugin on, tagged --gres=gpu:1 (rewritten by the plugin)"},
 	}
@@ -165,7 +178,7 @@ func TestSubmissionCPU(t *testing.T) {
 	host, _ := os.Hostname()
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(&b, "Submission CPU cost, %s, %s, %d CPUs, host %s, load %s: %d held jobs queued per cluster, "+
-		"%d rounds x 4 modes x %d submissions, interleaved\n\n",
+		"%d rounds x 5 modes x %d submissions, interleaved\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), strings.TrimSpace(ver), runtime.NumCPU(), host,
 		strings.Join(strings.Fields(string(load))[:3], " "), queue, rounds, jobs)
 	b.WriteString("CPU µs per submission: RPC threads = slurmctld threads that lived only during the round (the ones that served it); " +
@@ -184,6 +197,8 @@ func TestSubmissionCPU(t *testing.T) {
 	b.WriteString("| difference | RPC threads µs | % | all threads µs | % | sdiag µs | % | sbatch mean |\n|---|---|---|---|---|---|---|---|\n")
 	for _, d := range []struct{ name, a, b string }{
 		{"pure call cost (pass - base)", "pass", "base"},
+		{"any job_submit plugin (noop - base)", "noop", "base"},
+		{"coscheml's call beyond a no-op plugin (pass - noop)", "pass", "noop"},
 		{"Slurm's own share of the rewrite (rewritten - base)", "rewritten", "base"},
 		{"full plugin (full - base)", "full", "base"},
 		{"ours in the full plugin (full - rewritten)", "full", "rewritten"},
