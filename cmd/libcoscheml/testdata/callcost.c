@@ -11,6 +11,10 @@
  * around the thread's creation, call, exit and join: also what Go does when
  * the thread exits (its M is dropped by a thread-exit destructor) and on its
  * own threads; the job "none" makes no call (the thread alone).
+ *   paced:  a new thread per call, calls 5 ms apart (a busy submit rate): the
+ *           process CPU per call over the whole run, so also what Go's
+ *           threads do between calls (sysmon polling while the caller's P
+ *           sits in its syscall state), against the same run without calls.
  * usage: callcost LIB CONFIG N
  */
 #define _GNU_SOURCE
@@ -21,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../../../plugin-c/coscheml_abi.h"
 
@@ -128,6 +133,29 @@ static void run(const char *way, const char *what, const char *comment, int n,
 	free(proc);
 }
 
+static double proc_us(void)
+{
+	return now_ns(CLOCK_PROCESS_CPUTIME_ID) / 1e3;
+}
+
+static void paced(const char *what, const char *comment, int n)
+{
+	double c0 = proc_us();
+
+	for (int i = 0; i < n; i++) {
+		struct call c = {.comment = comment, .skip = comment == NULL};
+		pthread_t t;
+
+		if (pthread_create(&t, NULL, one, &c) != 0) {
+			printf("pthread_create failed\n");
+			exit(1);
+		}
+		pthread_join(t, NULL);
+		usleep(5000);
+	}
+	printf("paced %s calls=%d proc_per_call_us=%.1f\n", what, n, (proc_us() - c0) / n);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 4)
@@ -157,6 +185,11 @@ int main(int argc, char **argv)
 		run("thread", "untagged", "hello", n, 1);
 		run("same", "tagged", "coscheml:app=harness-app", n, 0);
 		run("thread", "tagged", "coscheml:app=harness-app", n, 1);
+	}
+	for (int round = 0; round < 2; round++) {
+		paced("none", NULL, n / 5);
+		paced("untagged", "hello", n / 5);
+		paced("tagged", "coscheml:app=harness-app", n / 5);
 	}
 	return 0;
 }
