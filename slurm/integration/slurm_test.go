@@ -47,6 +47,9 @@ func TestSlurm(t *testing.T) {
 	sub("fail_open", testFailOpen)
 	sub("survives_1000", testSurvives)
 	sub("redecide", testRedecide)
+	sub("array", testArray)
+	sub("exclude", testExclude)
+	sub("drained", testDrained)
 	c.reportPins("first-fit, TestSlurm")
 }
 
