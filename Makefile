@@ -228,9 +228,11 @@ install-data:
 		"$(DESTDIR)$(STATEDIR)/residency" "$(DESTDIR)$(STATEDIR)/residency/active" \
 		"$(DESTDIR)$(STATEDIR)/residency/done" "$(DESTDIR)$(STATEDIR)/observations" \
 		"$(DESTDIR)$(STATEDIR)/run" "$(DESTDIR)$(STATEDIR)/run/profiling"
+	@# The decision key (docs/install.md): 32 random bytes, 0600, never replaced.
+	@[ -e "$(DESTDIR)$(STATEDIR)/decision.key" ] || (umask 077; head -c 32 /dev/urandom > "$(DESTDIR)$(STATEDIR)/decision.key")
 	@if [ "$$(id -u)" = 0 ] && id -u "$(SLURM_USER)" >/dev/null 2>&1; then \
-		echo "chown $(SLURM_USER): $(DESTDIR)$(STATEDIR) $(DESTDIR)$(STATEDIR)/residency/done"; \
-		chown "$(SLURM_USER):" "$(DESTDIR)$(STATEDIR)" "$(DESTDIR)$(STATEDIR)/residency/done"; \
+		echo "chown $(SLURM_USER): $(DESTDIR)$(STATEDIR) $(DESTDIR)$(STATEDIR)/residency/done $(DESTDIR)$(STATEDIR)/decision.key"; \
+		chown "$(SLURM_USER):" "$(DESTDIR)$(STATEDIR)" "$(DESTDIR)$(STATEDIR)/residency/done" "$(DESTDIR)$(STATEDIR)/decision.key"; \
 	else \
 		echo "make: NOT setting owners (needs root and the user $(SLURM_USER), SLURM_USER=...): chown $(SLURM_USER): $(STATEDIR) $(STATEDIR)/residency/done"; \
 	fi

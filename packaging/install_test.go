@@ -36,6 +36,11 @@ func TestInstallData(t *testing.T) {
 	if _, err := os.Stat(keep); err != nil {
 		t.Fatalf("second install lost a profile: %v", err)
 	}
+	// The decision key: 32 bytes, 0600, kept by the second run.
+	key := filepath.Join(dest, "var/lib/coscheml/decision.key")
+	if fi, err := os.Stat(key); err != nil || fi.Mode().Perm() != 0o600 || fi.Size() != 32 {
+		t.Errorf("decision key: %v (%v)", fi, err)
+	}
 	slurmUID := -1
 	if u, err := user.Lookup(slurmUser); err == nil {
 		slurmUID, _ = strconv.Atoi(u.Uid)

@@ -100,6 +100,9 @@ func runReconcile(args []string, stdin io.Reader, stdout, stderr io.Writer, now 
 	if err := errors.Join(res.Problems...); err != nil {
 		fmt.Fprintln(stderr, "coscheml-node reconcile:", err)
 	}
+	if res.MoreProblems > 0 {
+		fmt.Fprintf(stderr, "coscheml-node reconcile: and %d more problems not shown\n", res.MoreProblems)
+	}
 	return 0
 }
 

@@ -53,7 +53,7 @@ func TestPathsAgree(t *testing.T) {
 		t.Run(pin, func(t *testing.T) {
 			dir := t.TempDir()
 			cfgPath := filepath.Join(dir, "coscheml.yaml")
-			y := fmt.Sprintf("profile_dir: %s\nresidency_dir: %s\ndecision_log: \"\"\nshard_pinning: %s\n"+
+			y := fmt.Sprintf("profile_dir: %s\nresidency_dir: %s\ndecision_log: \"\"\ndecision_key: \"\"\nshard_pinning: %s\n"+
 				"cluster:\n  nodes: n[1-2]\n  gpus_per_node: 4\n  gpu_memory_mib: 32768\n",
 				filepath.Join(dir, "no-profiles"), filepath.Join(dir, "residency"), pin)
 			if err := os.MkdirAll(filepath.Join(dir, "residency"), 0o755); err != nil {

@@ -62,6 +62,8 @@ func simulateCommand() *cli.Command {
 			&cli.Float64Flag{Name: "load", Value: 0, Usage: "compress arrivals so that offered load = X x cluster capacity (0: as in the trace)"},
 			&cli.IntFlag{Name: "seeds", Value: 3, Usage: "seeds (1..K): job sample, applications, classes, random policy"},
 			&cli.StringFlag{Name: "shard-pinning", Usage: "how Slurm reaches a GPU: first-fit or typed (default: the config's shard_pinning; typed with --demo)"},
+			&cli.StringFlag{Name: "decide-at", Value: "start", Usage: "when a job is placed: start (an idealised scheduler: FIFO + backfill, placement when a job starts) or submit (what the plugin does in slurmctld: decided at submission; a wait is deferred and re-decided by the loop, or without it runs on a whole GPU)"},
+			&cli.DurationFlag{Name: "redecide", Usage: "with --decide-at submit: the re-decide loop's interval in trace time (0: no loop, a wait runs on a whole GPU; default: 2s when the config's wait_defer is set, else 0)"},
 			&cli.StringFlag{Name: "policies", Value: strings.Join(placement.Names(), ","), Usage: "policies to compare, comma-separated"},
 			&cli.StringFlag{Name: "report", Usage: "write the report files into this directory"},
 			&cli.IntFlag{Name: "backfill-depth", Value: 100, Usage: "queued jobs the backfill pass considers (-1: no backfill)"},
@@ -173,6 +175,23 @@ func runSimulate(c *cli.Context) error {
 		Mix:      trace.DefaultClassMix,
 
 		PairMemory: c.Bool("pair-memory"),
+	}
+	switch at := c.String("decide-at"); at {
+	case "start":
+		if c.IsSet("redecide") {
+			return usageErrorf("--redecide needs --decide-at submit")
+		}
+	case "submit":
+		redecide := c.Duration("redecide")
+		if !c.IsSet("redecide") && cfg.WaitDefer > 0 {
+			redecide = 2 * time.Second // coscheml redecide --loop's default interval
+		}
+		if redecide < 0 {
+			return usageErrorf("--redecide %s: want >= 0", redecide)
+		}
+		exp.Config.Submit = &sim.SubmitModel{Redecide: redecide.Seconds()}
+	default:
+		return usageErrorf("--decide-at %q: want start or submit", sanitize(at))
 	}
 	if exp.Config.BackfillDepth == 0 {
 		exp.Config.BackfillDepth = -1 // 0 on the command line means "none"

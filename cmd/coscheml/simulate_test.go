@@ -58,6 +58,15 @@ func TestSimulateCommand(t *testing.T) {
 	if all != 6 {
 		t.Errorf("%d overall rows, want 3 policies x 2 seeds", all)
 	}
+	// Decided at submit (the plugin's model), with or without the re-decide
+	// loop: these jobs never meet, so nothing changes.
+	for _, redecide := range []string{"2s", "0s"} {
+		code, out, errOut := e.run("simulate", "--trace", "generic", "--file", trace, "--nodes", "1", "--gpus-per-node", "2",
+			"--seeds", "1", "--policies", "coscheml,exclusive", "--decide-at", "submit", "--redecide", redecide)
+		if code != 0 || !strings.Contains(out, "| coscheml |") {
+			t.Fatalf("--decide-at submit --redecide %s: exit %d: %s\n%s", redecide, code, errOut, out)
+		}
+	}
 	for _, name := range []string{"summary.md", "results.json", "jct_cdf.svg", "utilization.svg", "kernel_util.svg", "improvement.svg"} {
 		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", name, err)
@@ -73,6 +82,9 @@ func TestSimulateUsage(t *testing.T) {
 		{"simulate", "--trace", "alibaba"},
 		{"simulate", "--nodes", "0"},
 		{"simulate", "extra-arg"},
+		{"simulate", "--decide-at", "later"},
+		{"simulate", "--redecide", "2s"}, // needs --decide-at submit
+		{"simulate", "--decide-at", "submit", "--redecide", "-1s"},
 	} {
 		if code, _, errOut := e.run(args...); code != exitUsage {
 			t.Errorf("%v: exit %d (%s), want %d", args, code, errOut, exitUsage)

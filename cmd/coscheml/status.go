@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"os/user"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -64,6 +66,9 @@ func runStatus(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if uid := callerUID(); !seesAll(uid, cfg.DecisionLog) {
+		hideOthers(&snap, uid)
+	}
 	for _, p := range snap.Problems {
 		fmt.Fprintln(c.App.ErrWriter, "coscheml: status: warning:", sanitize(p))
 	}
@@ -76,6 +81,38 @@ func runStatus(c *cli.Context) error {
 		return writeJSON(c.App.Writer, snap)
 	}
 	return printStatus(c.App.Writer, &snap, cfg.ResidencyDir, c.Bool("all"))
+}
+
+// hideOthers keeps a caller who may not see every user's jobs (seesAll: root and
+// SlurmUser see all) to their own, as Slurm's PrivateData=jobs would: other
+// users' jobs stay counted on their GPUs (sharing is what status shows) but lose
+// their job id, user, application, class and decision; other users'
+// reservations are left out. The residency store is readable by everyone, but
+// the CLI must not be the easy way around PrivateData.
+func hideOthers(s *sharestatus.Snapshot, uid int) {
+	own := map[string]bool{strconv.Itoa(uid): true}
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		own[u.Username] = true
+	}
+	hidden := 0
+	for gi := range s.GPUs {
+		for ji := range s.GPUs[gi].Jobs {
+			j := &s.GPUs[gi].Jobs[ji]
+			if own[j.User] {
+				continue
+			}
+			hidden++
+			*j = sharestatus.Job{JobID: fmt.Sprintf("hidden-%d", hidden), User: "(other)", Shards: j.Shards, Start: j.Start,
+				PredictedSpeed: j.PredictedSpeed, Floor: j.Floor, BelowFloor: j.BelowFloor}
+		}
+	}
+	kept := s.Reservations[:0]
+	for _, r := range s.Reservations {
+		if int64(r.UserID) == int64(uid) {
+			kept = append(kept, r)
+		}
+	}
+	s.Reservations = kept
 }
 
 func printStatus(w io.Writer, s *sharestatus.Snapshot, dir string, all bool) error {

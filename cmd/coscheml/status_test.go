@@ -130,3 +130,54 @@ func TestStatusErrors(t *testing.T) {
 		t.Errorf("extra argument: exit %d, want %d", code, exitUsage)
 	}
 }
+
+// A user who may not see every user's jobs (not root, not the decision log's
+// owner) sees other users' jobs counted on their GPUs but not who or what they
+// are, and only their own reservations, as Slurm's PrivateData=jobs would.
+func TestStatusHidesOtherUsers(t *testing.T) {
+	e := statusEnv(t)
+	const me = 51000
+	st, err := residency.Open(filepath.Join(e.dir, "residency"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := nowFunc()
+	if err := st.Start(residency.Entry{V: residency.Version, JobID: "204", Node: "gpu01", GPUs: []int{1}, Shards: 2, Tag: "pointnet-bs32-amp",
+		Class: "train", DecisionID: "d204", User: "51000", Start: now.Add(-time.Minute), Expires: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	w := decisionlog.NewWriter(filepath.Join(e.dir, "decisions.log"), 0, 0)
+	w.Log(decisionlog.Record{ID: "d301", Time: now.Add(-time.Minute), Op: "submit", UserID: me, Tag: "neumf-bs64",
+		Outcome: "rewrite", Action: "share", Node: "gpu01", GPU: 0, Shards: 2})
+	w.Close()
+	for _, tc := range []struct {
+		name string
+		uid  int
+		want []string
+		not  []string
+	}{
+		{"root sees all", 0, []string{"201", "bob", "resnet18-bs128", "d300", "d301", "204"}, []string{"hidden-"}},
+		{"a user sees their own", me, []string{"204", "pointnet-bs32-amp", "d301", "hidden-1", "hidden-3", "4 jobs"},
+			[]string{"bob", "resnet18-bs128", "dcgan-bs128", "ppo-bs64", "d300", "201"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := callerUID
+			callerUID = func() int { return tc.uid }
+			defer func() { callerUID = old }()
+			code, out, errw := e.run("status", "--all")
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, errw)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			for _, w := range tc.not {
+				if strings.Contains(out, w) {
+					t.Errorf("output shows %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}

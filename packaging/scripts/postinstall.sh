@@ -7,7 +7,12 @@ fi
 # slurmctld (SlurmUser, "slurm" in Debian's and most RPM packages) creates and
 # rotates the decision log in /var/lib/coscheml and removes the Epilog's done
 # markers; everything else there is written by root (docs/install.md).
+# The decision key (signs decision ids; docs/install.md): made once, never replaced.
+if [ -d /var/lib/coscheml ] && [ ! -e /var/lib/coscheml/decision.key ]; then
+	(umask 077; head -c 32 /dev/urandom > /var/lib/coscheml/decision.key) || true
+fi
 if id -u slurm >/dev/null 2>&1; then
 	chown slurm: /var/lib/coscheml /var/lib/coscheml/residency/done 2>/dev/null || true
+	chown slurm: /var/lib/coscheml/decision.key 2>/dev/null || true
 fi
 exit 0

@@ -52,7 +52,7 @@ func (l *Loop) Pass(ctx context.Context, now time.Time) (int, error) {
 	if l.tried == nil {
 		l.tried = make(map[uint32]time.Time)
 	}
-	deferred := Deferred(jobs)
+	deferred := Deferred(jobs, now)
 	seen := make(map[uint32]bool, len(deferred))
 	n := 0
 	for _, j := range deferred {

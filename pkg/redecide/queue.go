@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/coscheml/coscheml/pkg/comment"
 )
@@ -25,10 +26,14 @@ type Job struct {
 	Reason  string // pending reason (BeginTime, Resources, ...)
 	Tres    string // tres_per_node as Slurm stores it (gres:shard:4 / gres/shard:4)
 	Comment string
+	Begin   int64 // start or begin time (unix seconds; 0: unknown)
 }
 
 // fields of one record in the squeue format, the comment last.
-const nFields = 5
+const nFields = 6
+
+// TimeEnv makes squeue print times as unix seconds (its %S).
+const TimeEnv = "SLURM_TIME_FORMAT=%s"
 
 // NewMarker is a fresh random record marker. Comments are user text and may hold
 // newlines or the field separator; a marker drawn for each listing cannot appear
@@ -43,9 +48,10 @@ func NewMarker() (string, error) {
 }
 
 // Format is squeue's -o format for marker: marker, job ID, state, reason,
-// tres_per_node, comment, marker, per job.
+// tres_per_node, start (for a deferred job: begin) time, comment, marker, per
+// job. Run squeue with TimeEnv in its environment.
 func Format(marker string) string {
-	return marker + "%i|%T|%r|%b|%k" + marker
+	return marker + "%i|%T|%r|%b|%S|%k" + marker
 }
 
 // ParseQueue reads squeue output written with Format(marker). Between records
@@ -76,7 +82,7 @@ func ParseQueue(out, marker string) ([]Job, error) {
 		if err != nil {
 			continue // an array record or a het job component: not re-decided here
 		}
-		c := f[4]
+		c := f[5]
 		if c == "(null)" {
 			c = ""
 		}
@@ -84,19 +90,24 @@ func ParseQueue(out, marker string) ([]Job, error) {
 		if tres == "(null)" || tres == "N/A" {
 			tres = ""
 		}
-		jobs = append(jobs, Job{ID: uint32(id), State: f[1], Reason: f[2], Tres: tres, Comment: c})
+		begin, err := strconv.ParseInt(f[4], 10, 64)
+		if err != nil || begin < 0 {
+			begin = 0 // N/A, Unknown
+		}
+		jobs = append(jobs, Job{ID: uint32(id), State: f[1], Reason: f[2], Tres: tres, Comment: c, Begin: begin})
 	}
 	return jobs, nil
 }
 
 // Deferred is the jobs to re-decide, in submit order (job ID): pending on their
-// begin time, tagged, carrying the plugin's decision token and a GPU request.
-// Which of them the plugin itself deferred it knows (a user's own --begin is not
-// changed by the re-decision).
-func Deferred(jobs []Job) []Job {
+// begin time (Reason=BeginTime, or a begin time after now: some releases show
+// Reason=None until the scheduler's next pass after an update), tagged, carrying
+// the plugin's decision token and a GPU request. Which of them the plugin itself
+// deferred it knows (a user's own --begin is not changed by the re-decision).
+func Deferred(jobs []Job, now time.Time) []Job {
 	var out []Job
 	for _, j := range jobs {
-		if j.State != "PENDING" || j.Reason != "BeginTime" || j.Tres == "" {
+		if j.State != "PENDING" || j.Reason != "BeginTime" && j.Begin <= now.Unix() || j.Tres == "" {
 			continue
 		}
 		d := comment.ParseComment(j.Comment)

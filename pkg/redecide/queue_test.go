@@ -22,22 +22,22 @@ func TestParseQueue(t *testing.T) {
 	}{
 		{name: "empty", out: "", want: nil},
 		{name: "two jobs, comment with separators and spaces",
-			out: rec("12", "PENDING", "BeginTime", "gres:shard:4", "nightly a|b coscheml:app=x coscheml-id=ab-1:4") +
-				rec("13", "RUNNING", "None", "gres/shard:g1:2", "(null)"),
+			out: rec("12", "PENDING", "BeginTime", "gres:shard:4", "1900000000", "nightly a|b coscheml:app=x coscheml-id=ab-1:4") +
+				rec("13", "RUNNING", "None", "gres/shard:g1:2", "N/A", "(null)"),
 			want: []Job{
-				{ID: 12, State: "PENDING", Reason: "BeginTime", Tres: "gres:shard:4", Comment: "nightly a|b coscheml:app=x coscheml-id=ab-1:4"},
+				{ID: 12, State: "PENDING", Reason: "BeginTime", Tres: "gres:shard:4", Begin: 1900000000, Comment: "nightly a|b coscheml:app=x coscheml-id=ab-1:4"},
 				{ID: 13, State: "RUNNING", Reason: "None", Tres: "gres/shard:g1:2"},
 			}},
-		{name: "array record skipped", out: rec("14_[1-3]", "PENDING", "BeginTime", "gres:shard:4", "coscheml:app=x"), want: nil},
-		{name: "no tres", out: rec("15", "PENDING", "Priority", "N/A", "x"), want: []Job{{ID: 15, State: "PENDING", Reason: "Priority", Comment: "x"}}},
+		{name: "array record skipped", out: rec("14_[1-3]", "PENDING", "BeginTime", "gres:shard:4", "0", "coscheml:app=x"), want: nil},
+		{name: "no tres", out: rec("15", "PENDING", "Priority", "N/A", "Unknown", "x"), want: []Job{{ID: 15, State: "PENDING", Reason: "Priority", Comment: "x"}}},
 		// A comment with a newline and a forged record cannot make a record: it
 		// does not know the marker.
 		{name: "forged line inside a comment",
-			out:  rec("16", "PENDING", "BeginTime", "gres:shard:4", "coscheml:app=x\n17|PENDING|BeginTime|gres:gpu:8|coscheml:app=y coscheml-id=z-1:4"),
-			want: []Job{{ID: 16, State: "PENDING", Reason: "BeginTime", Tres: "gres:shard:4", Comment: "coscheml:app=x\n17|PENDING|BeginTime|gres:gpu:8|coscheml:app=y coscheml-id=z-1:4"}}},
-		{name: "text outside records", out: "squeue: error: x\n" + rec("1", "PENDING", "None", "", ""), wantErr: "outside a record"},
-		{name: "unbalanced", out: mk + "1|PENDING|None||x\n", wantErr: "unbalanced"},
-		{name: "too few fields", out: rec("1", "PENDING", "None"), wantErr: "fields"},
+			out:  rec("16", "PENDING", "BeginTime", "gres:shard:4", "5", "coscheml:app=x\n17|PENDING|BeginTime|gres:gpu:8|9|coscheml:app=y coscheml-id=z-1:4"),
+			want: []Job{{ID: 16, State: "PENDING", Reason: "BeginTime", Tres: "gres:shard:4", Begin: 5, Comment: "coscheml:app=x\n17|PENDING|BeginTime|gres:gpu:8|9|coscheml:app=y coscheml-id=z-1:4"}}},
+		{name: "text outside records", out: "squeue: error: x\n" + rec("1", "PENDING", "None", "", "0", ""), wantErr: "outside a record"},
+		{name: "unbalanced", out: mk + "1|PENDING|None||0|x\n", wantErr: "unbalanced"},
+		{name: "too few fields", out: rec("1", "PENDING", "None", "0"), wantErr: "fields"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -56,6 +56,7 @@ func TestParseQueue(t *testing.T) {
 }
 
 func TestDeferredAndRunning(t *testing.T) {
+	now := time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
 	jobs := []Job{
 		{ID: 30, State: "PENDING", Reason: "BeginTime", Tres: "gres:shard:4", Comment: "coscheml:app=a coscheml-id=p-2:4"},
 		{ID: 21, State: "PENDING", Reason: "BeginTime", Tres: "gres:shard:4", Comment: "coscheml:app=b coscheml-id=p-1:4"},
@@ -66,13 +67,16 @@ func TestDeferredAndRunning(t *testing.T) {
 		{ID: 26, State: "PENDING", Reason: "BeginTime", Tres: "gres:gpu:1", Comment: "--begin by hand"},                     // untagged
 		{ID: 9, State: "RUNNING", Reason: "None", Tres: "gres:shard:2", Comment: "coscheml:app=a coscheml-id=p-0:2"},
 		{ID: 11, State: "COMPLETING", Reason: "None"},
+		// Just re-deferred: Reason=None until the scheduler's next pass, begin ahead.
+		{ID: 27, State: "PENDING", Reason: "None", Tres: "gres:shard:4", Begin: now.Unix() + 10, Comment: "coscheml:app=a coscheml-id=p-6:4"},
+		{ID: 28, State: "PENDING", Reason: "None", Tres: "gres:shard:4", Begin: now.Unix(), Comment: "coscheml:app=a coscheml-id=p-7:4"}, // due: Slurm's now
 	}
 	var ids []uint32
-	for _, j := range Deferred(jobs) {
+	for _, j := range Deferred(jobs, now) {
 		ids = append(ids, j.ID)
 	}
-	if !reflect.DeepEqual(ids, []uint32{21, 30}) {
-		t.Fatalf("deferred %v, want [21 30] (submit order)", ids)
+	if !reflect.DeepEqual(ids, []uint32{21, 27, 30}) {
+		t.Fatalf("deferred %v, want [21 27 30] (submit order)", ids)
 	}
 	if r := Running(jobs); r != "11,9" {
 		t.Fatalf("running %q", r)
@@ -97,7 +101,7 @@ func (f *fakeSlurm) run(_ context.Context, name string, args ...string) (string,
 		marker := format[:strings.Index(format, "%i")]
 		var b strings.Builder
 		for _, j := range f.queue {
-			fmt.Fprintf(&b, "%s%d|%s|%s|%s|%s%s\n", marker, j.ID, j.State, j.Reason, j.Tres, j.Comment, marker)
+			fmt.Fprintf(&b, "%s%d|%s|%s|%s|%d|%s%s\n", marker, j.ID, j.State, j.Reason, j.Tres, j.Begin, j.Comment, marker)
 		}
 		return b.String(), nil
 	case "scontrol":
@@ -149,7 +153,7 @@ func TestLoopPasses(t *testing.T) {
 }
 
 func FuzzParseQueue(f *testing.F) {
-	f.Add(rec("12", "PENDING", "BeginTime", "gres:shard:4", "coscheml:app=x coscheml-id=ab-1:4"))
+	f.Add(rec("12", "PENDING", "BeginTime", "gres:shard:4", "1900000000", "coscheml:app=x coscheml-id=ab-1:4"))
 	f.Add(mk + "1|x" + mk + mk)
 	f.Add("junk")
 	f.Fuzz(func(t *testing.T, out string) {
@@ -162,6 +166,6 @@ func FuzzParseQueue(f *testing.F) {
 				t.Fatalf("field spans a separator: %+v", j)
 			}
 		}
-		_ = Deferred(jobs)
+		_ = Deferred(jobs, time.Unix(1_800_000_000, 0))
 	})
 }

@@ -106,3 +106,41 @@ func TestRootWritesRefuseSymlinks(t *testing.T) {
 		t.Errorf("history appended through a symlink: %q", b)
 	}
 }
+
+// A folder full of junk costs reconcile one bounded pass: young unreadable files
+// (more than the batch size) are each reported once in total as a count beyond the
+// first maxProblems, old ones removed, and the good entry stays.
+func TestReconcileJunkIsBounded(t *testing.T) {
+	s, _ := Open(t.TempDir())
+	now := time.Now()
+	if err := s.Start(entry("700", "n1", []int{0}, "a", now)); err != nil {
+		t.Fatal(err)
+	}
+	active := filepath.Join(s.Dir(), "active")
+	const young, old = 4200, 300
+	for i := 0; i < young+old; i++ {
+		p := filepath.Join(active, fmt.Sprintf("%d@n9.json", 10000+i))
+		if err := os.WriteFile(p, []byte("{torn"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if i >= young {
+			os.Chtimes(p, now.Add(-time.Hour), now.Add(-time.Hour))
+		}
+	}
+	for _, tc := range []struct {
+		name           string
+		corrupt, total int
+	}{{"first pass", old, young + old}, {"second pass", 0, young}} {
+		res, err := s.Reconcile(now, 10*time.Minute, nil, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Corrupt) != tc.corrupt || len(res.Problems) != maxProblems || len(res.Problems)+res.MoreProblems != tc.total {
+			t.Fatalf("%s: %d removed, %d problems + %d more; want %d removed, %d + %d", tc.name, len(res.Corrupt),
+				len(res.Problems), res.MoreProblems, tc.corrupt, maxProblems, tc.total-maxProblems)
+		}
+	}
+	if _, err := s.Get("700", "n1"); err != nil {
+		t.Fatalf("the good entry went: %v", err)
+	}
+}

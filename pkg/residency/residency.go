@@ -312,7 +312,21 @@ type ReconcileResult struct {
 	Corrupt    []string
 	TmpRemoved []string // leftover temp files of writers that died in active/
 	DonePruned int      // done markers older than DoneTTL + grace removed
-	Problems   []error
+	Problems   []error  // the first maxProblems; the rest are counted in MoreProblems
+	// MoreProblems counts the problems beyond maxProblems (a folder of junk must
+	// not make one error message per file).
+	MoreProblems int
+}
+
+// maxProblems bounds ReconcileResult.Problems.
+const maxProblems = 100
+
+func (r *ReconcileResult) problem(err error) {
+	if len(r.Problems) >= maxProblems {
+		r.MoreProblems++
+		return
+	}
+	r.Problems = append(r.Problems, err)
 }
 
 // Reconcile removes entries past expiry+grace and, when live is non-nil, entries
@@ -333,52 +347,69 @@ func (s *Store) Reconcile(now time.Time, grace time.Duration, live map[string]bo
 }
 
 func (s *Store) reconcileActive(now time.Time, grace time.Duration, live map[string]bool, liveAt time.Time, res *ReconcileResult) error {
-	ents, err := os.ReadDir(s.activeDir())
+	d, err := safeopen.Dir(s.activeDir())
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
 		return fmt.Errorf("residency reconcile: %w", err)
 	}
-	for _, de := range ents {
-		name := de.Name()
-		if strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".tmp") {
-			s.pruneTmp(name, now, grace, res)
-			continue
+	defer d.Close()
+	// In batches, unsorted: a folder full of leftovers (a writer gone wild, a
+	// crashed file system) is never held in memory at once, and each file costs
+	// one bounded read (readLimited) at most.
+	for {
+		names, rerr := d.Readdirnames(4096)
+		for _, name := range names {
+			s.reconcileOne(name, now, grace, live, liveAt, res)
 		}
-		if !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
-			continue
-		}
-		path := filepath.Join(s.activeDir(), name)
-		b, err := readLimited(path)
-		if errors.Is(err, os.ErrNotExist) {
-			continue // ended meanwhile
-		}
-		var e Entry
-		if err == nil {
-			e, err = Decode(b)
-		}
-		if err != nil {
-			if fi, serr := os.Stat(path); serr == nil && now.Sub(fi.ModTime()) > grace {
-				res.Corrupt = append(res.Corrupt, name)
-				_ = os.Remove(path)
+		if rerr != nil {
+			if !errors.Is(rerr, io.EOF) {
+				return fmt.Errorf("residency reconcile: %w", rerr)
 			}
-			res.Problems = append(res.Problems, fmt.Errorf("%s: %w", path, err))
-			continue
-		}
-		switch {
-		case e.Stale(now, grace):
-			res.Expired = append(res.Expired, e)
-		case live != nil && !live[e.JobID] && !live[baseJobID(e.JobID)] && e.Start.Before(liveAt):
-			res.Gone = append(res.Gone, e)
-		default:
-			continue
-		}
-		if err := s.remove(e, now, EventLost); err != nil {
-			res.Problems = append(res.Problems, err)
+			return nil
 		}
 	}
-	return nil
+}
+
+// reconcileOne handles one name of active/: a leftover temp file, an entry to
+// keep or remove, or an unreadable file.
+func (s *Store) reconcileOne(name string, now time.Time, grace time.Duration, live map[string]bool, liveAt time.Time, res *ReconcileResult) {
+	if strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".tmp") {
+		s.pruneTmp(name, now, grace, res)
+		return
+	}
+	if !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
+		return
+	}
+	path := filepath.Join(s.activeDir(), name)
+	b, err := readLimited(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return // ended meanwhile
+	}
+	var e Entry
+	if err == nil {
+		e, err = Decode(b)
+	}
+	if err != nil {
+		if fi, serr := os.Stat(path); serr == nil && now.Sub(fi.ModTime()) > grace {
+			res.Corrupt = append(res.Corrupt, name)
+			_ = os.Remove(path)
+		}
+		res.problem(fmt.Errorf("%s: %w", path, err))
+		return
+	}
+	switch {
+	case e.Stale(now, grace):
+		res.Expired = append(res.Expired, e)
+	case live != nil && !live[e.JobID] && !live[baseJobID(e.JobID)] && e.Start.Before(liveAt):
+		res.Gone = append(res.Gone, e)
+	default:
+		return
+	}
+	if err := s.remove(e, now, EventLost); err != nil {
+		res.problem(err)
+	}
 }
 
 // pruneTmp removes a temp file of atomicfile.Write in active/ older than grace
@@ -390,7 +421,7 @@ func (s *Store) pruneTmp(name string, now time.Time, grace time.Duration, res *R
 		return
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		res.Problems = append(res.Problems, fmt.Errorf("leftover %s: %w", path, err))
+		res.problem(fmt.Errorf("leftover %s: %w", path, err))
 		return
 	}
 	res.TmpRemoved = append(res.TmpRemoved, name)
@@ -401,7 +432,7 @@ func (s *Store) pruneDone(now time.Time, grace time.Duration, res *ReconcileResu
 	d, err := safeopen.Dir(s.doneDir())
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
-			res.Problems = append(res.Problems, fmt.Errorf("done markers: %w", err))
+			res.problem(fmt.Errorf("done markers: %w", err))
 		}
 		return
 	}
@@ -417,13 +448,13 @@ func (s *Store) pruneDone(now time.Time, grace time.Duration, res *ReconcileResu
 			if rerr := os.Remove(filepath.Join(s.doneDir(), de.Name())); rerr == nil {
 				res.DonePruned++
 			} else if !errors.Is(rerr, os.ErrNotExist) {
-				res.Problems = append(res.Problems, fmt.Errorf("done marker: %w", rerr))
+				res.problem(fmt.Errorf("done marker: %w", rerr))
 				return
 			}
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
-				res.Problems = append(res.Problems, fmt.Errorf("done markers: %w", err))
+				res.problem(fmt.Errorf("done markers: %w", err))
 			}
 			return
 		}

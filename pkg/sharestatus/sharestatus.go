@@ -92,6 +92,7 @@ type Reservation struct {
 	GPU            int       `json:"gpu"`
 	Shards         int       `json:"shards,omitempty"`
 	PredictedSpeed float64   `json:"predicted_speed,omitempty"`
+	UserID         uint32    `json:"user_id"` // the job's uid (status hides other users' from non-admins)
 }
 
 // Snapshot is the view at one time.
@@ -196,7 +197,7 @@ func Take(src Sources, now time.Time) (Snapshot, error) {
 			continue
 		}
 		snap.Reservations = append(snap.Reservations, Reservation{DecisionID: r.ID, Time: r.Time, Tag: r.Tag, Class: r.Class,
-			Action: r.Action, Node: r.Node, GPU: r.GPU, Shards: r.Shards, PredictedSpeed: r.PredictedSpeed})
+			Action: r.Action, Node: r.Node, GPU: r.GPU, Shards: r.Shards, PredictedSpeed: r.PredictedSpeed, UserID: r.UserID})
 	}
 	return snap, nil
 }

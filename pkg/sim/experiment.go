@@ -132,6 +132,11 @@ func (e Experiment) Execute() ([]*PolicyRun, error) {
 	return runs, nil
 }
 
+// SlurmAlone reports whether a policy of the experiment stands for Slurm without
+// the plugin (exclusive: whole GPUs; blind: shards, first fit), which the
+// SubmitModel does not apply to.
+func SlurmAlone(policy string) bool { return policy == "exclusive" || policy == "blind" }
+
 func (e Experiment) one(name string, seed int64, jobs []trace.Job) (*PolicyRun, error) {
 	opts := e.Options
 	opts.Seed = uint64(seed)
@@ -170,6 +175,12 @@ func (e Experiment) one(name string, seed int64, jobs []trace.Job) (*PolicyRun, 
 	}
 	if cfg.MaxCoRunners == 0 {
 		cfg.MaxCoRunners = opts.MaxCoRunners
+	}
+	if SlurmAlone(name) {
+		// The baselines Slurm runs by itself (gres/gpu, gres/shard): its queue
+		// places jobs when they start; only a policy in the plugin decides at
+		// submit.
+		cfg.Submit = nil
 	}
 	res, err := Run(cfg, jobs, e.Truth, pol)
 	if err != nil {

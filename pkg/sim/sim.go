@@ -74,6 +74,29 @@ type Config struct {
 	OnCoRunEnd func(job, co *profile.Profile, uid string, speed float64)
 	// Seed drives the measurement noise.
 	Seed uint64
+	// Submit, when set, models the plugin inside slurmctld instead of a
+	// scheduler that places each job when it starts: see SubmitModel. nil keeps
+	// the idealised model (FIFO + backfill, placement at start).
+	Submit *SubmitModel
+}
+
+// SubmitModel is what the plugin really does in slurmctld
+// (docs/evaluation.md#decision-at-submit):
+//   - every job is decided when it is submitted, against the cluster then (the
+//     running jobs; a job placed then starts at once, as its pinned request
+//     finds its slots free), by the same policy and Reach (shard_pinning);
+//   - a single-GPU job answered "wait" is deferred (wait_defer) and decided
+//     again by the re-decide loop at its next pass after capacity changed
+//     (Redecide > 0), in submit order, until placed; without the loop
+//     (Redecide == 0) it keeps the plugin's fail-safe request: a whole GPU, any
+//     node, which Slurm's queue (FIFO + backfill) starts on the first idle GPU,
+//     exactly as the exclusive policy places it, and nothing joins it later;
+//   - a several-GPU job that does not fit at submit is left to Slurm: whole GPUs
+//     from the same queue.
+type SubmitModel struct {
+	// Redecide is the re-decide loop's interval in seconds (coscheml redecide
+	// --interval, in the trace's time); 0: no loop.
+	Redecide float64
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -194,6 +217,9 @@ type jobState struct {
 	estEnd    float64 // start + duration: the reservation's estimate
 	ver       uint32
 	running   bool
+	// whole: in Slurm's queue with a whole-GPU request (SubmitModel), placed by
+	// the exclusive policy, not the one under test.
+	whole bool
 }
 
 type simulator struct {
@@ -219,6 +245,13 @@ type simulator struct {
 	cnt      []int32 // scratch for the reservation walk
 	cntEpoch []uint32
 	epoch    uint32
+
+	// SubmitModel state: the exclusive policy for whole-GPU requests, the
+	// deferred jobs in submit order, and the re-decide loop's next pass (+Inf:
+	// none due).
+	excl     placement.Policy
+	deferred []int32
+	nextTick float64
 
 	now       float64
 	allocGPUs int       // GPUs with at least one resident
@@ -251,7 +284,17 @@ func Run(cfg Config, jobs []trace.Job, tt *truth.Table, pol placement.Policy) (*
 		return nil, err
 	}
 	start := time.Now()
-	s := &simulator{cfg: cfg, tt: tt, pol: pol, memo: map[memoKey]bool{}}
+	s := &simulator{cfg: cfg, tt: tt, pol: pol, memo: map[memoKey]bool{}, nextTick: math.Inf(1)}
+	if cfg.Submit != nil {
+		if !(cfg.Submit.Redecide >= 0) {
+			return nil, fmt.Errorf("sim: re-decide interval %v: want >= 0", cfg.Submit.Redecide)
+		}
+		opts := placement.DefaultOptions()
+		opts.MaxCoRunners = cfg.MaxCoRunners
+		if s.excl, err = placement.NewExclusive(opts); err != nil {
+			return nil, fmt.Errorf("sim: the whole-GPU requests' policy: %w", err)
+		}
+	}
 	s.cl = placement.NewCluster(cfg.Nodes, cfg.GPUsPerNode, cfg.GPUMemMiB, cfg.Slots)
 	if cfg.Reach != placement.ReachTyped {
 		s.cl.Reach = cfg.Reach
@@ -320,6 +363,7 @@ func (s *simulator) loop() error {
 		if next < total && s.jobs[next].Submit < t {
 			t = s.jobs[next].Submit
 		}
+		t = min(t, s.nextTick)
 		if math.IsInf(t, 1) {
 			return fmt.Errorf("sim: %s: %d jobs can never start (the policy keeps them waiting on an idle cluster)", s.pol.Name(), total-s.done)
 		}
@@ -333,13 +377,29 @@ func (s *simulator) loop() error {
 			s.events++
 			s.finish(int(e.job))
 		}
-		for next < total && s.jobs[next].Submit <= t {
-			s.queue = append(s.queue, int32(next))
-			s.qlive++
-			next++
-			s.events++
+		if s.cfg.Submit != nil {
+			// Slurm's queue (whole-GPU requests, older) first, then each arrival
+			// decided at submit, then the loop's pass if due.
+			s.schedule()
+			for next < total && s.jobs[next].Submit <= t {
+				s.arrive(next)
+				next++
+				s.events++
+			}
+			s.schedule()
+			if s.nextTick <= t {
+				s.nextTick = math.Inf(1)
+				s.redecide()
+			}
+		} else {
+			for next < total && s.jobs[next].Submit <= t {
+				s.queue = append(s.queue, int32(next))
+				s.qlive++
+				next++
+				s.events++
+			}
+			s.schedule()
 		}
-		s.schedule()
 		if s.cfg.Progress != nil && s.events >= nextProgress {
 			s.cfg.Progress(s.done - reported)
 			reported = s.done
@@ -489,6 +549,44 @@ func (s *simulator) finish(j int) {
 	s.refresh(st.gpus)
 	s.done++
 	s.dirty = true
+	if s.cfg.Submit != nil && s.cfg.Submit.Redecide > 0 && len(s.deferred) > 0 {
+		// The loop notices the change at its next pass.
+		r := s.cfg.Submit.Redecide
+		s.nextTick = min(s.nextTick, math.Ceil(s.now/r)*r)
+	}
+}
+
+// arrive decides job j at its submission (SubmitModel): placed, it starts now;
+// a wait is deferred for the loop, or (no loop, or several GPUs) queued in
+// Slurm with a whole-GPU request.
+func (s *simulator) arrive(j int) {
+	d := s.place(j)
+	if d.Action != placement.ActionWait {
+		s.start(j, d)
+		return
+	}
+	if s.st[j].req.GPUs == 1 && s.cfg.Submit.Redecide > 0 {
+		s.deferred = append(s.deferred, int32(j))
+		return
+	}
+	s.st[j].whole = true
+	s.queue = append(s.queue, int32(j))
+	s.qlive++
+}
+
+// redecide is one pass of the re-decide loop: every deferred job, in submit
+// order, decided again on the cluster now.
+func (s *simulator) redecide() {
+	kept := s.deferred[:0]
+	for _, j := range s.deferred {
+		d := s.place(int(j))
+		if d.Action == placement.ActionWait {
+			kept = append(kept, j)
+			continue
+		}
+		s.start(int(j), d)
+	}
+	s.deferred = kept
 }
 
 // coRunsEnd reports, through OnCoRunEnd, the measured speeds of every pair of
@@ -571,6 +669,9 @@ func (s *simulator) place(j int) placement.Decision {
 		return placement.Decision{Action: placement.ActionWait}
 	}
 	s.decisions++
+	if s.st[j].whole {
+		return s.excl.Place(s.cl, &s.st[j].req)
+	}
 	return s.pol.Place(s.cl, &s.st[j].req)
 }
 

@@ -164,68 +164,120 @@ func phillySample(t testing.TB, n int, gpus int, load float64, seed int64, tt *t
 // most the jobs' held GPU-time (equal without sharing).
 func TestConservation(t *testing.T) {
 	tt := shipped(t)
-	cfg := Config{Nodes: 4, GPUsPerNode: 4}
-	jobs := phillySample(t, 400, cfg.GPUs(), 2, 1, tt)
-	for _, name := range placement.Names() {
-		t.Run(name, func(t *testing.T) {
-			var pred model.Predictor
-			switch name {
-			case "coscheml":
-				pred = testModel(t)
-			case "oracle":
-				pred = tt
-			}
-			res, err := Run(cfg, jobs, tt, mustPolicy(t, name, pred))
+	base := Config{Nodes: 4, GPUsPerNode: 4}
+	jobs := phillySample(t, 400, base.GPUs(), 2, 1, tt)
+	models := []struct {
+		name   string
+		submit *SubmitModel
+	}{{"at-start", nil}, {"submit-loop", &SubmitModel{Redecide: 30}}, {"submit-no-loop", &SubmitModel{}}}
+	for _, mc := range models {
+		for _, name := range placement.Names() {
+			cfg := base
+			cfg.Submit = mc.submit
+			t.Run(mc.name+"/"+name, func(t *testing.T) {
+				var pred model.Predictor
+				switch name {
+				case "coscheml":
+					pred = testModel(t)
+				case "oracle":
+					pred = tt
+				}
+				res, err := Run(cfg, jobs, tt, mustPolicy(t, name, pred))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(res.Jobs)+res.Dropped != len(jobs) {
+					t.Fatalf("%d results + %d dropped for %d jobs", len(res.Jobs), res.Dropped, len(jobs))
+				}
+				seen := map[string]bool{}
+				work, held, last, kern := 0.0, 0.0, 0.0, 0.0
+				for _, j := range res.Jobs {
+					if seen[j.ID] {
+						t.Fatalf("job %s reported twice", j.ID)
+					}
+					seen[j.ID] = true
+					if !(j.Start >= j.Submit && j.End >= j.Start+j.Duration*(1-1e-12)-1e-6) {
+						t.Fatalf("job %+v: bad times", j)
+					}
+					work += j.Duration * float64(j.GPUs)
+					held += (j.End - j.Start) * float64(j.GPUs)
+					ti, _ := tt.Index(j.Tag)
+					kern += tt.SoloUtil(ti) / 100 * j.Duration * float64(j.GPUs)
+					last = max(last, j.End)
+				}
+				if math.Abs(res.Useful-work) > 1e-6*work {
+					t.Errorf("work done %v, want %v", res.Useful, work)
+				}
+				if res.AllocGPUS > held*(1+1e-9) {
+					t.Errorf("allocated %v > held %v", res.AllocGPUS, held)
+				}
+				if name == "exclusive" && math.Abs(res.AllocGPUS-held) > 1e-6*held {
+					t.Errorf("exclusive: allocated %v != held %v", res.AllocGPUS, held)
+				}
+				// Kernel time: alone, each job keeps its GPU busy at its solo utilization.
+				if name == "exclusive" && math.Abs(res.Kernel-kern) > 1e-6*kern {
+					t.Errorf("exclusive: kernel GPU-time %v, want %v", res.Kernel, kern)
+				}
+				if res.Kernel > res.AllocGPUS*(1+1e-9) {
+					t.Errorf("kernel GPU-time %v > allocated %v", res.Kernel, res.AllocGPUS)
+				}
+				if res.Makespan != last {
+					t.Errorf("makespan %v, last end %v", res.Makespan, last)
+				}
+				tl := 0.0
+				for _, s := range res.Timeline {
+					tl += s.Alloc
+				}
+				width := res.Timeline[1].T - res.Timeline[0].T
+				if got := tl * width * float64(res.GPUs); math.Abs(got-res.AllocGPUS) > 1e-6*res.AllocGPUS {
+					t.Errorf("timeline integrates to %v, want %v", got, res.AllocGPUS)
+				}
+			})
+		}
+	}
+}
+
+// TestSubmitModel follows one busy-GPU job through the three models, by hand:
+// one GPU, blind sharing, b next to b at 0.9. J1 (100 s) and J2 (50 s) share
+// from 0; J2 ends at 50/0.9 = 55.56 with J1's work at 50. J3 (10 s, at 1) finds
+// the GPU full:
+//   - at start: queued, placed next to J1 when J2 ends (55.56);
+//   - at submit with the loop every 4 s: deferred, placed by the loop's next
+//     pass after J2's end (56), next to J1;
+//   - at submit without the loop: a whole-GPU request, which starts only when
+//     J1 has ended (55.56 + 50 alone = 105.56), alone.
+func TestSubmitModel(t *testing.T) {
+	tb := handTruth(t)
+	jobs := []trace.Job{
+		{ID: "J1", Submit: 0, Duration: 100, GPUs: 1, Tag: "b", Class: profile.ClassTrain},
+		{ID: "J2", Submit: 0, Duration: 50, GPUs: 1, Tag: "b", Class: profile.ClassTrain},
+		{ID: "J3", Submit: 1, Duration: 10, GPUs: 1, Tag: "b", Class: profile.ClassTrain},
+	}
+	j2End := 50 / 0.9
+	cases := []struct {
+		name       string
+		submit     *SubmitModel
+		wantStart  float64
+		wantShared bool
+	}{
+		{"at start", nil, j2End, true},
+		{"at submit, loop every 4 s", &SubmitModel{Redecide: 4}, 56, true},
+		{"at submit, no loop", &SubmitModel{}, j2End + 50, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Run(Config{Nodes: 1, GPUsPerNode: 1, Submit: tc.submit}, jobs, tb, mustPolicy(t, "blind", nil))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(res.Jobs)+res.Dropped != len(jobs) {
-				t.Fatalf("%d results + %d dropped for %d jobs", len(res.Jobs), res.Dropped, len(jobs))
-			}
-			seen := map[string]bool{}
-			work, held, last, kern := 0.0, 0.0, 0.0, 0.0
-			for _, j := range res.Jobs {
-				if seen[j.ID] {
-					t.Fatalf("job %s reported twice", j.ID)
-				}
-				seen[j.ID] = true
-				if !(j.Start >= j.Submit && j.End >= j.Start+j.Duration*(1-1e-12)-1e-6) {
-					t.Fatalf("job %+v: bad times", j)
-				}
-				work += j.Duration * float64(j.GPUs)
-				held += (j.End - j.Start) * float64(j.GPUs)
-				ti, _ := tt.Index(j.Tag)
-				kern += tt.SoloUtil(ti) / 100 * j.Duration * float64(j.GPUs)
-				last = max(last, j.End)
-			}
-			if math.Abs(res.Useful-work) > 1e-6*work {
-				t.Errorf("work done %v, want %v", res.Useful, work)
-			}
-			if res.AllocGPUS > held*(1+1e-9) {
-				t.Errorf("allocated %v > held %v", res.AllocGPUS, held)
-			}
-			if name == "exclusive" && math.Abs(res.AllocGPUS-held) > 1e-6*held {
-				t.Errorf("exclusive: allocated %v != held %v", res.AllocGPUS, held)
-			}
-			// Kernel time: alone, each job keeps its GPU busy at its solo utilization.
-			if name == "exclusive" && math.Abs(res.Kernel-kern) > 1e-6*kern {
-				t.Errorf("exclusive: kernel GPU-time %v, want %v", res.Kernel, kern)
-			}
-			if res.Kernel > res.AllocGPUS*(1+1e-9) {
-				t.Errorf("kernel GPU-time %v > allocated %v", res.Kernel, res.AllocGPUS)
-			}
-			if res.Makespan != last {
-				t.Errorf("makespan %v, last end %v", res.Makespan, last)
-			}
-			tl := 0.0
-			for _, s := range res.Timeline {
-				tl += s.Alloc
-			}
-			width := res.Timeline[1].T - res.Timeline[0].T
-			if got := tl * width * float64(res.GPUs); math.Abs(got-res.AllocGPUS) > 1e-6*res.AllocGPUS {
-				t.Errorf("timeline integrates to %v, want %v", got, res.AllocGPUS)
+			j3 := res.Jobs[2]
+			if math.Abs(j3.Start-tc.wantStart) > 1e-9 || j3.Shared != tc.wantShared {
+				t.Fatalf("J3 started at %v shared=%v, want %v shared=%v (%+v)", j3.Start, j3.Shared, tc.wantStart, tc.wantShared, res.Jobs)
 			}
 		})
+	}
+	if _, err := Run(Config{Nodes: 1, GPUsPerNode: 1, Submit: &SubmitModel{Redecide: math.NaN()}}, jobs, tb, mustPolicy(t, "blind", nil)); err == nil {
+		t.Fatal("NaN re-decide interval accepted")
 	}
 }
 

@@ -9,6 +9,7 @@
 package submit
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"slices"
@@ -216,7 +217,10 @@ type Engine struct {
 	idPfx string
 
 	// bgMu serializes refreshes (background loop, Reload).
-	bgMu     sync.Mutex
+	bgMu sync.Mutex
+	// spare: the cluster the last install replaced, rebuilt in place by the next
+	// one (under bgMu).
+	spare    *placement.Cluster
 	reader   *residency.Reader
 	readerOf string
 	builtFor *Snapshot
@@ -251,6 +255,9 @@ type Engine struct {
 	// states is the last poll of the node states (nodestate.go).
 	states     atomic.Pointer[nodeStates]
 	statesDone chan struct{}
+	// pollFn is src.NodeStates, copied at creation: the first load may replace
+	// src (prep) while Start reads this.
+	pollFn func(ctx context.Context) (map[string]bool, error)
 
 	stop   chan struct{}
 	done   chan struct{}
@@ -279,6 +286,7 @@ func NewAsync(src Sources, opts Options, prep func(Sources) (Sources, string)) *
 func newEngine(src Sources, opts Options, prep func(Sources) (Sources, string)) *Engine {
 	e := &Engine{src: src, opts: opts.withDefaults(), notes: map[string]string{}, kick: make(chan struct{}, 1), prep: prep, born: time.Now()}
 	e.counters = metrics.NewCounters(e.opts.Now())
+	e.pollFn = src.NodeStates
 	e.view.ttl = e.opts.ReservationTTL
 	now := e.opts.Now()
 	e.idPfx = strconv.FormatInt(now.UnixMilli(), 36)
@@ -385,7 +393,7 @@ func (e *Engine) Start() {
 		e.loopOn.Store(true)
 		go e.loop()
 		go e.metricsLoop()
-		if e.src.NodeStates != nil {
+		if e.pollFn != nil {
 			e.statesDone = make(chan struct{})
 			go e.pollStates()
 		}
@@ -589,9 +597,9 @@ func (e *Engine) install(st *Snapshot, entries []residency.Entry, done []string,
 	e.builtFor = st
 	var c *placement.Cluster
 	if st.clusterErr == nil {
-		c = buildCluster(st, entries)
+		c, e.spare = buildCluster(st, entries, e.spare), nil
 	}
-	e.view.install(st, c, entries, done, now)
+	e.spare = e.view.install(st, c, entries, done, now)
 }
 
 func (e *Engine) setResErr(err error) {

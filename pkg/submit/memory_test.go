@@ -35,6 +35,7 @@ func newMemSite(t *testing.T) *memSite {
 	s.cfg.ResidencyDir = filepath.Join(dir, "residency")
 	s.cfg.ObservationDir = filepath.Join(dir, "obs")
 	s.cfg.DecisionLog = ""
+	s.cfg.DecisionKey = ""
 	s.cfg.Cluster = config.ClusterSpec{Nodes: "n1", GPUsPerNode: 2, GPUMemoryMiB: 80000}
 	for _, d := range []string{s.cfg.ResidencyDir, s.cfg.ObservationDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {

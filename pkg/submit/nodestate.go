@@ -154,7 +154,7 @@ func (e *Engine) pollOnce() {
 		case <-ctx.Done():
 		}
 	}()
-	down, err := e.src.NodeStates(ctx)
+	down, err := e.pollFn(ctx)
 	if err != nil {
 		if !errors.Is(ctx.Err(), context.Canceled) {
 			e.note("info-nodestates", fmt.Sprintf("node states unknown (pins may land on drained nodes): %v", err))

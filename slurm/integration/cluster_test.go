@@ -377,6 +377,9 @@ func newClusterTopo(t *testing.T, a artifacts, plugin bool, topo topology, edit 
 	if out, err := c.run("scontrol", "show", "node", c.nodes[0]); err != nil || !want.MatchString(out) {
 		t.Fatalf("node %s lacks %s (started under the -wlm names?): %v\n%s", c.nodes[0], want, err, out)
 	}
+	if plugin && c.cfg.WaitDefer > 0 {
+		t.Cleanup(c.startRedecide(time.Second)) // deferred waits need the loop, as on a site
+	}
 	return c
 }
 
@@ -446,6 +449,7 @@ exec %q "$@"
 	cfg.ResidencyDir = c.path("var/residency")
 	cfg.ObservationDir = c.path("var/observations")
 	cfg.DecisionLog = c.path("var/decisions.log")
+	cfg.DecisionKey = c.path("var/decision.key")
 	cfg.SlotsPerGPU = shardsPerGPU
 	cfg.Cluster = config.ClusterSpec{
 		Nodes: fmt.Sprintf("n[1-%d]", numNodes), GPUsPerNode: gpusPerNode, GPUMemoryMiB: 143771,

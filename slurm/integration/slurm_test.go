@@ -43,10 +43,13 @@ func TestSlurm(t *testing.T) {
 	}
 	sub("placement", testPlacement)
 	sub("bad_input", testBadInput)
+	sub("bootstrap", testBootstrap)
+	sub("bypass", testBypass)
 	sub("prolog_epilog", testPrologEpilog)
 	sub("fail_open", testFailOpen)
 	sub("survives_1000", testSurvives)
 	sub("redecide", testRedecide)
+	sub("restart", testRestart)
 	sub("array", testArray)
 	sub("exclude", testExclude)
 	sub("drained", testDrained)
