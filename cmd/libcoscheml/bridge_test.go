@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -364,5 +365,34 @@ func TestSafeMode(t *testing.T) {
 	// Stop the engine (it writes the decision log) before the folders go.
 	if e := engine.Swap(nil); e != nil {
 		e.Close()
+	}
+}
+
+// TestCallCostReport measures what one coscheml_decide costs the calling C
+// thread (testdata/callcost.c): thread CPU and wall time of untagged (pure
+// call) and tagged decisions, from one thread and from a new thread per call
+// (slurmctld 22.05 serves each RPC on its own thread). It reports only (-v; see
+// docs/performance-slurm.md); it checks that every call was made and answered.
+func TestCallCostReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("report only")
+	}
+	so := cLibrary(t)
+	bin := filepath.Join(t.TempDir(), "callcost")
+	cc(t, "-O2", "-Wall", "-Wextra", "-Werror", "-o", bin, "testdata/callcost.c", "-ldl", "-lpthread")
+	got := runC(t, nil, bin, so, writeConfig(t, ""), "1000")
+	t.Log("\n" + got)
+	for _, way := range []string{"same", "thread"} {
+		for _, job := range []string{"untagged", "tagged"} {
+			re := regexp.MustCompile(`(?m)^` + way + ` ` + job + ` calls=1000 cpu_p50=\d+ .* unchanged=(\d+) rewrite=(\d+) other=(\d+)$`)
+			m := re.FindAllStringSubmatch(got, -1)
+			if len(m) != 2 {
+				t.Errorf("%s %s: %d result lines, want 2", way, job, len(m))
+				continue
+			}
+			if job == "untagged" && (m[0][1] != "1000" || m[1][1] != "1000") {
+				t.Errorf("%s untagged: not every call answered unchanged: %v", way, m)
+			}
+		}
 	}
 }

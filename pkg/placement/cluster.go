@@ -87,7 +87,13 @@ func (ix *index) set(gi int32, st gpuState) {
 			ix.buckets[id].key = k
 		} else {
 			id = int32(len(ix.buckets))
-			ix.buckets = append(ix.buckets, bucket{key: k})
+			if len(ix.buckets) < cap(ix.buckets) {
+				// A bucket of the previous index: keep its members' memory.
+				ix.buckets = ix.buckets[:id+1]
+				ix.buckets[id].key, ix.buckets[id].members = k, ix.buckets[id].members[:0]
+			} else {
+				ix.buckets = append(ix.buckets, bucket{key: k})
+			}
 		}
 		ix.bucketOf[k] = id
 	}
@@ -178,26 +184,30 @@ func NewCluster(nodes, gpusPerNode int, memMiB float64, slots int) *Cluster {
 }
 
 // Reindex rebuilds every cache from Nodes. Call it after changing Nodes other than
-// through Apply and Remove.
+// through Apply and Remove. The caches' memory is reused: a cluster rebuilt in
+// place (slurmctld rebuilds 8,192 GPUs every residency change) allocates
+// nothing here, so the garbage collector is not woken inside a decision.
 func (c *Cluster) Reindex() {
-	ix := &index{
-		nodeOff:  make([]int32, len(c.Nodes)+1),
-		jobs:     make(map[string]jobLoc),
-		intern:   c.Interner,
-		bucketOf: make(map[bucketKey]int32),
-		ff:       c.Reach == ReachFirstFit,
+	ix := c.ix
+	if ix == nil {
+		ix = &index{jobs: make(map[string]jobLoc), bucketOf: make(map[bucketKey]int32)}
 	}
+	clear(ix.jobs)
+	clear(ix.bucketOf)
+	ix.intern, ix.ff, ix.idle = c.Interner, c.Reach == ReachFirstFit, 0
+	ix.buckets, ix.freeB = ix.buckets[:0], ix.freeB[:0]
 	if ix.intern == nil {
 		ix.intern = NewInterner()
 	}
+	ix.nodeOff = resize(ix.nodeOff, len(c.Nodes)+1)
 	total := 0
 	for n := range c.Nodes {
 		ix.nodeOff[n] = int32(total)
 		total += len(c.Nodes[n].GPUs)
 	}
 	ix.nodeOff[len(c.Nodes)] = int32(total)
-	ix.gpus = make([]gpuState, total)
-	ix.gpuBucket = make([]int32, total)
+	ix.gpus = resize(ix.gpus, total)
+	ix.gpuBucket = resize(ix.gpuBucket, total)
 	for i := range ix.gpuBucket {
 		ix.gpuBucket[i] = -1
 	}
@@ -217,6 +227,15 @@ func (c *Cluster) Reindex() {
 		ix.hideNode(int32(n))
 	}
 	c.ix = ix
+}
+
+// resize returns s with length n, reusing its memory when large enough (the
+// contents are to be overwritten).
+func resize[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
 }
 
 // Clone returns a deep copy of the cluster's nodes and residents (profiles are shared:

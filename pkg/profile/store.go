@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -118,10 +119,18 @@ func readFile(path, tag string) (*Profile, error) {
 // returned. Dot files (temp files of writers in progress) and files not ending in
 // .prof are ignored.
 func (s *Store) List() (profiles []*Profile, problems []error) {
-	entries, err := os.ReadDir(s.dir)
+	// Not os.ReadDir: slurmctld's reload lists this, and a plain open(2) of a FIFO
+	// there would wait forever.
+	d, err := safeopen.Dir(s.dir)
 	if err != nil {
 		return nil, []error{fmt.Errorf("profile store %s: %w", s.dir, err)}
 	}
+	entries, err := d.ReadDir(-1)
+	d.Close()
+	if err != nil {
+		return nil, []error{fmt.Errorf("profile store %s: %w", s.dir, err)}
+	}
+	slices.SortFunc(entries, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	for _, e := range entries {
 		name := e.Name()
 		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, Ext) {

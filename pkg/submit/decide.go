@@ -60,8 +60,10 @@ func (e *Engine) decideOne(j JobFields) Result {
 	j.Comment = clean
 	var res Result
 	if e.ready.Load() {
-		// Reservations expire even when the background refresh is stuck.
-		e.view.expire(e.opts.Now())
+		// Reservations expire even when the background refresh is stuck; at
+		// most once a second here (a scan of every reservation: 2,000 of
+		// them cost ~70 µs, which every submission paid).
+		e.view.expireStale(e.opts.Now(), expireEvery)
 	}
 	if why := e.passReason(); why != "" {
 		e.counters.Passthrough(why)
@@ -489,10 +491,16 @@ func badInput(q *query, rule, mode, msg string, ask *gpuAsk, pass string, r deci
 	r.Reason = msg + "; accepted on a whole GPU (" + rule + ": " + mode + ")"
 	alone := "; the job runs on a GPU of its own"
 	if mode == config.UnknownBootstrap {
-		if q.snap.cfg.Profiling.Enabled {
+		switch {
+		case q.snap.cfg.Profiling.Enabled && r.Class == "":
+			// The Epilog writes a new profile only with a class (it sets the
+			// application's floor), which only the directive can give.
+			alone = "; bootstrap: the job runs alone on a whole GPU, but its profile is written only " +
+				"with a class: add class=hpc, train or infer to the comment (coscheml:app=TAG,class=train)"
+		case q.snap.cfg.Profiling.Enabled:
 			alone = "; bootstrap: the job runs alone on a whole GPU and is profiled there, " +
 				"so later jobs of this application can share a GPU once the profile is in place"
-		} else {
+		default:
 			alone = "; bootstrap: the job runs alone on a whole GPU (profiling is disabled here: " +
 				"ask an administrator to add a profile with coscheml profile run or import)"
 		}

@@ -217,7 +217,10 @@ type Engine struct {
 	idPfx string
 
 	// bgMu serializes refreshes (background loop, Reload).
-	bgMu     sync.Mutex
+	bgMu sync.Mutex
+	// spare: the cluster the last install replaced, rebuilt in place by the next
+	// one (under bgMu).
+	spare    *placement.Cluster
 	reader   *residency.Reader
 	readerOf string
 	builtFor *Snapshot
@@ -594,9 +597,9 @@ func (e *Engine) install(st *Snapshot, entries []residency.Entry, done []string,
 	e.builtFor = st
 	var c *placement.Cluster
 	if st.clusterErr == nil {
-		c = buildCluster(st, entries)
+		c, e.spare = buildCluster(st, entries, e.spare), nil
 	}
-	e.view.install(st, c, entries, done, now)
+	e.spare = e.view.install(st, c, entries, done, now)
 }
 
 func (e *Engine) setResErr(err error) {

@@ -230,3 +230,44 @@ func TestDecisionKeyFile(t *testing.T) {
 		t.Fatalf("unusable key: %+v", r)
 	}
 }
+
+// FuzzScreen: whatever a user writes in a comment, no coscheml-id token survives
+// a submission, at job_modify only a token signed for that uid (and job) does, and
+// the other words are kept in order.
+func FuzzScreen(f *testing.F) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	good := comment.FormatToken(signID(key, "mx2uzeo0-1f", 2, 1000, ""), 2)
+	for _, s := range []string{"", "coscheml:app=a", "coscheml:app=a " + good, good + " " + good, "x coscheml-id=mx-1:2 y",
+		"coscheml-id=", "coscheml-id=a:b:c", "\tcoscheml-id=\x00:1\n" + good} {
+		f.Add(s, false, uint32(1000))
+		f.Add(s, true, uint32(1000))
+		f.Add(s, true, uint32(1001))
+	}
+	f.Fuzz(func(t *testing.T, c string, modify bool, uid uint32) {
+		j := JobFields{Comment: c, Modify: modify, UserID: uid, JobID: 77}
+		clean, prev, stripped := screen(j, key, false)
+		if !stripped && clean != c {
+			t.Fatalf("comment changed without a removed token: %q -> %q", c, clean)
+		}
+		var others []string
+		for _, w := range strings.Fields(c) {
+			if !strings.HasPrefix(w, tokenPrefix) {
+				others = append(others, w)
+			}
+		}
+		var kept []string
+		for _, w := range strings.Fields(clean) {
+			if strings.HasPrefix(w, tokenPrefix) {
+				d := comment.ParseComment(w)
+				if !modify || d.DecisionID != prev || !verifyID(key, d.DecisionID, d.Shards, uid, "77") {
+					t.Fatalf("token %q kept (modify %v, uid %d, prev %q)", w, modify, uid, prev)
+				}
+				continue
+			}
+			kept = append(kept, w)
+		}
+		if strings.Join(kept, " ") != strings.Join(others, " ") {
+			t.Fatalf("other words changed: %q -> %q", c, clean)
+		}
+	})
+}

@@ -188,28 +188,30 @@ func TestBootstrap(t *testing.T) {
 	tests := []struct {
 		name    string
 		cfg     func(*config.Config)
+		comment string
 		tres    string
 		code    Code
 		outTres string
 		msg     string
 	}{
-		{"default", nil, "gres:gpu:1", Rewrite, "gres:shard:4", "runs alone on a whole GPU and is profiled there"},
-		{"23.11 form", nil, "gres/gpu:1", Rewrite, "gres/shard:4", "profiled there"},
-		{"profiling off", func(c *config.Config) { c.Profiling.Enabled = false }, "gres:gpu:1", Rewrite, "gres:shard:4", "profiling is disabled here"},
-		{"two GPUs: not shared, unchanged", nil, "gres:gpu:2", Unchanged, "", "the job is not shared"},
-		{"reject", func(c *config.Config) { c.UnknownProfile = config.UnknownReject }, "gres:gpu:1", Reject, "", "unknown application profile 'newapp'"},
-		{"exclusive", func(c *config.Config) { c.UnknownProfile = config.UnknownExclusive }, "gres:gpu:1", Rewrite, "gres:shard:4", "runs on a GPU of its own"},
+		{"default", nil, "coscheml:app=newapp,class=train", "gres:gpu:1", Rewrite, "gres:shard:4", "runs alone on a whole GPU and is profiled there"},
+		{"23.11 form", nil, "coscheml:app=newapp,class=hpc", "gres/gpu:1", Rewrite, "gres/shard:4", "profiled there"},
+		{"no class: told to give one", nil, "coscheml:app=newapp", "gres:gpu:1", Rewrite, "gres:shard:4", "add class=hpc, train or infer"},
+		{"profiling off", func(c *config.Config) { c.Profiling.Enabled = false }, "coscheml:app=newapp,class=train", "gres:gpu:1", Rewrite, "gres:shard:4", "profiling is disabled here"},
+		{"two GPUs: not shared, unchanged", nil, "coscheml:app=newapp,class=train", "gres:gpu:2", Unchanged, "", "the job is not shared"},
+		{"reject", func(c *config.Config) { c.UnknownProfile = config.UnknownReject }, "coscheml:app=newapp", "gres:gpu:1", Reject, "", "unknown application profile 'newapp'"},
+		{"exclusive", func(c *config.Config) { c.UnknownProfile = config.UnknownExclusive }, "coscheml:app=newapp", "gres:gpu:1", Rewrite, "gres:shard:4", "runs on a GPU of its own"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.cfg)
-			j := job("coscheml:app=newapp")
+			j := job(tc.comment)
 			j.TresPerNode = tc.tres
 			r := f.e.Decide(j)
 			if r.Code != tc.code || r.TresPerNode != tc.outTres || r.ReqNodes != "" || !strings.Contains(r.UserMsg, tc.msg) {
 				t.Fatalf("got %+v, want code %d tres %q message with %q", r, tc.code, tc.outTres, tc.msg)
 			}
-			if r.Code == Rewrite && !strings.HasPrefix(r.Comment, "coscheml:app=newapp coscheml-id=") {
+			if r.Code == Rewrite && !strings.HasPrefix(r.Comment, tc.comment+" coscheml-id=") {
 				t.Errorf("the tag must stay in the comment for the Prolog to profile it: %q", r.Comment)
 			}
 		})

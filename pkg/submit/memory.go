@@ -14,6 +14,7 @@ import (
 	"github.com/coscheml/coscheml/pkg/observation"
 	"github.com/coscheml/coscheml/pkg/pairmem"
 	"github.com/coscheml/coscheml/pkg/profile"
+	"github.com/coscheml/coscheml/pkg/safeopen"
 )
 
 // Bounds of one pair memory load (docs/configuration.md, pair_memory). It runs
@@ -134,7 +135,13 @@ func obsFiles(dir string) ([]string, error) {
 	if dir == "" {
 		return nil, errors.New("no observation_dir")
 	}
-	entries, err := os.ReadDir(dir)
+	// Not os.ReadDir: its plain open(2) would wait forever on a FIFO there.
+	d, err := safeopen.Dir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("observation_dir: %w", err)
+	}
+	entries, err := d.ReadDir(-1)
+	d.Close()
 	if err != nil {
 		return nil, fmt.Errorf("observation_dir: %w", err)
 	}

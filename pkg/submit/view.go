@@ -26,6 +26,12 @@ type clusterView struct {
 	// ctx: the job context of each decision that gave an id (jobCtx); lost on
 	// restart.
 	ctx map[string]jobCtx
+	// spareRun, spareConf: the maps the last install replaced, refilled by the
+	// next one (install is called by one goroutine at a time: the engine's bgMu).
+	spareRun map[string]bool
+	// expiredAt: when expireLocked last ran.
+	expiredAt time.Time
+	spareConf map[string][]confirmation
 }
 
 // viewState is what a decision reads from the view (never writes).
@@ -69,10 +75,17 @@ type reservation struct {
 }
 
 // install swaps in cluster c, built for snap from the residency entries, with the
-// pending reservations re-applied and the confirmed or expired ones dropped.
-func (v *clusterView) install(snap *Snapshot, c *placement.Cluster, entries []residency.Entry, done []string, now time.Time) {
-	running := make(map[string]bool, len(entries))
-	confirm := make(map[string][]confirmation, len(entries))
+// pending reservations re-applied and the confirmed or expired ones dropped. It
+// returns the cluster it replaced, which no decision reaches from then on (they
+// read the cluster under mu only).
+func (v *clusterView) install(snap *Snapshot, c *placement.Cluster, entries []residency.Entry, done []string, now time.Time) (old *placement.Cluster) {
+	running, confirm := v.spareRun, v.spareConf
+	if running == nil || confirm == nil {
+		running = make(map[string]bool, len(entries))
+		confirm = make(map[string][]confirmation, len(entries))
+	}
+	clear(running)
+	clear(confirm)
 	for _, en := range entries {
 		running[en.JobID] = true
 		if en.DecisionID != "" {
@@ -84,12 +97,15 @@ func (v *clusterView) install(snap *Snapshot, c *placement.Cluster, entries []re
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	old = v.cluster
+	v.spareRun, v.spareConf = v.running, v.confirm
 	v.cluster, v.snap, v.resErr = c, snap, nil
 	v.running, v.confirm = running, confirm
 	v.expireLocked(now)
 	for i := range v.reserved {
 		v.applyLocked(&v.reserved[i])
 	}
+	return old
 }
 
 // setErr marks the residency unreadable: decisions pass jobs through.
@@ -106,9 +122,23 @@ func (v *clusterView) expire(now time.Time) {
 	v.mu.Unlock()
 }
 
+// expireEvery is how often a decision expires reservations itself (the
+// background refresh does it every residency interval, when it runs).
+const expireEvery = time.Second
+
+// expireStale is expire when the last expiry is older than every.
+func (v *clusterView) expireStale(now time.Time, every time.Duration) {
+	v.mu.Lock()
+	if d := now.Sub(v.expiredAt); d >= every || d < 0 {
+		v.expireLocked(now)
+	}
+	v.mu.Unlock()
+}
+
 // expireLocked drops reservations that the residency store confirmed (the job
 // started) or that are older than the TTL. Caller holds mu.
 func (v *clusterView) expireLocked(now time.Time) {
+	v.expiredAt = now
 	kept := v.reserved[:0]
 	for _, r := range v.reserved {
 		if v.confirmedLocked(&r) || (r.jobID != "" && v.running[r.jobID]) || now.Sub(r.at) > v.ttl {
@@ -274,17 +304,31 @@ func tagOfProf(p *profile.Profile) string {
 // without a known profile (untagged, or a tag whose profile is gone) are residents
 // with a nil profile: the policy will not share their GPU. The cluster's Reach is
 // the configured shard pinning, so placement filters out GPUs Slurm cannot reach.
-func buildCluster(st *Snapshot, entries []residency.Entry) *placement.Cluster {
+//
+// spare, when not nil, is a cluster no decision can reach any more (the one the
+// previous install replaced): its memory is reused, so a rebuild of 8,192 GPUs
+// allocates next to nothing and wakes no garbage collection that a decision on
+// slurmctld's thread would pay for (GC assist).
+func buildCluster(st *Snapshot, entries []residency.Entry, spare *placement.Cluster) *placement.Cluster {
 	cfg := st.cfg
 	slots := cfg.SlotsPerGPU
-	c := &placement.Cluster{Nodes: make([]placement.Node, len(st.nodes)), Reach: st.reach}
+	c := spare
+	if c == nil || len(c.Nodes) != len(st.nodes) {
+		c = &placement.Cluster{Nodes: make([]placement.Node, len(st.nodes))}
+	}
+	c.Reach, c.Interner = st.reach, nil
 	if st.interner != nil && !st.interner.Full() {
 		c.Interner = st.interner
 	} // else a private table: signatures (and the memo) restart with this build
 	for i, name := range st.nodes {
-		gpus := make([]placement.GPU, cfg.Cluster.GPUsPerNode)
+		gpus := c.Nodes[i].GPUs
+		if len(gpus) != cfg.Cluster.GPUsPerNode {
+			gpus = make([]placement.GPU, cfg.Cluster.GPUsPerNode)
+		}
 		for g := range gpus {
-			gpus[g] = placement.GPU{Index: g, MemMiB: cfg.Cluster.GPUMemoryMiB, Slots: slots}
+			res := gpus[g].Residents
+			clear(res) // drop the old residents' profiles
+			gpus[g] = placement.GPU{Index: g, MemMiB: cfg.Cluster.GPUMemoryMiB, Slots: slots, Residents: res[:0]}
 		}
 		c.Nodes[i] = placement.Node{Name: name, GPUs: gpus}
 	}

@@ -23,7 +23,7 @@ func warmPolicy(l *Snapshot, entries []residency.Entry, reserved []reservation) 
 	if l.policy == nil || l.polErr != nil || l.catErr != nil || l.clusterErr != nil || len(l.catalog) == 0 {
 		return
 	}
-	c := buildCluster(l, entries)
+	c := buildCluster(l, entries, nil)
 	for i := range reserved {
 		applyReservation(c, &reserved[i])
 	}

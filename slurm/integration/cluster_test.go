@@ -377,6 +377,9 @@ func newClusterTopo(t *testing.T, a artifacts, plugin bool, topo topology, edit 
 	if out, err := c.run("scontrol", "show", "node", c.nodes[0]); err != nil || !want.MatchString(out) {
 		t.Fatalf("node %s lacks %s (started under the -wlm names?): %v\n%s", c.nodes[0], want, err, out)
 	}
+	if plugin && c.cfg.WaitDefer > 0 {
+		t.Cleanup(c.startRedecide(time.Second)) // deferred waits need the loop, as on a site
+	}
 	return c
 }
 

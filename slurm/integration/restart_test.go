@@ -5,7 +5,9 @@ package integration
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,13 +40,29 @@ func testRestart(t *testing.T, c *cluster) {
 	}
 	c.restartCtld()
 
-	// Another user copies the victim's token (squeue shows comments to all).
+	// Another user copies the victim's token (squeue shows comments to all). The
+	// cluster folder is private: give that user a readable copy of slurm.conf.
 	tok := comment.FormatToken(d.DecisionID, d.Shards)
+	pub, err := os.MkdirTemp("", "coscheml-restart-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(pub)
+	conf, err := os.ReadFile(c.path("slurm.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(pub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pub, "slurm.conf"), conf, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "runuser", "-u", "nobody", "--", c.a.slurm.bin("sbatch"), "--hold", "--gres=gpu:1",
 		"-o", "/dev/null", "--chdir=/tmp", "--comment=coscheml:app="+tags.heavyB+" "+tok, "--wrap=true")
-	cmd.Env = c.env
+	cmd.Env = append(c.env, "SLURM_CONF="+filepath.Join(pub, "slurm.conf"))
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {

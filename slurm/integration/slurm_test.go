@@ -43,6 +43,8 @@ func TestSlurm(t *testing.T) {
 	}
 	sub("placement", testPlacement)
 	sub("bad_input", testBadInput)
+	sub("bootstrap", testBootstrap)
+	sub("bypass", testBypass)
 	sub("prolog_epilog", testPrologEpilog)
 	sub("fail_open", testFailOpen)
 	sub("survives_1000", testSurvives)

@@ -1,0 +1,150 @@
+/*
+ * callcost: what one coscheml_decide costs the calling C thread, measured as
+ * that thread's CPU time (CLOCK_THREAD_CPUTIME_ID) and wall time, for an
+ * untagged job (the engine answers "unchanged": the pure cost of the call) and
+ * a tagged one, in two ways:
+ *   same:   every call from one thread (Go keeps its M bound to that thread);
+ *   thread: every call from a new thread, as slurmctld 22.05 serves each RPC
+ *           on a thread of its own (the thread's first call into Go).
+ * Prints one line per (way, job) with p50/p90/p99 in ns and the answers seen.
+ * usage: callcost LIB CONFIG N
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../../plugin-c/coscheml_abi.h"
+
+static coscheml_decide_fn decide;
+
+struct call {
+	const char *comment;
+	int64_t cpu, wall;
+	int rc;
+};
+
+static int64_t now_ns(clockid_t c)
+{
+	struct timespec ts;
+
+	clock_gettime(c, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void *one(void *arg)
+{
+	struct call *c = arg;
+	struct coscheml_job j = {0};
+	struct coscheml_answer a = {0};
+
+	j.size = sizeof(j);
+	a.size = sizeof(a);
+	j.comment = c->comment;
+	j.tres_per_node = "gres:gpu:1";
+	j.user_id = 1000;
+	j.submit_uid = 1000;
+	j.min_nodes = 1;
+	j.max_nodes = 1;
+	j.time_limit = 60;
+	j.job_id = 0xfffffffe;
+	j.num_tasks = 0xfffffffe;
+	j.flags = COSCHEML_SET_COMMENT | COSCHEML_SET_TRES;
+	int64_t c0 = now_ns(CLOCK_THREAD_CPUTIME_ID), w0 = now_ns(CLOCK_MONOTONIC);
+	c->rc = decide(&j, &a);
+	c->cpu = now_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+	c->wall = now_ns(CLOCK_MONOTONIC) - w0;
+	free(a.tres_per_node);
+	free(a.req_nodes);
+	free(a.comment);
+	free(a.user_msg);
+	free(a.log);
+	free(a.tres_per_job);
+	free(a.tres_per_task);
+	return NULL;
+}
+
+static int cmp64(const void *x, const void *y)
+{
+	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+
+	return (a > b) - (a < b);
+}
+
+static int64_t pct(int64_t *v, int n, int p)
+{
+	int i = (p * n + 99) / 100 - 1;
+
+	return v[i < 0 ? 0 : (i >= n ? n - 1 : i)];
+}
+
+static void run(const char *way, const char *what, const char *comment, int n,
+		int threads)
+{
+	int64_t *cpu = calloc(n, sizeof(*cpu)), *wall = calloc(n, sizeof(*wall));
+	int rcs[8] = {0};
+
+	for (int i = 0; i < n; i++) {
+		struct call c = {.comment = comment};
+
+		if (threads) {
+			pthread_t t;
+
+			if (pthread_create(&t, NULL, one, &c) != 0) {
+				printf("pthread_create failed\n");
+				exit(1);
+			}
+			pthread_join(t, NULL);
+		} else {
+			one(&c);
+		}
+		cpu[i] = c.cpu;
+		wall[i] = c.wall;
+		rcs[c.rc & 7]++;
+	}
+	qsort(cpu, n, sizeof(*cpu), cmp64);
+	qsort(wall, n, sizeof(*wall), cmp64);
+	printf("%s %s calls=%d cpu_p50=%lld cpu_p90=%lld cpu_p99=%lld wall_p50=%lld wall_p99=%lld unchanged=%d rewrite=%d other=%d\n",
+	       way, what, n, (long long)pct(cpu, n, 50), (long long)pct(cpu, n, 90),
+	       (long long)pct(cpu, n, 99), (long long)pct(wall, n, 50),
+	       (long long)pct(wall, n, 99), rcs[COSCHEML_UNCHANGED],
+	       rcs[COSCHEML_REWRITE], n - rcs[COSCHEML_UNCHANGED] - rcs[COSCHEML_REWRITE]);
+	free(cpu);
+	free(wall);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 4)
+		return 2;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	int n = atoi(argv[3]);
+	void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+	if (!h) {
+		printf("dlopen: %s\n", dlerror());
+		return 1;
+	}
+	coscheml_init_fn init = (coscheml_init_fn)dlsym(h, "coscheml_init");
+	decide = (coscheml_decide_fn)dlsym(h, "coscheml_decide");
+	if (!init || !decide || n <= 0) {
+		printf("missing symbol or N\n");
+		return 1;
+	}
+	char *log = NULL;
+	printf("init rc=%d\n", init(argv[2], 0x160508, NULL, &log));
+	free(log);
+	/* Warm-up: the engine's first decisions and the runtime's extra Ms. */
+	run("warmup", "untagged", "hello", 200, 1);
+	run("warmup", "tagged", "coscheml:app=harness-app", 50, 0);
+	for (int round = 0; round < 2; round++) {
+		run("same", "untagged", "hello", n, 0);
+		run("thread", "untagged", "hello", n, 1);
+		run("same", "tagged", "coscheml:app=harness-app", n, 0);
+		run("thread", "tagged", "coscheml:app=harness-app", n, 1);
+	}
+	return 0;
+}
