@@ -307,6 +307,9 @@ type topology struct {
 	cores bool
 	// selectParams is SelectTypeParameters ("" = CR_Core).
 	selectParams string
+	// extraConf is appended to slurm.conf (lines), e.g. the e2e replay's
+	// OverTimeLimit.
+	extraConf string
 }
 
 func (tp topology) String() string {
@@ -608,6 +611,9 @@ func (c *cluster) writeSlurmConf() {
 			n, c.host, c.nodePorts[i], cpus, gres)
 	}
 	p("PartitionName=p Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+	if c.topo.extraConf != "" {
+		p("%s", c.topo.extraConf)
+	}
 	c.writeFile("slurm.conf", b.String(), 0o644)
 }
 

@@ -39,6 +39,27 @@ func testRestart(t *testing.T, c *cluster) {
 		t.Fatalf("victim job %d not pinned: ReqNodeList=%s Comment=%q", v.ID, v.ReqNodeList, v.Comment)
 	}
 	c.restartCtld()
+	onVictimsGPU := func(o job) bool { return o.ReqNodeList == v.ReqNodeList && o.TresPerNode == v.TresPerNode }
+	// The restarted plugin decides once its first load is done and its node-state
+	// poll has seen the nodes back (a job it cannot pin waits unpinned): probe
+	// until a heavy job is pinned. It must not get the victim's GPU.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		p := held(tags.heavyB)
+		if p.ReqNodeList != "(null)" && p.ReqNodeList != "" {
+			if onVictimsGPU(p) {
+				t.Errorf("after the restart, job %d was placed on the GPU reserved for held job %d (%s %s): the reservation was lost",
+					p.ID, v.ID, v.ReqNodeList, v.TresPerNode)
+			}
+			t.Logf("after restart: job %d pinned to %s %s", p.ID, p.ReqNodeList, p.TresPerNode)
+			break
+		}
+		c.cancel(p.ID)
+		if time.Now().After(deadline) {
+			t.Fatalf("no heavy job pinned 20 s after the restart; plugin log:\n%s", strings.Join(c.logLines("coscheml"), "\n"))
+		}
+		time.Sleep(time.Second)
+	}
 
 	// Another user copies the victim's token (squeue shows comments to all). The
 	// cluster folder is private: give that user a readable copy of slurm.conf.
@@ -81,10 +102,13 @@ func testRestart(t *testing.T, c *cluster) {
 
 	// The reservation survived both: the next heavy job is kept off the victim's GPU.
 	h := held(tags.heavyB)
-	t.Logf("victim %d: %s %s; forged %d: %s %s; after restart %d: %s %s", v.ID, v.ReqNodeList, v.TresPerNode,
+	t.Logf("victim %d: %s %s; forged %d: %s %s; next %d: %s %s", v.ID, v.ReqNodeList, v.TresPerNode,
 		f.ID, f.ReqNodeList, f.TresPerNode, h.ID, h.ReqNodeList, h.TresPerNode)
+	if h.ReqNodeList == "(null)" || h.ReqNodeList == "" {
+		t.Errorf("job %d was not pinned (the check needs a placement): %s", h.ID, h.TresPerNode)
+	}
 	for _, o := range []job{f, h} {
-		if o.ReqNodeList == v.ReqNodeList && o.TresPerNode == v.TresPerNode {
+		if onVictimsGPU(o) {
 			t.Errorf("job %d was placed on the GPU reserved for held job %d (%s %s): the reservation was lost",
 				o.ID, v.ID, v.ReqNodeList, v.TresPerNode)
 		}
