@@ -26,12 +26,20 @@ type Model struct {
 	// Calibration: conformal margins from cross-validation (format 2; empty in
 	// a format 1 file or a model trained without cross-validation).
 	Calibration Calibration `codec:"calibration"`
+	// Tags are the applications the training data held (as job or co-runner),
+	// sorted; SeenCalibration holds the margins for a co-location of only such
+	// applications, from leave-pairs-out residuals (tighter than Calibration's
+	// leave-families-out ones: the model knows both applications). Both empty in
+	// older files: every prediction then uses Calibration. docs/model.md.
+	Tags            []string    `codec:"tags"`
+	SeenCalibration Calibration `codec:"seen_calibration"`
 
 	// The packed form for prediction, built by Compile and Decode (see pack).
-	nodes  []node    // every tree's nodes, tree after tree
-	vals   []float64 // leaf values by node index
-	roots  []int32   // tree i's root
-	depths []int32   // tree i's depth
+	nodes  []node              // every tree's nodes, tree after tree
+	vals   []float64           // leaf values by node index
+	roots  []int32             // tree i's root
+	depths []int32             // tree i's depth
+	tags   map[string]struct{} // Tags as a set, for the margin's lookup
 }
 
 // node is one packed tree node. A split sends x to left when x[feat] < thr and
@@ -62,6 +70,13 @@ func (m *Model) Compile() error {
 // the order in the file.
 func (m *Model) pack() {
 	m.nodes, m.vals, m.roots, m.depths = nil, nil, nil, nil
+	m.tags = nil
+	if len(m.Tags) > 0 {
+		m.tags = make(map[string]struct{}, len(m.Tags))
+		for _, t := range m.Tags {
+			m.tags[t] = struct{}{}
+		}
+	}
 	for ti := range m.Trees {
 		t := &m.Trees[ti]
 		base := len(m.nodes)
