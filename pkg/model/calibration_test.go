@@ -3,6 +3,7 @@ package model
 import (
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/coscheml/coscheml/pkg/profile"
@@ -162,6 +163,9 @@ func TestSeenMargins(t *testing.T) {
 	got, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if in := got.Info(); in.SeenTags != 3 || in.SeenDefaultCoverage != 0.5 || in.SeenMarginAt075 != got.SeenMargin(0.75, 0) || !strings.Contains(in.String(), "seen-pairs margins (co-locations of its 3 trained applications") {
+		t.Errorf("info after reload: %+v", in)
 	}
 	j, a, b, x := prof("j", 70, 40, 4000), prof("a", 60, 30, 3000), prof("b", 20, 10, 2000), prof("x", 60, 30, 3000)
 	tests := []struct {

@@ -263,6 +263,12 @@ type Info struct {
 	MarginAt075     float64 `json:"margin_at_0_75"`
 	MarginAt090     float64 `json:"margin_at_0_90"`
 	Residuals       int     `json:"calibration_residuals"`
+	// Seen-pairs margins (co-locations of the Tags applications): the same,
+	// zero when the model has none.
+	SeenTags            int     `json:"seen_tags,omitempty"`
+	SeenDefaultCoverage float64 `json:"seen_default_coverage,omitempty"`
+	SeenMarginAt075     float64 `json:"seen_margin_at_0_75,omitempty"`
+	SeenMarginAt090     float64 `json:"seen_margin_at_0_90,omitempty"`
 }
 
 // Info summarises the model.
@@ -280,6 +286,10 @@ func (m *Model) Info() Info {
 		in.DefaultCoverage = m.Calibration.DefaultCoverage
 		in.MarginAt075, in.MarginAt090 = m.Margin(0.75, 0), m.Margin(0.9, 0)
 		in.Residuals = m.Calibration.Residuals
+	}
+	if len(m.SeenCalibration.Levels) > 0 && len(m.Tags) > 0 {
+		in.SeenTags, in.SeenDefaultCoverage = len(m.Tags), m.SeenCalibration.DefaultCoverage
+		in.SeenMarginAt075, in.SeenMarginAt090 = m.SeenMargin(0.75, 0), m.SeenMargin(0.9, 0)
 	}
 	for i := range m.Trees {
 		in.Nodes += len(m.Trees[i].Feature)
@@ -318,6 +328,10 @@ func (in Info) String() string {
 			in.Residuals, in.DefaultCoverage, in.MarginAt075, in.MarginAt090)
 	} else {
 		s += "  no calibrated margins: floors are tested against the prediction itself (retrain with cross-validation)\n"
+	}
+	if in.SeenTags > 0 {
+		s += fmt.Sprintf("  seen-pairs margins (co-locations of its %d trained applications; leave-pairs-out): default coverage %.3g, margin %.3f at speed 0.75, %.3f at 0.90\n",
+			in.SeenTags, in.SeenDefaultCoverage, in.SeenMarginAt075, in.SeenMarginAt090)
 	}
 	s += "  features computed: "
 	for i, f := range in.Features {
