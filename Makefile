@@ -7,6 +7,7 @@
 #   make shim-check   the plugin against every Slurm header set + C harness (+ ASan)
 #   make integration  the Slurm integration suite alone (real daemons, root; COSCHEML_SLURM_PREFIX)
 #   make integration-matrix  the integration suite on every Slurm release (root)
+#   make e2e          replay a trace on the real-daemon cluster: exclusive, blind, coscheml beside the simulator (root; E2E_JOBS, E2E_SEEDS, E2E_COMPRESS; e2e-report/)
 #   make demo         the simulator on the shipped data: comparison table + report
 #   make bench        benchmarks, short
 #   make fuzz         every fuzz target for FUZZTIME each
@@ -54,7 +55,7 @@ PROGRAMS := coscheml coscheml-train coscheml-node
 BINS     := $(addprefix bin/,$(PROGRAMS))
 
 .PHONY: all build programs libcoscheml plugin test vet unit race fuzz-short integration integration-matrix \
-        shim-check bench fuzz demo install install-data uninstall package test-deb-suite clean help
+        shim-check bench fuzz demo e2e install install-data uninstall package test-deb-suite clean help
 
 all: build
 
@@ -123,6 +124,13 @@ race: libcoscheml
 # /var/cache/coscheml/slurm/VERSION). Only one suite may run at a time on a host.
 integration:
 	flock /tmp/coscheml-integration.lock $(GO) test -tags integration -count=1 -timeout 40m -v ./slurm/integration/...
+
+# The trace replay benchmark (docs/evaluation.md, "On real Slurm: trace replay"):
+# about 30 minutes with the defaults (200 jobs, 3 seeds, 3 setups). E2E_JOBS,
+# E2E_SEEDS, E2E_COMPRESS, E2E_LOAD, E2E_MIN_WORK, E2E_SETUPS, E2E_PINNING,
+# E2E_TRACE (philly | generic:FILE | alibaba:FILE) and E2E_REPORT pass through.
+e2e:
+	E2E=1 flock /tmp/coscheml-integration.lock $(GO) test -tags integration -count=1 -timeout 120m -v -run '^TestE2E$$' ./slurm/integration/
 
 # The suite on Debian's Slurm and on every source release (built into
 # /var/cache/coscheml/slurm when missing), MATRIX_RUNS times each.

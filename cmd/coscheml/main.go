@@ -69,6 +69,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			statusCommand(),
 			preflightCommand(),
 			redecideCommand(),
+			e2eJobCommand(), // hidden: the emulated job of make e2e
 		},
 		// A bare "coscheml" or an unknown command is a usage error, not a silent
 		// success.

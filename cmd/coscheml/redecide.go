@@ -26,7 +26,8 @@ func redecideCommand() *cli.Command {
 			"job becomes eligible now) or deferred again. Only updates by SlurmUser or root may\n" +
 			"change other users' jobs, so run it as one of them (coscheml-redecide.service).\n" +
 			"With --loop it runs every --interval: all deferred jobs when the set of running jobs\n" +
-			"changed, each at least every wait_defer/2 otherwise.\n\n" +
+			"changed, each at least every wait_defer/2 otherwise; at most --max-per-pass updates a\n" +
+			"pass, the jobs re-decided least recently first.\n\n" +
 			"Examples:\n" +
 			"   coscheml redecide               # one pass\n" +
 			"   coscheml redecide --loop        # the service\n\n" +
@@ -34,6 +35,7 @@ func redecideCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "loop", Usage: "run until stopped (SIGTERM), a pass every --interval"},
 			&cli.DurationFlag{Name: "interval", Value: 2 * time.Second, Usage: "time between passes with --loop"},
+			&cli.IntFlag{Name: "max-per-pass", Value: 20, Usage: "most updates per pass (0: no bound); the jobs re-decided least recently go first"},
 			&cli.StringFlag{Name: "squeue", Value: "squeue", Usage: "squeue `PROGRAM`"},
 			&cli.StringFlag{Name: "scontrol", Value: "scontrol", Usage: "scontrol `PROGRAM`"},
 		},
@@ -56,10 +58,13 @@ func runRedecide(c *cli.Context) error {
 	if interval < 100*time.Millisecond || interval > cfg.WaitDefer/2 {
 		return usageErrorf("redecide: --interval %s is out of range: want 100ms..wait_defer/2 (%s), so a deferred job is decided again before its begin time", interval, cfg.WaitDefer/2)
 	}
+	if c.Int("max-per-pass") < 0 {
+		return usageErrorf("redecide: --max-per-pass %d: want >= 0", c.Int("max-per-pass"))
+	}
 	errw := c.App.ErrWriter
 	l := &redecide.Loop{
 		Run: runSlurm, Squeue: c.String("squeue"), Scontrol: c.String("scontrol"),
-		Refresh: cfg.WaitDefer / 2,
+		Refresh: cfg.WaitDefer / 2, MaxPerPass: c.Int("max-per-pass"),
 		Log: func(format string, a ...any) {
 			fmt.Fprintln(errw, "coscheml: redecide:", sanitizeLine(fmt.Sprintf(format, a...)))
 		},

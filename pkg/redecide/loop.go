@@ -3,6 +3,7 @@ package redecide
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -19,7 +20,11 @@ type Loop struct {
 	// changed, so that it is deferred again before its begin time passes (half of
 	// wait_defer).
 	Refresh time.Duration
-	Log     func(format string, args ...any)
+	// MaxPerPass bounds the updates of one pass (0: no bound): each is an RPC to
+	// slurmctld and a decision, and on a busy cluster jobs start and end every
+	// few seconds. The jobs re-decided least recently go first, so all get turns.
+	MaxPerPass int
+	Log        func(format string, args ...any)
 
 	lastRunning string
 	changedLast bool
@@ -54,12 +59,22 @@ func (l *Loop) Pass(ctx context.Context, now time.Time) (int, error) {
 	}
 	deferred := Deferred(jobs, now)
 	seen := make(map[uint32]bool, len(deferred))
-	n := 0
+	var due []Job
 	for _, j := range deferred {
 		seen[j.ID] = true
 		if last, ok := l.tried[j.ID]; ok && !recent && now.Sub(last) < l.Refresh {
 			continue
 		}
+		due = append(due, j)
+	}
+	if l.MaxPerPass > 0 && len(due) > l.MaxPerPass {
+		// Least recently re-decided first (never: first of all), then submit order.
+		sort.SliceStable(due, func(a, b int) bool { return l.tried[due[a].ID].Before(l.tried[due[b].ID]) })
+		due = due[:l.MaxPerPass]
+		sort.Slice(due, func(a, b int) bool { return due[a].ID < due[b].ID })
+	}
+	n := 0
+	for _, j := range due {
 		if ctx.Err() != nil {
 			return n, ctx.Err()
 		}

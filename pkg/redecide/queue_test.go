@@ -152,6 +152,32 @@ func TestLoopPasses(t *testing.T) {
 	}
 }
 
+// TestLoopMaxPerPass: with a bound, the jobs re-decided least recently go first
+// (in submit order within a pass), so every deferred job gets its turn.
+func TestLoopMaxPerPass(t *testing.T) {
+	deferred := func(id uint32) Job {
+		return Job{ID: id, State: "PENDING", Reason: "BeginTime", Tres: "gres:shard:4", Comment: fmt.Sprintf("coscheml:app=a coscheml-id=p-%d:4", id)}
+	}
+	running := func(id uint32) Job { return Job{ID: id, State: "RUNNING", Reason: "None"} }
+	t0 := time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
+	f := &fakeSlurm{}
+	l := &Loop{Run: f.run, Refresh: time.Hour, MaxPerPass: 2}
+	steps := []struct {
+		queue []Job
+		want  []string
+	}{
+		{[]Job{running(1), deferred(4), deferred(3), deferred(2)}, []string{"JobId=2", "JobId=3"}},
+		{[]Job{running(9), deferred(4), deferred(3), deferred(2)}, []string{"JobId=2", "JobId=4"}}, // 4 never tried: first; then 2 (tried at 0s, before 3)
+		{[]Job{running(8), deferred(4), deferred(3), deferred(2), deferred(7)}, []string{"JobId=3", "JobId=7"}},
+	}
+	for i, s := range steps {
+		f.queue, f.updates = s.queue, nil
+		if _, err := l.Pass(context.Background(), t0.Add(time.Duration(i)*time.Second)); err != nil || !reflect.DeepEqual(f.updates, s.want) {
+			t.Fatalf("pass %d: updates %v (err %v), want %v", i, f.updates, err, s.want)
+		}
+	}
+}
+
 func FuzzParseQueue(f *testing.F) {
 	f.Add(rec("12", "PENDING", "BeginTime", "gres:shard:4", "1900000000", "coscheml:app=x coscheml-id=ab-1:4"))
 	f.Add(mk + "1|x" + mk + mk)

@@ -29,7 +29,34 @@ const (
 // isAdmin says whether the submitter is exempt from raw_requests: root and
 // SlurmUser (the shim's flag) or a user of admin_users.
 func (q *query) isAdmin() bool {
-	return q.j.Admin || q.snap.admins[q.j.SubmitUID]
+	return q.admin || q.j.Admin || (q.snap != nil && q.snap.admins[q.j.SubmitUID])
+}
+
+// gpuRequests are the job's GPU request fields it carries: tres_per_node when
+// present, and --gpus, --gpus-per-task, --gpus-per-socket (--tres-per-task=) when set.
+func gpuRequests(j *JobFields) []string {
+	var out []string
+	if j.has(FieldTres) {
+		out = append(out, j.TresPerNode)
+	}
+	for _, v := range []string{j.TresPerJob, j.TresPerTask, j.TresPerSocket} {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// rawShards returns the first request in reqs that asks for shards ("" when
+// none). An unreadable request counts when it names shards: Slurm may read it.
+func rawShards(reqs []string) string {
+	for _, r := range reqs {
+		g, err := ParseTres(r)
+		if err == nil && g.Shards > 0 || err != nil && strings.Contains(r, "shard") {
+			return r
+		}
+	}
+	return ""
 }
 
 // guardUpdate refuses an update of a pending job that would move it onto shared
@@ -37,7 +64,7 @@ func (q *query) isAdmin() bool {
 // rule applies.
 func guardUpdate(q *query) (out outcome, ok bool) {
 	j, cfg := &q.j, q.snap.cfg
-	if !j.Modify || cfg.RawRequests != config.RawRefuse || q.isAdmin() || j.has(FieldTres) {
+	if !j.Modify || cfg.RawRequests != config.RawRefuse || q.isAdmin() || len(gpuRequests(j)) > 0 {
 		return outcome{}, false
 	}
 	what, rule := "", ""
@@ -65,14 +92,11 @@ func guardUpdate(q *query) (out outcome, ok bool) {
 // when it may run on the shared nodes. ok=false: no rule applies.
 func guardRawShard(q *query) (out outcome, ok bool) {
 	j, cfg := &q.j, q.snap.cfg
-	if cfg.RawRequests != config.RawRefuse || q.isAdmin() || !j.has(FieldTres) {
+	if cfg.RawRequests != config.RawRefuse || q.isAdmin() {
 		return outcome{}, false
 	}
-	g, err := ParseTres(j.TresPerNode)
-	switch {
-	case err != nil && !strings.Contains(j.TresPerNode, "shard"):
-		return outcome{}, false // unreadable and no shard in it: Slurm's to refuse
-	case err == nil && g.Shards == 0:
+	raw := rawShards(gpuRequests(j))
+	if raw == "" {
 		return outcome{}, false
 	}
 	if cfg.Cluster.Partition != "" && !inPartition(cfg.Cluster.Partition, j.Partition) {
@@ -88,7 +112,7 @@ func guardRawShard(q *query) (out outcome, ok bool) {
 	msg := fmt.Sprintf("this job %s for GPU shards directly (%s). Raw shard requests are reserved for administrators "+
 		"on the shared GPU nodes: they bypass coscheml's placement and could put the job on a GPU next to another user's job. "+
 		"Ask for whole GPUs instead (--gres=gpu:1), and add --comment=coscheml:app=<tag> to share a GPU where coscheml "+
-		"predicts it is safe (coscheml profile list shows the tags)", verb, profile.Sanitize(j.TresPerNode))
+		"predicts it is safe (coscheml profile list shows the tags)", verb, profile.Sanitize(raw))
 	return deny(q, ruleRawShard, msg), true
 }
 

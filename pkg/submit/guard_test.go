@@ -68,6 +68,8 @@ func TestRawRequests(t *testing.T) {
 		{"raw shard partition list with ours", part, submitAs("", "gres:shard:1", func(j *JobFields) { j.Partition, j.Set = "cpu,gpu", j.Set|FieldPartition }), Deny, "", "shards directly"},
 		{"raw shard untagged exclusive: whole GPU", excl, submitAs("", "gres:shard:1", nil), Rewrite, "gres:shard:4", ""},
 		{"tagged shard request is placed", pass, submitAs("coscheml:app=light-a", "gres:shard:2", nil), Rewrite, placed, ""},
+		{"raw shard per task", pass, submitAs("", "", func(j *JobFields) { j.TresPerTask, j.NumTasks = "gres/shard:1", 1 }), Deny, "", "(gres/shard:1)"},
+		{"raw shard per job", pass, submitAs("", "", func(j *JobFields) { j.TresPerJob = "gres:shard:2" }), Deny, "", "(gres:shard:2)"},
 		{"whole GPU untouched", pass, submitAs("", "gres:gpu:1", nil), Unchanged, "", ""},
 		{"whole GPU pinned untouched", pass, submitAs("", "gres:gpu:1", func(j *JobFields) { j.ReqNodes, j.Set = "n1", j.Set|FieldReqNodes }), Unchanged, "", ""},
 
@@ -83,6 +85,7 @@ func TestRawRequests(t *testing.T) {
 		{"update node list elsewhere", pass, update(FieldReqNodes, func(j *JobFields) { j.ReqNodes = "cpu7" }), Unchanged, "", ""},
 		{"update node list by root", pass, update(FieldReqNodes, func(j *JobFields) { j.ReqNodes, j.Admin = "n2", true }), Unchanged, "", ""},
 		{"update node list allowed by config", allow, update(FieldReqNodes, func(j *JobFields) { j.ReqNodes = "n2" }), Unchanged, "", ""},
+		{"update node list with --gpus", pass, update(FieldReqNodes, func(j *JobFields) { j.ReqNodes, j.TresPerJob = "n2", "gres/gpu:1" }), Unchanged, "", ""},
 		{"update node list with a GPU request", excl, update(FieldReqNodes|FieldTres, func(j *JobFields) { j.ReqNodes, j.TresPerNode = "n2", "gres:gpu:1" }), Rewrite, "gres:shard:4", ""},
 		{"update excluded nodes", pass, update(FieldExcNodes, func(j *JobFields) { j.ExcNodes = "n1" }), Unchanged, "", ""},
 		{"update partition into ours", part, update(FieldPartition, func(j *JobFields) { j.Partition = "gpu" }), Deny, "", "partition (into gpu"},

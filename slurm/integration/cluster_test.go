@@ -307,6 +307,9 @@ type topology struct {
 	cores bool
 	// selectParams is SelectTypeParameters ("" = CR_Core).
 	selectParams string
+	// extraConf is appended to slurm.conf (lines), e.g. the e2e replay's
+	// OverTimeLimit.
+	extraConf string
 }
 
 func (tp topology) String() string {
@@ -376,6 +379,9 @@ func newClusterTopo(t *testing.T, a artifacts, plugin bool, topo topology, edit 
 	}
 	if out, err := c.run("scontrol", "show", "node", c.nodes[0]); err != nil || !want.MatchString(out) {
 		t.Fatalf("node %s lacks %s (started under the -wlm names?): %v\n%s", c.nodes[0], want, err, out)
+	}
+	if plugin && c.cfg.WaitDefer > 0 {
+		t.Cleanup(c.startRedecide(time.Second)) // deferred waits need the loop, as on a site
 	}
 	return c
 }
@@ -605,6 +611,9 @@ func (c *cluster) writeSlurmConf() {
 			n, c.host, c.nodePorts[i], cpus, gres)
 	}
 	p("PartitionName=p Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+	if c.topo.extraConf != "" {
+		p("%s", c.topo.extraConf)
+	}
 	c.writeFile("slurm.conf", b.String(), 0o644)
 }
 

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -34,25 +35,8 @@ func testRedecide(t *testing.T, c *cluster) {
 	}()
 
 	// The loop, started as the service would be, with this cluster's clients.
-	loopLog := c.path("log", "redecide.log")
-	lf, err := os.Create(loopLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lf.Close()
-	loop := exec.Command(filepath.Join(c.a.binDir, "coscheml"), "redecide", "--loop", "--interval", "1s")
-	loop.Env = append(c.env, "COSCHEML_CONFIG="+c.cfgPath)
-	loop.Stdout, loop.Stderr = lf, lf
-	if err := loop.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		loop.Process.Kill()
-		loop.Wait()
-		if b, _ := os.ReadFile(loopLog); len(b) > 0 {
-			t.Logf("redecide loop's log:\n%s", tail(b, 2000))
-		}
-	}()
+	stop := c.startRedecide(time.Second)
+	defer stop()
 
 	// A good pair fills one GPU (two co-runners, the most allowed) ...
 	a := c.startJob("coscheml:app="+tags.goodA, "gpu:1")
@@ -113,6 +97,37 @@ func testRedecide(t *testing.T, c *cluster) {
 		t.Errorf("job %d's final decision is not a re-decided share: %s", x, l)
 	}
 	t.Logf("job %d: deferred as %s, re-decided into %s next to job %d (%s)", x, first, where(xj), a.ID, xj.TresPerNode)
+}
+
+// startRedecide runs `coscheml redecide --loop` (coscheml-redecide.service) for
+// this cluster, a pass every interval, with the cluster's clients and config; stop
+// ends it and logs its output. newClusterTopo starts one for a plugin cluster whose
+// configuration defers waits (wait_defer), stopped at cleanup.
+func (c *cluster) startRedecide(interval time.Duration) (stop func()) {
+	t := c.t
+	loopLog := c.path("log", fmt.Sprintf("redecide.%d.log", time.Now().UnixNano()))
+	lf, err := os.Create(loopLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := exec.Command(filepath.Join(c.a.binDir, "coscheml"), "redecide", "--loop", "--interval", interval.String())
+	loop.Env = append(c.env, "COSCHEML_CONFIG="+c.cfgPath)
+	loop.Stdout, loop.Stderr = lf, lf
+	if err := loop.Start(); err != nil {
+		lf.Close()
+		t.Fatal(err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			loop.Process.Kill()
+			loop.Wait()
+			lf.Close()
+			if b, _ := os.ReadFile(loopLog); len(b) > 0 {
+				t.Logf("redecide loop's log:\n%s", tail(b, 2000))
+			}
+		})
+	}
 }
 
 // waitFiles waits until every path exists.

@@ -1,0 +1,243 @@
+package emulate
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/profile"
+)
+
+// fakeSpeeds is a pair table: speed of a next to b.
+type fakeSpeeds map[[2]string]float64
+
+func (f fakeSpeeds) Pair(a, b string) (float64, bool) {
+	s, ok := f[[2]string{a, b}]
+	return s, ok
+}
+
+// fakeClock advances only when the emulator sleeps.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+func (c *fakeClock) sleep(_ context.Context, d time.Duration) error {
+	c.t = c.t.Add(d)
+	return nil
+}
+
+func TestProgressAdvance(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	cases := []struct {
+		name  string
+		steps []struct {
+			dt    float64
+			speed float64
+		}
+		work, wantDone float64
+	}{
+		{"alone", []struct{ dt, speed float64 }{{10, 1}}, 100, 10},
+		{"half speed", []struct{ dt, speed float64 }{{10, 0.5}, {10, 0.5}}, 100, 15},
+		{"capped at work", []struct{ dt, speed float64 }{{10, 1}, {500, 1}}, 100, 100},
+		{"clock backwards adds nothing", []struct{ dt, speed float64 }{{10, 1}, {-5, 1}}, 100, 10},
+		{"speed change applies to the next stretch", []struct{ dt, speed float64 }{{4, 0.25}, {4, 1}}, 100, 5},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Progress{Work: tc.work, At: t0, Speed: 1}
+			now := t0
+			for _, s := range tc.steps {
+				now = now.Add(time.Duration(s.dt * float64(time.Second)))
+				p.Advance(now, s.speed)
+			}
+			if math.Abs(p.Done-tc.wantDone) > 1e-9 {
+				t.Errorf("done %v, want %v", p.Done, tc.wantDone)
+			}
+		})
+	}
+}
+
+func TestRunTrueSpeeds(t *testing.T) {
+	sp := fakeSpeeds{{"a", "b"}: 0.5, {"a", "c"}: 0.8, {"b", "a"}: 0.9}
+	cases := []struct {
+		name string
+		// co-runners seen at each read, the last repeats.
+		seen       [][]string
+		work       float64
+		floor      float64
+		wantDur    float64
+		wantMin    float64
+		wantBelow  bool
+		wantShared bool
+		wantUnk    bool
+	}{
+		{"alone runs at speed 1", [][]string{nil}, 3, 0.75, 3, 1, false, false, false},
+		{"next to b the whole time", [][]string{{"b"}}, 2, 0.75, 4, 0.5, true, true, false},
+		{"b leaves after 1 s", [][]string{{"b"}, {"b"}, {}}, 2, 0.4, 2.5, 0.5, false, true, false},
+		{"two co-runners multiply", [][]string{{"b", "c"}}, 1, 0.75, 2.5, 0.4, true, true, false},
+		{"unknown co-runner is left out", [][]string{{"zzz"}}, 1, 0.75, 1, 1, false, true, true},
+		{"no work ends at once", [][]string{nil}, 0, 0.75, 0, 1, false, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &fakeClock{t: time.Unix(5000, 0)}
+			i := 0
+			corun := func() ([]string, error) {
+				s := tc.seen[min(i, len(tc.seen)-1)]
+				i++
+				return s, nil
+			}
+			j := Job{JobID: "7", Node: "n1", GPU: 2, Tag: "a", Class: profile.ClassTrain, Work: tc.work, Floor: tc.floor}
+			r, err := Run(context.Background(), j, sp, corun, Options{Interval: 500 * time.Millisecond, Now: clk.now, Sleep: clk.sleep})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := r.End - r.Start; math.Abs(d-tc.wantDur) > 1e-6 {
+				t.Errorf("ran %v s, want %v", d, tc.wantDur)
+			}
+			if math.Abs(r.MinSpeed-tc.wantMin) > 1e-9 || r.BelowFloor != tc.wantBelow || r.Shared != tc.wantShared || (r.Unknown > 0) != tc.wantUnk {
+				t.Errorf("min %v below %v shared %v unknown %d; want %v %v %v %v", r.MinSpeed, r.BelowFloor, r.Shared, r.Unknown, tc.wantMin, tc.wantBelow, tc.wantShared, tc.wantUnk)
+			}
+			if len(r.History) == 0 || r.History[0].At != r.Start {
+				t.Errorf("history %+v does not start at the start", r.History)
+			}
+		})
+	}
+}
+
+func TestRunKeepsCoRunnersOnReadError(t *testing.T) {
+	sp := fakeSpeeds{{"a", "b"}: 0.5}
+	clk := &fakeClock{t: time.Unix(5000, 0)}
+	i := 0
+	corun := func() ([]string, error) {
+		i++
+		if i == 1 {
+			return []string{"b"}, nil
+		}
+		return nil, errors.New("store unreadable")
+	}
+	r, err := Run(context.Background(), Job{JobID: "1", Node: "n1", Tag: "a", Class: profile.ClassHPC, Work: 1, Floor: 0.1},
+		sp, corun, Options{Now: clk.now, Sleep: clk.sleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := r.End - r.Start; math.Abs(d-2) > 1e-6 {
+		t.Errorf("ran %v s, want 2 (b kept as co-runner)", d)
+	}
+}
+
+func TestRunStopsWithContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Run(ctx, Job{JobID: "1", Node: "n1", Tag: "a", Class: profile.ClassHPC, Work: 10}, fakeSpeeds{},
+		func() ([]string, error) { return nil, nil }, Options{Interval: time.Millisecond})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err %v, want context.Canceled", err)
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	in := []Result{
+		{JobID: "12", Node: "n1", GPU: 3, Tag: "bert-bs32", Class: profile.ClassTrain, Work: 4, Start: 100, End: 108,
+			MinSpeed: 0.5, Floor: 0.75, BelowFloor: true, Shared: true,
+			History: []Phase{{At: 100, CoRunners: []string{"resnet50-bs32"}, Speed: 0.5}}},
+		{JobID: "9", Node: "n2", GPU: 0, Tag: "neumf-bs64", Class: profile.ClassInfer, Work: 1, Start: 50, End: 51, MinSpeed: 1, Floor: 0.9},
+	}
+	for _, r := range in {
+		if err := Write(dir, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "13.json"), []byte(`{"job_id":"13","node":"../x"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, bad, err := ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].JobID != "9" || got[1].JobID != "12" {
+		t.Fatalf("read %+v, want jobs 9 and 12 in order", got)
+	}
+	if got[1].History[0].CoRunners[0] != "resnet50-bs32" || !got[1].BelowFloor || got[1].End != 108 {
+		t.Errorf("job 12 read back as %+v", got[1])
+	}
+	if len(bad) != 1 {
+		t.Errorf("bad files %v, want the one hostile record", bad)
+	}
+}
+
+func TestDecodeRefuses(t *testing.T) {
+	good := `{"job_id":"1","node":"n1","gpu":0,"tag":"bert-bs32","class":"train","work":1,"start":10,"end":11,"min_speed":1,"floor":0.75,"below_floor":false,"shared":false,"unknown":0,"history":[]}`
+	if _, err := Decode([]byte(good)); err != nil {
+		t.Fatalf("good record refused: %v", err)
+	}
+	for name, rec := range map[string]string{
+		"unknown field": `{"job_id":"1","x":1}`,
+		"bad job id":    `{"job_id":"1/2","node":"n1","tag":"bert-bs32","class":"train","start":1,"end":2}`,
+		"end before":    `{"job_id":"1","node":"n1","tag":"bert-bs32","class":"train","start":5,"end":2}`,
+		"gpu range":     `{"job_id":"1","node":"n1","gpu":99,"tag":"bert-bs32","class":"train","start":1,"end":2}`,
+		"bad class":     `{"job_id":"1","node":"n1","tag":"bert-bs32","class":"gold","start":1,"end":2}`,
+		"trailing":      good + `{}`,
+		"bad co-runner": `{"job_id":"1","node":"n1","tag":"bert-bs32","class":"train","start":1,"end":2,"history":[{"at":1,"co_runners":["../etc"],"speed":1}]}`,
+	} {
+		if _, err := Decode([]byte(rec)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestGPUFromEnv(t *testing.T) {
+	cases := []struct {
+		env  map[string]string
+		want int
+		ok   bool
+	}{
+		{map[string]string{"SLURM_JOB_GPUS": "2", "CUDA_VISIBLE_DEVICES": "0"}, 2, true},
+		{map[string]string{"CUDA_VISIBLE_DEVICES": "3"}, 3, true},
+		{map[string]string{"SLURM_JOB_GPUS": "0,1"}, 0, false},
+		{map[string]string{"SLURM_JOB_GPUS": "-1"}, 0, false},
+		{map[string]string{"SLURM_JOB_GPUS": "01"}, 0, false},
+		{map[string]string{}, 0, false},
+	}
+	for _, tc := range cases {
+		got, err := GPUFromEnv(func(k string) string { return tc.env[k] })
+		if (err == nil) != tc.ok || (tc.ok && got != tc.want) {
+			t.Errorf("%v: got %d, %v; want %d ok=%v", tc.env, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"job_id":"1","node":"n1","gpu":0,"tag":"bert-bs32","class":"train","work":1,"start":10,"end":11,"min_speed":1,"floor":0.75,"history":[{"at":10,"co_runners":["a"],"speed":0.5}]}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := Decode(b)
+		if err != nil {
+			return
+		}
+		// What was accepted encodes and decodes to an accepted record again.
+		enc, err := Encode(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Decode(enc); err != nil {
+			t.Fatalf("re-encoded record refused: %v", err)
+		}
+	})
+}
+
+func FuzzParseGPUIndex(f *testing.F) {
+	for _, s := range []string{"0", "63", "64", "0,1", "", "-0", "1e1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseGPUIndex(s)
+		if err == nil && (n < 0 || n > MaxGPUIndex) {
+			t.Fatalf("%q gave %d", s, n)
+		}
+	})
+}

@@ -1,0 +1,87 @@
+package emulate
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/residency"
+	"github.com/coscheml/coscheml/pkg/truth"
+)
+
+// TruthSpeeds adapts the ground-truth table to Speeds.
+type TruthSpeeds struct{ T *truth.Table }
+
+// Pair is a's true speed next to b.
+func (s TruthSpeeds) Pair(a, b string) (float64, bool) {
+	i, ok := s.T.Index(a)
+	if !ok {
+		return 0, false
+	}
+	j, ok := s.T.Index(b)
+	if !ok {
+		return 0, false
+	}
+	return s.T.Speed(i, j), true
+}
+
+// ResidencyCoRunners lists, from the residency records the node Prolog writes,
+// the tags of the jobs other than self that hold GPU gpu of node. Records past
+// their expiry (+ grace) are ignored, as the plugin ignores them.
+func ResidencyCoRunners(store *residency.Store, node string, gpu int, self string, grace time.Duration) CoRunnerFunc {
+	r := store.NewReader()
+	return func() ([]string, error) {
+		res, err := r.Read(time.Now(), grace)
+		if err != nil {
+			return nil, fmt.Errorf("co-runners: %w", err)
+		}
+		var tags []string
+		for _, e := range res.Entries {
+			if e.Node != node || e.JobID == self || !slices.Contains(e.GPUs, gpu) {
+				continue
+			}
+			tags = append(tags, e.Tag)
+		}
+		slices.Sort(tags)
+		return tags, nil
+	}
+}
+
+// MaxGPUIndex bounds a GPU index read from the environment.
+const MaxGPUIndex = residency.MaxGPUsPerNode - 1
+
+// GPUFromEnv reads the one GPU index Slurm gave the job: SLURM_JOB_GPUS, else
+// CUDA_VISIBLE_DEVICES (slurmd sets both from the allocation's index; for shard
+// jobs the index of the GPU the shards belong to). A job of the replay holds one
+// GPU, so a list is an error.
+func GPUFromEnv(getenv func(string) string) (int, error) {
+	for _, name := range []string{"SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"} {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			continue
+		}
+		return ParseGPUIndex(v)
+	}
+	return 0, fmt.Errorf("emulate: neither SLURM_JOB_GPUS nor CUDA_VISIBLE_DEVICES is set: the job holds no GPU")
+}
+
+// ParseGPUIndex reads one GPU index ("2"); lists and ranges are refused.
+func ParseGPUIndex(v string) (int, error) {
+	if len(v) > 3 {
+		return 0, fmt.Errorf("emulate: GPU index %q: want one index 0..%d", clip(v), MaxGPUIndex)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > MaxGPUIndex || strconv.Itoa(n) != v {
+		return 0, fmt.Errorf("emulate: GPU index %q: want one index 0..%d", clip(v), MaxGPUIndex)
+	}
+	return n, nil
+}
+
+func clip(s string) string {
+	if len(s) > 32 {
+		s = s[:32] + "..."
+	}
+	return strconv.Quote(s)
+}

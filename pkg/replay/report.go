@@ -1,0 +1,272 @@
+package replay
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/placement"
+	"github.com/coscheml/coscheml/pkg/sim"
+	"github.com/coscheml/coscheml/pkg/trace"
+	"github.com/coscheml/coscheml/pkg/truth"
+)
+
+var nan = math.NaN()
+
+// The setups, in report order, and the simulator's policy for each.
+const (
+	Exclusive = "exclusive" // plugin off, --gres=gpu:1: whole GPUs
+	Blind     = "blind"     // plugin off, --gres=shard:<share>: Slurm's own shard pick
+	CoScheML  = "coscheml"  // plugin on
+)
+
+// Setups lists the setups in report order.
+var Setups = []string{Exclusive, Blind, CoScheML}
+
+// SimPolicy is the simulator's policy standing for a setup.
+func SimPolicy(setup string) (string, error) {
+	switch setup {
+	case Exclusive, Blind, CoScheML:
+		return setup, nil
+	}
+	return "", fmt.Errorf("replay: unknown setup %q: want %s", setup, strings.Join(Setups, ", "))
+}
+
+// SimSetup is the simulated twin of the real cluster.
+type SimSetup struct {
+	Config     sim.Config
+	Options    placement.Options
+	Truth      *truth.Table
+	Model      model.Predictor // for coscheml
+	PairMemory bool            // as the plugin's pair_memory
+}
+
+// Simulate runs the simulator on the same jobs with the setup's policy.
+func Simulate(setup string, jobs []trace.Job, seed int64, s SimSetup) (*sim.PolicyRun, error) {
+	pol, err := SimPolicy(setup)
+	if err != nil {
+		return nil, err
+	}
+	exp := sim.Experiment{Config: s.Config, Truth: s.Truth, Model: s.Model, PairMemory: s.PairMemory,
+		Options: s.Options, Policies: []string{pol}, Seeds: []int64{seed}, Mix: trace.DefaultClassMix, Workers: 1,
+		Jobs: func(int64) ([]trace.Job, error) { return append([]trace.Job(nil), jobs...), nil }}
+	runs, err := exp.Execute()
+	if err != nil {
+		return nil, fmt.Errorf("replay: simulating %s seed %d: %w", setup, seed, err)
+	}
+	return runs[0], nil
+}
+
+// SeedResult is one setup on one seed, real beside simulated.
+type SeedResult struct {
+	Setup     string      `json:"setup"`
+	Seed      int64       `json:"seed"`
+	Jobs      int         `json:"jobs"`  // submitted
+	Ended     int         `json:"ended"` // with a result record
+	Missing   []string    `json:"missing,omitempty"`
+	Real      sim.Metrics `json:"real"`
+	Sim       sim.Metrics `json:"sim"`
+	Placement Placement   `json:"placement"`
+	WallS     float64     `json:"wall_s"` // wall time of the real run
+}
+
+// NewSeedResult combines a measured run with its simulation.
+func NewSeedResult(r Run, m Measured, simRun *sim.PolicyRun, wall float64) SeedResult {
+	real, _ := sim.Summarize(m.Result)
+	return SeedResult{Setup: r.Setup, Seed: r.Seed, Jobs: len(r.Submitted), Ended: len(m.Result.Jobs),
+		Missing: m.Missing, Real: real, Sim: simRun.Overall, Placement: m.Placement, WallS: wall}
+}
+
+// Summary is one setup over its seeds: means of the real and simulated metrics.
+type Summary struct {
+	Setup     string             `json:"setup"`
+	Seeds     int                `json:"seeds"`
+	Jobs      int                `json:"jobs"`
+	Ended     int                `json:"ended"`
+	Real      map[string]float64 `json:"real"`
+	Sim       map[string]float64 `json:"sim"`
+	Placement Placement          `json:"placement"`
+	// GainReal and GainSim: mean over seeds of 1 - avg JCT / exclusive's avg JCT
+	// of the same seed (absent for exclusive, or without exclusive runs).
+	GainReal *float64 `json:"avg_jct_gain_real,omitempty"`
+	GainSim  *float64 `json:"avg_jct_gain_sim,omitempty"`
+}
+
+// Metrics reported, in table order (names of sim.Metrics.Value).
+var Metrics = []string{"avg_jct", "median_jct", "p95_jct", "avg_queue", "makespan", "useful_util", "below_floor"}
+
+// Summarize aggregates seed results per setup, in Setups order.
+func Summarize(rs []SeedResult) []Summary {
+	excl := map[int64]SeedResult{}
+	for _, r := range rs {
+		if r.Setup == Exclusive {
+			excl[r.Seed] = r
+		}
+	}
+	var out []Summary
+	for _, setup := range Setups {
+		s := Summary{Setup: setup, Real: map[string]float64{}, Sim: map[string]float64{}}
+		var gr, gs []float64
+		for _, r := range rs {
+			if r.Setup != setup {
+				continue
+			}
+			s.Seeds++
+			s.Jobs += r.Jobs
+			s.Ended += r.Ended
+			s.Placement.Decided += r.Placement.Decided
+			s.Placement.Pinned += r.Placement.Pinned
+			s.Placement.Landed += r.Placement.Landed
+			s.Placement.Unpinned += r.Placement.Unpinned
+			for _, name := range Metrics {
+				s.Real[name] += r.Real.Value(name)
+				s.Sim[name] += r.Sim.Value(name)
+			}
+			if e, ok := excl[r.Seed]; ok && setup != Exclusive && e.Real.AvgJCT > 0 && e.Sim.AvgJCT > 0 {
+				gr = append(gr, 1-r.Real.AvgJCT/e.Real.AvgJCT)
+				gs = append(gs, 1-r.Sim.AvgJCT/e.Sim.AvgJCT)
+			}
+		}
+		if s.Seeds == 0 {
+			continue
+		}
+		for _, name := range Metrics {
+			s.Real[name] /= float64(s.Seeds)
+			s.Sim[name] /= float64(s.Seeds)
+		}
+		if len(gr) > 0 {
+			a, b := mean(gr), mean(gs)
+			s.GainReal, s.GainSim = &a, &b
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func mean(v []float64) float64 {
+	sum := 0.0
+	for _, x := range v {
+		sum += x
+	}
+	return sum / float64(len(v))
+}
+
+// Check is one of the issue's "done when" targets.
+type Check struct {
+	What string `json:"what"`
+	Met  bool   `json:"met"`
+	Why  string `json:"why"`
+}
+
+// Checks evaluates the targets: coscheml's avg-JCT gain over exclusive within
+// 10% (relative) of the simulator's; coscheml beats blind on avg JCT and on jobs
+// below their floor; at least 99% of pinned placements on the intended GPU.
+func Checks(ss []Summary) []Check {
+	by := map[string]Summary{}
+	for _, s := range ss {
+		by[s.Setup] = s
+	}
+	var out []Check
+	c, okC := by[CoScheML]
+	b, okB := by[Blind]
+	if okC && c.GainReal != nil {
+		rel := math.Abs(*c.GainReal-*c.GainSim) / math.Abs(*c.GainSim)
+		out = append(out, Check{What: "avg-JCT gain over exclusive within 10% (relative) of the simulator's",
+			Met: rel <= 0.10, Why: fmt.Sprintf("real %.1f%%, simulator %.1f%%: %.0f%% apart", 100**c.GainReal, 100**c.GainSim, 100*rel)})
+	}
+	if okC && okB {
+		out = append(out, Check{What: "coscheml beats blind on avg JCT", Met: c.Real["avg_jct"] < b.Real["avg_jct"],
+			Why: fmt.Sprintf("%.1f s vs %.1f s", c.Real["avg_jct"], b.Real["avg_jct"])})
+		out = append(out, Check{What: "coscheml beats blind on jobs below their floor", Met: c.Real["below_floor"] < b.Real["below_floor"],
+			Why: fmt.Sprintf("%.1f vs %.1f per seed", c.Real["below_floor"], b.Real["below_floor"])})
+	}
+	if okC {
+		p := c.Placement
+		out = append(out, Check{What: "GPU as intended for at least 99% of placements", Met: p.Pinned > 0 && p.AsIntended() >= 99,
+			Why: fmt.Sprintf("%d of %d pinned placements (%d decided, %d not pinned)", p.Landed, p.Pinned, p.Decided, p.Unpinned)})
+	}
+	return out
+}
+
+// Markdown writes the comparison table: one row per setup, each cell "real
+// (simulator)", then the targets.
+func Markdown(w io.Writer, ss []Summary) error {
+	var b strings.Builder
+	b.WriteString("| setup | jobs ended | avg JCT (s) | median JCT (s) | p95 JCT (s) | avg queue (s) | makespan (s) | useful util (%) | below floor | avg JCT gain vs exclusive | GPU as intended (%) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range ss {
+		fmt.Fprintf(&b, "| %s | %d/%d |", s.Setup, s.Ended, s.Jobs)
+		for _, name := range Metrics {
+			r, m := s.Real[name], s.Sim[name]
+			if name == "useful_util" {
+				r, m = 100*r, 100*m
+			}
+			fmt.Fprintf(&b, " %.1f (%.1f) |", r, m)
+		}
+		if s.GainReal != nil {
+			fmt.Fprintf(&b, " %+.1f%% (%+.1f%%) |", 100**s.GainReal, 100**s.GainSim)
+		} else {
+			b.WriteString(" - |")
+		}
+		if p := s.Placement; p.Pinned > 0 {
+			fmt.Fprintf(&b, " %.1f (%d/%d) |\n", p.AsIntended(), p.Landed, p.Pinned)
+		} else {
+			b.WriteString(" - |\n")
+		}
+	}
+	b.WriteString("\nEach cell: real Slurm (simulator, same jobs). Means over seeds; below floor is jobs per seed.\n")
+	if cs := Checks(ss); len(cs) > 0 {
+		b.WriteString("\nTargets:\n")
+		for _, c := range cs {
+			mark := "NOT met"
+			if c.Met {
+				mark = "met"
+			}
+			fmt.Fprintf(&b, "- %s: %s (%s)\n", c.What, mark, c.Why)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Report is results.json.
+type Report struct {
+	Command   string       `json:"command"`
+	Date      string       `json:"date"`
+	Setup     []string     `json:"setup"` // free-text lines: cluster, trace, compression
+	Runs      []SeedResult `json:"runs"`
+	Summaries []Summary    `json:"summaries"`
+	Checks    []Check      `json:"checks"`
+}
+
+// Write puts results.json and summary.md into dir.
+func Write(dir string, rep Report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("replay report: %w", err)
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return fmt.Errorf("replay report: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("replay report: %w", err)
+	}
+	var md strings.Builder
+	fmt.Fprintf(&md, "# coscheml on real Slurm: trace replay\n\n%s\n\nCommand: `%s`\n\n", rep.Date, rep.Command)
+	for _, l := range rep.Setup {
+		fmt.Fprintf(&md, "- %s\n", l)
+	}
+	md.WriteString("\n")
+	if err := Markdown(&md, rep.Summaries); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "summary.md"), []byte(md.String()), 0o644); err != nil {
+		return fmt.Errorf("replay report: %w", err)
+	}
+	return nil
+}
