@@ -45,16 +45,7 @@ import (
 // reported. With COSCHEML_PERF_PROFILE=1 the "on" slurmctld is also sampled by
 // perf(1) during the rounds and the top symbols are reported.
 func TestSubmissionCPU(t *testing.T) {
-	if os.Getenv("COSCHEML_PERF") == "" {
-		t.Skip("set COSCHEML_PERF=1 to measure the submission cost with and without the plugin")
-	}
-	needRoot(t)
-	ensurePackages(t)
-	a := build(t)
-	ensureMunge(t)
-	queue := envInt("COSCHEML_PERF_QUEUE", 1000)
-	jobs := envInt("COSCHEML_PERF_JOBS", 20)
-	rounds := envInt("COSCHEML_PERF_ROUNDS", 20)
+	a, queue, jobs, rounds := perfSetup(t, 20, 20)
 
 	tagged := []string{"--hold", "--gres=gpu:1", "-o", "/dev/null",
 		"--comment=coscheml:app=" + lightA, "--wrap=true"}
