@@ -50,14 +50,7 @@ func KFold(ds Dataset, k int, p model.Params, seed int64) (CVReport, error) {
 	rep := CVReport{Kind: "kfold", Params: p}
 	var all []Scored
 	for f := 0; f < k; f++ {
-		var train, test []int
-		for j, i := range perm {
-			if j%k == f {
-				test = append(test, i)
-			} else {
-				train = append(train, i)
-			}
-		}
+		train, test := splitBy(perm, func(j int) bool { return j%k == f })
 		r, err := runFold(ds, train, test, p)
 		if err != nil {
 			return CVReport{}, fmt.Errorf("k-fold: fold %d: %w", f+1, err)
@@ -187,14 +180,7 @@ func LeavePairsOut(ds Dataset, k int, p model.Params, seed int64) (CVReport, err
 	rep := CVReport{Kind: "leave-pairs-out", Params: p}
 	var all []Scored
 	for f := 0; f < k; f++ {
-		var train, test []int
-		for i := range ds.Samples {
-			if fold[of[i]] == f {
-				test = append(test, i)
-			} else {
-				train = append(train, i)
-			}
-		}
+		train, test := splitBy(identity(len(ds.Samples)), func(i int) bool { return fold[of[i]] == f })
 		r, err := runFold(ds, train, test, p)
 		if err != nil {
 			return CVReport{}, fmt.Errorf("leave-pairs-out: fold %d: %w", f+1, err)
@@ -208,4 +194,26 @@ func LeavePairsOut(ds Dataset, k int, p model.Params, seed int64) (CVReport, err
 	}
 	rep.Metrics = MetricsOf(all)
 	return rep, nil
+}
+
+// splitBy splits the sample indexes idx into train and test: idx[j] is a test
+// sample when inTest(j).
+func splitBy(idx []int, inTest func(j int) bool) (train, test []int) {
+	for j, i := range idx {
+		if inTest(j) {
+			test = append(test, i)
+		} else {
+			train = append(train, i)
+		}
+	}
+	return train, test
+}
+
+// identity is 0..n-1.
+func identity(n int) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
 }
