@@ -31,10 +31,14 @@ func initGo(path string, slurmVer uint32, slurmConf string) (int, string) {
 	}
 	e := submit.NewAsync(src, submit.Options{SlurmVersion: slurmVersion.Load},
 		func(src submit.Sources) (submit.Sources, string) { return submit.GuardPinning(src, slurmConf) })
-	e.Start()
+	// The old engine (slurmctld re-initialises plugins on reconfigure) is closed
+	// first: its last decisions reach the decision log before the new engine
+	// rebuilds its reservations from it. Close is bounded: it never waits on a
+	// hung load; until the new engine is ready, jobs pass through.
 	if old := engine.Swap(e); old != nil {
-		old.Close() // bounded: never waits on a hung load
+		old.Close()
 	}
+	e.Start()
 	if !e.WaitReady(initWait) {
 		return 0, fmt.Sprintf("first load of %s still running after %v (shared file system slow?): "+
 			"jobs pass through unchanged until it completes; its outcome is logged with the next job", path, initWait)

@@ -167,7 +167,7 @@ func deferral(q *query, out outcome, ours bool, wait time.Duration) outcome {
 	case waiting && wait > 0 && (ours || !q.j.Modify && q.j.BeginTime == 0):
 		until := q.now.Add(wait)
 		out.res.BeginTime, out.deferUntil = until.Unix(), until
-		out = reword(out, fmt.Sprintf("deferred %s for re-decision (wait_defer); ", wait))
+		out = reword(out, fmt.Sprintf(deferredPrefix+"%s for re-decision (wait_defer); ", wait))
 	case !waiting && ours:
 		// Placed at last: eligible now (Slurm raises a past time to now).
 		out.res.BeginTime = q.now.Unix()

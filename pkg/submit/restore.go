@@ -31,6 +31,9 @@ func (e *Engine) restoreLocked(st *Snapshot, now time.Time) {
 	rvs := reservationsFrom(st, recs, now, e.opts.ReservationTTL)
 	e.view.mu.Lock()
 	e.view.reserved = append(e.view.reserved, rvs...)
+	for id, until := range deferralsFrom(recs, now, st.cfg.WaitDefer) {
+		e.view.deferLocked(id, until, now)
+	}
 	e.view.mu.Unlock()
 	if len(rvs) > 0 {
 		e.note("info-restore", fmt.Sprintf("rebuilt %d reservations of queued jobs from the decision log", len(rvs)))

@@ -21,7 +21,7 @@ type clusterView struct {
 	ttl      time.Duration // forget an unconfirmed reservation after
 	// deferred: decision ids of jobs the plugin deferred (wait_defer), with the
 	// begin time given. Only these may have their begin time changed by a
-	// re-decision; lost on restart, when the jobs simply start at that time.
+	// re-decision; rebuilt from the decision log on restart (deferralsFrom).
 	deferred map[string]time.Time
 	// ctx: the job context of each decision that gave an id (jobCtx); lost on
 	// restart.

@@ -1,0 +1,71 @@
+package submit
+
+import (
+	"testing"
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/config"
+	"github.com/coscheml/coscheml/pkg/decisionlog"
+)
+
+func TestDeferralsFrom(t *testing.T) {
+	now := time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
+	wait := 30 * time.Second
+	rec := func(id, action, reason string, age time.Duration, replaces ...string) decisionlog.Record {
+		return decisionlog.Record{ID: id, Outcome: "rewrite", Action: action, Reason: reason, Time: now.Add(-age), Replaces: replaces}
+	}
+	recs := []decisionlog.Record{
+		rec("d-1", "wait", "deferred 30s for re-decision (wait_defer); ...", 10*time.Second), // replaced below
+		rec("d-2", "wait", "deferred 30s for re-decision (wait_defer); ...", 5*time.Second, "d-1"),
+		rec("d-3", "wait", "deferred 30s for re-decision (wait_defer); ...", 40*time.Second), // begun already
+		rec("d-4", "wait", "coscheml: wait: ...; queued for a whole GPU", 5*time.Second),     // not deferred (wait_defer was 0)
+		rec("d-5", "share", "re-decided after a deferred wait, begin time now; ...", time.Second),
+		rec("d-6", "wait", "deferred 30s for re-decision (wait_defer); ...", -time.Hour), // clock far ahead
+		{ID: "d-7", Outcome: "reject", Action: "wait", Reason: "deferred x", Time: now},
+	}
+	cases := []struct {
+		name string
+		wait time.Duration
+		want map[string]time.Time
+	}{
+		{"live deferrals only", wait, map[string]time.Time{"d-2": now.Add(-5 * time.Second).Add(wait)}},
+		{"wait_defer off now", 0, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := deferralsFrom(recs, now, tc.wait)
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			for id, until := range tc.want {
+				if !got[id].Equal(until) {
+					t.Fatalf("got %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// A restarted slurmctld still knows its deferrals (from the decision log read
+// back from disk): the loop's re-decision defers the job again instead of
+// leaving it to start on a whole GPU at its old begin time.
+func TestRestartKeepsDeferrals(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) {
+		c.Cluster.Nodes, c.Cluster.GPUsPerNode = "n1", 1
+		c.WaitDefer = 30 * time.Second
+	})
+	f.e.Decide(job("coscheml:app=heavy-a"))
+	w := f.e.Decide(job("coscheml:app=heavy-b"))
+	if w.BeginTime == 0 {
+		t.Fatalf("not deferred: %+v", w)
+	}
+	f.e.Close()
+	f.advance(10 * time.Second)
+	e := New(f.sources(), Options{Now: f.clock})
+	t.Cleanup(e.Close)
+	m := JobFields{Comment: w.Comment, TresPerNode: w.TresPerNode, MinNodes: 1, JobID: 77, Modify: true, Admin: true}
+	r := e.Decide(m)
+	if want := f.clock().Add(30 * time.Second).Unix(); r.Code != Rewrite || r.BeginTime != want {
+		t.Fatalf("re-decision after restart: begin %d, want %d (deferred again): %+v", r.BeginTime, want, r)
+	}
+}
