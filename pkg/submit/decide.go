@@ -397,13 +397,28 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	}
 	req := placement.Request{JobID: label, Tag: in.prof.Tag, Profile: in.prof, Class: in.class, GPUs: 1, Nodes: mask}
 	d := st.policy.Place(c, &req)
+	typed := c.Reach == placement.ReachTyped
+	k, untyped := 0, false
+	if d.Action != placement.ActionWait && len(d.Placement) > 0 {
+		k = d.Placement[0].Slots
+		if typed && q.j.Modify {
+			// Slurm 22.05 refuses a typed shard request in an update of a pending
+			// job ("Invalid GRES specification", measured), so a re-decision asks
+			// for untyped shards that only the chosen GPU of the node can hold.
+			var ok bool
+			if k, ok = uniqueFit(&c.Nodes[d.Placement[0].Node], d.Placement[0].GPU, k); !ok {
+				d.Action = placement.ActionWait
+				d.Reason += "; an update cannot name the GPU's type and another GPU of the node has as many free shards"
+			}
+			untyped = true
+		}
+	}
 	if d.Action == placement.ActionWait || len(d.Placement) == 0 {
 		r.Action, r.Policy = "wait", st.policy.Name()
 		r.Reason = d.Reason + "; queued for a whole GPU (shards of one GPU, any node)"
 		return exclusiveUnpinned(q, &in.ask, r)
 	}
 	s := d.Placement[0]
-	k := s.Slots
 	id := q.id(k)
 	node := &c.Nodes[s.Node]
 	gpu := &node.GPUs[s.GPU]
@@ -418,7 +433,7 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 		}
 	}
 	tres := in.ask.gres.WithShards(k)
-	if c.Reach == placement.ReachTyped {
+	if typed && !untyped {
 		tres = in.ask.gres.WithTypedShards(TypeName(st.cfg.ShardTypePrefix, gpu.Index), k, q.version)
 	}
 	res := Result{Code: Rewrite, TresPerNode: tres, ReqNodes: node.Name,
@@ -428,6 +443,20 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	out.usedID = true
 	out.rv = &reservation{id: id, jobID: r.JobID, uid: q.j.UserID, node: s.Node, gpus: []int{s.GPU}, slots: k, prof: in.prof, class: in.class, at: q.now}
 	return out
+}
+
+// uniqueFit is the untyped shard count, at least want, that only GPU g of node
+// can hold now: more than every other GPU's free shards, within g's own. Any
+// allocator then lands the request on g, whatever order it tries GPUs in. ok is
+// false when no count does.
+func uniqueFit(node *placement.Node, g, want int) (int, bool) {
+	k := want
+	for j := range node.GPUs {
+		if j != g {
+			k = max(k, node.GPUs[j].Slots-usedSlots(&node.GPUs[j])+1)
+		}
+	}
+	return k, k <= node.GPUs[g].Slots-usedSlots(&node.GPUs[g])
 }
 
 // usedSlots is the shards a GPU's residents hold.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/decisionlog"
+	"github.com/coscheml/coscheml/pkg/placement"
 )
 
 func TestDeferralsFrom(t *testing.T) {
@@ -67,5 +68,71 @@ func TestRestartKeepsDeferrals(t *testing.T) {
 	r := e.Decide(m)
 	if want := f.clock().Add(30 * time.Second).Unix(); r.Code != Rewrite || r.BeginTime != want {
 		t.Fatalf("re-decision after restart: begin %d, want %d (deferred again): %+v", r.BeginTime, want, r)
+	}
+}
+
+func TestUniqueFit(t *testing.T) {
+	gpu := func(used ...int) placement.GPU {
+		g := placement.GPU{Slots: 4}
+		for i, u := range used {
+			g.Residents = append(g.Residents, placement.Resident{JobID: string(rune('a' + i)), Slots: u})
+		}
+		return g
+	}
+	cases := []struct {
+		name   string
+		gpus   []placement.GPU
+		g      int
+		want   int
+		k      int
+		wantOK bool
+	}{
+		{"only GPU", []placement.GPU{gpu(2)}, 0, 2, 2, true},
+		{"others full", []placement.GPU{gpu(4), gpu(2), gpu(2, 2)}, 1, 2, 2, true},
+		{"another as free", []placement.GPU{gpu(2), gpu(2)}, 1, 2, 3, false},
+		{"an idle one elsewhere", []placement.GPU{gpu(2), gpu()}, 0, 2, 5, false},
+		{"idle, others hold 2 free: 3 shards", []placement.GPU{gpu(2), gpu()}, 1, 2, 3, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			k, ok := uniqueFit(&placement.Node{GPUs: tc.gpus}, tc.g, tc.want)
+			if k != tc.k || ok != tc.wantOK {
+				t.Fatalf("uniqueFit = %d, %v; want %d, %v", k, ok, tc.k, tc.wantOK)
+			}
+		})
+	}
+}
+
+// With typed pinning a re-decision (job_modify) asks for untyped shards that only
+// the chosen GPU can hold (Slurm 22.05 refuses a typed request in an update), or
+// waits when another GPU of the node has as many free.
+func TestTypedRedecisionUntyped(t *testing.T) {
+	cases := []struct {
+		name     string
+		gpus     int
+		wantTres string
+		wantNode string
+	}{
+		{"one GPU per node: untyped, pinned", 1, "gres:shard:2", "n1"},
+		{"another GPU as free: wait", 2, "gres:shard:4", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(c *config.Config) {
+				c.Cluster.Nodes, c.Cluster.GPUsPerNode = "n1", tc.gpus
+				c.ShardPinning, c.ShardTypePrefix = config.PinTyped, "g"
+			})
+			for g := 0; g < tc.gpus; g++ {
+				if a := f.e.Decide(job("coscheml:app=heavy-a")); a.TresPerNode != "gres:shard:g"+string(rune('0'+g))+":2" {
+					t.Fatalf("submit, typed: %+v", a)
+				}
+			}
+			m := job("coscheml:app=light-b")
+			m.Modify, m.JobID, m.Admin = true, 91, true
+			r := f.e.Decide(m)
+			if r.Code != Rewrite || r.TresPerNode != tc.wantTres || r.ReqNodes != tc.wantNode {
+				t.Fatalf("re-decision: %+v; want %s on %q", r, tc.wantTres, tc.wantNode)
+			}
+		})
 	}
 }
