@@ -71,6 +71,52 @@ func TestRestartKeepsDeferrals(t *testing.T) {
 	}
 }
 
+func TestFirstFitSlots(t *testing.T) {
+	gpu := func(used int) placement.GPU {
+		return placement.GPU{Slots: 4, Residents: []placement.Resident{{JobID: "x", Slots: used}}}
+	}
+	cases := []struct {
+		name   string
+		gpus   []placement.GPU
+		g      int
+		k      int
+		wantOK bool
+	}{
+		{"lowest GPU", []placement.GPU{gpu(2), gpu(0)}, 0, 2, true},
+		{"past a half-full GPU: 3", []placement.GPU{gpu(2), gpu(0)}, 1, 3, true},
+		{"past a GPU as free: none", []placement.GPU{gpu(2), gpu(2)}, 1, 3, false},
+		{"past full GPUs", []placement.GPU{gpu(4), gpu(4), gpu(2)}, 2, 2, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			k, ok := firstFitSlots(&placement.Node{GPUs: tc.gpus}, tc.g, 2)
+			if k != tc.k || ok != tc.wantOK {
+				t.Fatalf("firstFitSlots = %d, %v; want %d, %v", k, ok, tc.k, tc.wantOK)
+			}
+		})
+	}
+}
+
+// A wait released to its whole-GPU request (no untyped count lands on the GPU)
+// is not deferred again; the plugin's own deferral becomes eligible now.
+func TestDeferralRelease(t *testing.T) {
+	now := time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		release bool
+		want    int64
+	}{{"deferred again", false, now.Add(30 * time.Second).Unix()}, {"released", true, now.Unix()}} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := &query{now: now, j: JobFields{Modify: true}}
+			out := outcome{res: Result{Code: Rewrite}, release: tc.release}
+			out.rec.Action = "wait"
+			if got := deferral(q, out, true, 30*time.Second); got.res.BeginTime != tc.want {
+				t.Fatalf("begin %d, want %d", got.res.BeginTime, tc.want)
+			}
+		})
+	}
+}
+
 func TestUniqueFit(t *testing.T) {
 	gpu := func(used ...int) placement.GPU {
 		g := placement.GPU{Slots: 4}
@@ -104,8 +150,8 @@ func TestUniqueFit(t *testing.T) {
 }
 
 // With typed pinning a re-decision (job_modify) asks for untyped shards that only
-// the chosen GPU can hold (Slurm 22.05 refuses a typed request in an update), or
-// waits when another GPU of the node has as many free.
+// the chosen GPU can hold (Slurm 22.05 refuses a typed request in an update), else
+// that first fit lands on it.
 func TestTypedRedecisionUntyped(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -114,7 +160,7 @@ func TestTypedRedecisionUntyped(t *testing.T) {
 		wantNode string
 	}{
 		{"one GPU per node: untyped, pinned", 1, "gres:shard:2", "n1"},
-		{"another GPU as free: wait", 2, "gres:shard:4", ""},
+		{"another GPU as free: first fit lands on the lower one", 2, "gres:shard:2", "n1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
