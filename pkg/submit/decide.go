@@ -462,17 +462,31 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 }
 
 // uniqueFit is the untyped shard count, at least want, that only GPU g of node
-// can hold now: more than every other GPU's free shards, within g's own. Any
+// can hold now: more than every other GPU's free shards (queued decisions not
+// counted: see runningSlots), within g's own. Any
 // allocator then lands the request on g, whatever order it tries GPUs in. ok is
 // false when no count does.
 func uniqueFit(node *placement.Node, g, want int) (int, bool) {
 	k := want
 	for j := range node.GPUs {
 		if j != g {
-			k = max(k, node.GPUs[j].Slots-usedSlots(&node.GPUs[j])+1)
+			k = max(k, node.GPUs[j].Slots-runningSlots(&node.GPUs[j])+1)
 		}
 	}
 	return k, k <= node.GPUs[g].Slots-usedSlots(&node.GPUs[g])
+}
+
+// runningSlots is the shards a GPU's started jobs hold: queued decisions hold
+// nothing in Slurm's eyes until their jobs start, and Slurm may start this job
+// first, so untyped steering must not count on them.
+func runningSlots(g *placement.GPU) int {
+	used := 0
+	for _, r := range g.Residents {
+		if r.Kind != placement.Reserved {
+			used += r.Slots
+		}
+	}
+	return used
 }
 
 // firstFitSlots is the untyped shard count, at least want, that Slurm's first-fit
@@ -481,7 +495,7 @@ func uniqueFit(node *placement.Node, g, want int) (int, bool) {
 func firstFitSlots(node *placement.Node, g, want int) (int, bool) {
 	k := want
 	for j := 0; j < g; j++ {
-		k = max(k, node.GPUs[j].Slots-usedSlots(&node.GPUs[j])+1)
+		k = max(k, node.GPUs[j].Slots-runningSlots(&node.GPUs[j])+1)
 	}
 	return k, k <= node.GPUs[g].Slots-usedSlots(&node.GPUs[g])
 }

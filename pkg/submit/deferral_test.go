@@ -86,6 +86,8 @@ func TestFirstFitSlots(t *testing.T) {
 		{"past a half-full GPU: 3", []placement.GPU{gpu(2), gpu(0)}, 1, 3, true},
 		{"past a GPU as free: none", []placement.GPU{gpu(2), gpu(2)}, 1, 3, false},
 		{"past full GPUs", []placement.GPU{gpu(4), gpu(4), gpu(2)}, 2, 2, true},
+		// A queued decision holds nothing in Slurm until its job starts.
+		{"past a GPU only reserved", []placement.GPU{{Slots: 4, Residents: []placement.Resident{{JobID: "d", Slots: 4, Kind: placement.Reserved}}}, gpu(2)}, 1, 5, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
