@@ -136,6 +136,14 @@ func retrain(c *cli.Context, stdout, stderr io.Writer) error {
 		m.Calibration = cal
 		fmt.Fprintf(stdout, "calibrated margins from %d leave-families-out residuals; default coverage %.3g\n", cal.Residuals, cal.DefaultCoverage)
 	}
+	if m.Calibrated() {
+		if seen, _, err := training.CalibrateSeen(trainDS, params, training.CalibrationOptions{}); err != nil {
+			fmt.Fprintf(stderr, "warning: no seen-pairs margins from this data (%v)\n", err)
+		} else {
+			m.SeenCalibration = seen
+			fmt.Fprintf(stdout, "seen-pairs margins from %d leave-pairs-out residuals; default coverage %.3g\n", seen.Residuals, seen.DefaultCoverage)
+		}
+	}
 	newM := training.Evaluate(m, holdDS)
 	fmt.Fprintf(stdout, "trained on %d observations (%d accumulated + %d shared); %d held out (%s)\n",
 		trainDS.Len(), len(site), len(shared), holdDS.Len(), holdFrom)

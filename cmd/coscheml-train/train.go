@@ -86,7 +86,8 @@ func trainCommand() *cli.Command {
 			}
 			fmt.Fprintf(w, "data: %d samples from %s; profiles from %s\n", td.ds.Len(), names(td.obsIn), names(td.profIn))
 			var cv model.CVSummary
-			var cal model.Calibration
+			var cal, seen model.Calibration
+			var sch training.CoverageChoice
 			if !c.Bool("skip-cv") {
 				t0 := time.Now()
 				end := stage(c.App.ErrWriter, fmt.Sprintf("%d-fold cross-validation (%d models)", k, k))
@@ -107,6 +108,14 @@ func trainCommand() *cli.Command {
 					return err
 				}
 				printCalibration(w, cal, ch)
+				end = stage(c.App.ErrWriter, fmt.Sprintf("leave-pairs-out cross-validation (%d models)", training.SeenPairsFolds))
+				seen, sch, err = training.CalibrateSeen(td.ds, p, training.CalibrationOptions{})
+				end()
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(w, "seen-pairs margins (both applications in the training data): default coverage %.3g, margin %.3f at 0.75, %.3f at 0.90 (nested violation %.2f%%)\n",
+					seen.DefaultCoverage, seen.Margins[levelIndex(seen, seen.DefaultCoverage)][75], seen.Margins[levelIndex(seen, seen.DefaultCoverage)][90], 100*sch.Violation[levelIndex(seen, seen.DefaultCoverage)])
 				fmt.Fprintf(w, "cross-validation took %v\n", time.Since(t0).Round(time.Millisecond))
 				cv = model.CVSummary{KFold: kf.Metrics, KFoldK: k, LeaveAppsOut: lao.Metrics, Apps: len(lao.Folds)}
 			}
@@ -119,6 +128,7 @@ func trainCommand() *cli.Command {
 			}
 			m.CV = cv
 			m.Calibration = cal
+			m.SeenCalibration = seen
 			m.Source = td.source()
 			m.CreatedAt = time.Now().UTC().Truncate(time.Second)
 			if err := m.Save(out); err != nil {
@@ -170,4 +180,14 @@ func printReport(w io.Writer, label string, kf, lao training.CVReport) {
 	for _, f := range lao.Folds {
 		fmt.Fprintf(w, "%-16s %6d %6d %8.4f %8.4f %8s %8s\n", f.Name, f.Train, f.Test, f.Metrics.MAE, f.Metrics.MeanPredictorMAE, f.Metrics.ModelAUC, f.Metrics.UtilSumAUC)
 	}
+}
+
+// levelIndex is the index of level lv in cal's levels (the last when absent).
+func levelIndex(cal model.Calibration, lv float64) int {
+	for i, l := range cal.Levels {
+		if l == lv {
+			return i
+		}
+	}
+	return len(cal.Levels) - 1
 }

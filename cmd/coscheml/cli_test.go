@@ -124,7 +124,10 @@ func TestPlaceExamples(t *testing.T) {
 		// calibrated margin refuses it; at coverage 0.5 (margin about 0) it shares.
 		{name: "same job waits at the default coverage", state: trainVariant, tag: "resnet18-bs32", action: "wait"},
 		{name: "same job shares with a train resident at coverage 0.5", state: trainVariant, tag: "resnet18-bs32", coverage: 0.5, action: "share", node: "n1", gpu: 0},
-		{name: "new infer job takes an idle GPU at the default coverage", state: example("share-light.yaml"), tag: "ppo-bs64", extra: []string{"--class", "infer"}, action: "exclusive", node: "n1", gpu: 1},
+		// Both applications are in the training data: the seen-pairs margins'
+		// default coverage (0.925) lets it share; at 0.975 it takes an idle GPU.
+		{name: "new infer job of known applications shares at the default coverage", state: example("share-light.yaml"), tag: "ppo-bs64", extra: []string{"--class", "infer"}, action: "share", node: "n1", gpu: 0},
+		{name: "new infer job takes an idle GPU at coverage 0.975", state: example("share-light.yaml"), tag: "ppo-bs64", coverage: 0.975, extra: []string{"--class", "infer"}, action: "exclusive", node: "n1", gpu: 1},
 		{name: "new infer job shares above its floor at coverage 0.5", state: example("share-light.yaml"), tag: "ppo-bs64", coverage: 0.5, extra: []string{"--class", "infer"}, action: "share", node: "n1", gpu: 0},
 	}
 	e := newEnv(t)

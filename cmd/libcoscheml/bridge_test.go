@@ -371,7 +371,8 @@ func TestSafeMode(t *testing.T) {
 // TestCallCostReport measures what one coscheml_decide costs the calling C
 // thread (testdata/callcost.c): thread CPU and wall time of untagged (pure
 // call) and tagged decisions, from one thread and from a new thread per call
-// (slurmctld 22.05 serves each RPC on its own thread). It reports only (-v; see
+// (slurmctld 22.05 serves each RPC on its own thread), and paced 5 ms apart
+// (the process's CPU per call, Go's own threads included). It reports only (-v; see
 // docs/performance-slurm.md); it checks that every call was made and answered.
 func TestCallCostReport(t *testing.T) {
 	if testing.Short() {
@@ -393,6 +394,11 @@ func TestCallCostReport(t *testing.T) {
 			if job == "untagged" && (m[0][1] != "1000" || m[1][1] != "1000") {
 				t.Errorf("%s untagged: not every call answered unchanged: %v", way, m)
 			}
+		}
+	}
+	for _, job := range []string{"none", "untagged", "tagged"} {
+		if n := len(regexp.MustCompile(`(?m)^paced `+job+` calls=200 proc_per_call_us=[0-9.]+$`).FindAllString(got, -1)); n != 2 {
+			t.Errorf("paced %s: %d result lines, want 2", job, n)
 		}
 	}
 }

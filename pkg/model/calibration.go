@@ -84,7 +84,11 @@ func (m *Model) Calibrated() bool { return len(m.Calibration.Levels) > 0 }
 // stored levels uses the higher one (never less safe than asked); above the
 // highest, the highest. A model without calibration has margin 0.
 func (m *Model) Margin(speed, coverage float64) float64 {
-	c := &m.Calibration
+	return m.Calibration.margin(speed, coverage)
+}
+
+// margin is Margin on one calibration.
+func (c *Calibration) margin(speed, coverage float64) float64 {
 	if len(c.Levels) == 0 {
 		return 0
 	}
@@ -118,7 +122,34 @@ func (m *Model) PredictSpeedLower(job *profile.Profile, co []*profile.Profile, c
 		return 1, 1 // alone: 1 by definition, no error to allow for
 	}
 	speed, _ = m.predictVec(&x)
+	if m.seen(job, co) {
+		return speed, speed - m.SeenCalibration.margin(speed, coverage)
+	}
 	return speed, speed - m.Margin(speed, coverage)
+}
+
+// seen reports whether the model has seen-pairs margins and its training data
+// held job's application and every co-runner's (each with other partners at
+// least: SeenCalibration's residuals are for such pairs).
+func (m *Model) seen(job *profile.Profile, co []*profile.Profile) bool {
+	if m.tags == nil || len(m.SeenCalibration.Levels) == 0 {
+		return false
+	}
+	if _, ok := m.tags[job.Tag]; !ok {
+		return false
+	}
+	for _, c := range co {
+		if _, ok := m.tags[c.Tag]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// SeenMargin is the seen-pairs margin at speed and coverage (0: its default),
+// 0 without seen-pairs margins. For reports.
+func (m *Model) SeenMargin(speed, coverage float64) float64 {
+	return m.SeenCalibration.margin(speed, coverage)
 }
 
 // ClassMargins is the margin each class's floor is cleared with at coverage (0:

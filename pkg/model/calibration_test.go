@@ -3,6 +3,7 @@ package model
 import (
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/coscheml/coscheml/pkg/profile"
@@ -134,5 +135,82 @@ func TestReadsFormat1(t *testing.T) {
 	co := []*profile.Profile{prof("a", 60, 30, 3000)}
 	if s, l := m.PredictSpeedLower(job, co, 0.9); s != l {
 		t.Fatalf("uncalibrated lower bound %v differs from the prediction %v", l, s)
+	}
+}
+
+// A co-location of applications the training data held gets the seen-pairs
+// margins; any unknown application, or a model without them, the
+// leave-families-out ones. Both survive the file round trip.
+func TestSeenMargins(t *testing.T) {
+	m := smallModel(t)
+	m.Calibration = rampCalibration()
+	seen := rampCalibration()
+	for l := range seen.Margins {
+		for g := range seen.Margins[l] {
+			seen.Margins[l][g] /= 4
+		}
+	}
+	seen.DefaultCoverage = 0.5
+	m.SeenCalibration = seen
+	m.Tags = []string{"a", "b", "j"}
+	if err := m.Compile(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "s.model")
+	if err := m.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := got.Info(); in.SeenTags != 3 || in.SeenDefaultCoverage != 0.5 || in.SeenMarginAt075 != got.SeenMargin(0.75, 0) || !strings.Contains(in.String(), "seen-pairs margins (co-locations of its 3 trained applications") {
+		t.Errorf("info after reload: %+v", in)
+	}
+	j, a, b, x := prof("j", 70, 40, 4000), prof("a", 60, 30, 3000), prof("b", 20, 10, 2000), prof("x", 60, 30, 3000)
+	tests := []struct {
+		name     string
+		co       []*profile.Profile
+		coverage float64
+		seen     bool
+	}{
+		{"both known, default coverage", []*profile.Profile{a}, 0, true},
+		{"both known, 0.99", []*profile.Profile{a}, 0.99, true},
+		{"all three known", []*profile.Profile{a, b}, 0.9, true},
+		{"unknown co-runner", []*profile.Profile{x}, 0, false},
+		{"one of two unknown", []*profile.Profile{a, x}, 0.9, false},
+	}
+	for _, tc := range tests {
+		speed, lower := got.PredictSpeedLower(j, tc.co, tc.coverage)
+		want := got.Margin(speed, tc.coverage)
+		if tc.seen {
+			want = got.SeenMargin(speed, tc.coverage)
+		}
+		if math.Abs(speed-lower-want) > 1e-12 || (tc.seen && want >= got.Margin(speed, tc.coverage)) {
+			t.Errorf("%s: margin %v, want %v (leave-families-out %v)", tc.name, speed-lower, want, got.Margin(speed, tc.coverage))
+		}
+	}
+	if _, lower := got.PredictSpeedLower(x, []*profile.Profile{a}, 0); lower != func() float64 { s := got.PredictSpeed(x, []*profile.Profile{a}); return s - got.Margin(s, 0) }() {
+		t.Error("an unknown job got the seen-pairs margin")
+	}
+	if a := testing.AllocsPerRun(100, func() { _, _ = got.PredictSpeedLower(j, []*profile.Profile{a}, 0.9) }); a != 0 {
+		t.Fatalf("PredictSpeedLower allocates %v times per call", a)
+	}
+	// without tags: no seen-pairs margins even with a seen calibration
+	got.Tags = nil
+	if err := got.Compile(); err != nil {
+		t.Fatal(err)
+	}
+	if s, l := got.PredictSpeedLower(j, []*profile.Profile{a}, 0); math.Abs(s-l-got.Margin(s, 0)) > 1e-12 {
+		t.Errorf("no tags: margin %v, want %v", s-l, got.Margin(s, 0))
+	}
+	// an invalid seen-pairs calibration is refused like the other
+	got.SeenCalibration.Levels[1] = 0.4
+	bb, err := got.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(bb); err == nil {
+		t.Error("invalid seen-pairs calibration accepted")
 	}
 }

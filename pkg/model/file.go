@@ -35,6 +35,8 @@ const (
 	sumLen        = sha256.Size
 	// MaxFileBytes bounds a model file; the default model is a few KiB.
 	MaxFileBytes = 64 << 20
+	// maxTags bounds a model's list of trained applications (Model.Tags).
+	maxTags = 1 << 16
 )
 
 // ErrFormat is wrapped by every error about a model file's content.
@@ -107,7 +109,16 @@ func (m *Model) validate() error {
 			return fmt.Errorf("tree %d: %w", i+1, err)
 		}
 	}
-	return m.Calibration.Valid()
+	if err := m.Calibration.Valid(); err != nil {
+		return err
+	}
+	if len(m.Tags) > maxTags {
+		return fmt.Errorf("%d application tags, want at most %d", len(m.Tags), maxTags)
+	}
+	if err := m.SeenCalibration.Valid(); err != nil {
+		return fmt.Errorf("seen-pairs %w", err)
+	}
+	return nil
 }
 
 // Load reads a model file. Errors name the file.

@@ -26,12 +26,20 @@ type Model struct {
 	// Calibration: conformal margins from cross-validation (format 2; empty in
 	// a format 1 file or a model trained without cross-validation).
 	Calibration Calibration `codec:"calibration"`
+	// Tags are the applications the training data held (as job or co-runner),
+	// sorted; SeenCalibration holds the margins for a co-location of only such
+	// applications, from leave-pairs-out residuals (tighter than Calibration's
+	// leave-families-out ones: the model knows both applications). Both empty in
+	// older files: every prediction then uses Calibration. docs/model.md.
+	Tags            []string    `codec:"tags"`
+	SeenCalibration Calibration `codec:"seen_calibration"`
 
 	// The packed form for prediction, built by Compile and Decode (see pack).
-	nodes  []node    // every tree's nodes, tree after tree
-	vals   []float64 // leaf values by node index
-	roots  []int32   // tree i's root
-	depths []int32   // tree i's depth
+	nodes  []node              // every tree's nodes, tree after tree
+	vals   []float64           // leaf values by node index
+	roots  []int32             // tree i's root
+	depths []int32             // tree i's depth
+	tags   map[string]struct{} // Tags as a set, for the margin's lookup
 }
 
 // node is one packed tree node. A split sends x to left when x[feat] < thr and
@@ -62,6 +70,13 @@ func (m *Model) Compile() error {
 // the order in the file.
 func (m *Model) pack() {
 	m.nodes, m.vals, m.roots, m.depths = nil, nil, nil, nil
+	m.tags = nil
+	if len(m.Tags) > 0 {
+		m.tags = make(map[string]struct{}, len(m.Tags))
+		for _, t := range m.Tags {
+			m.tags[t] = struct{}{}
+		}
+	}
 	for ti := range m.Trees {
 		t := &m.Trees[ti]
 		base := len(m.nodes)
@@ -248,6 +263,12 @@ type Info struct {
 	MarginAt075     float64 `json:"margin_at_0_75"`
 	MarginAt090     float64 `json:"margin_at_0_90"`
 	Residuals       int     `json:"calibration_residuals"`
+	// Seen-pairs margins (co-locations of the Tags applications): the same,
+	// zero when the model has none.
+	SeenTags            int     `json:"seen_tags,omitempty"`
+	SeenDefaultCoverage float64 `json:"seen_default_coverage,omitempty"`
+	SeenMarginAt075     float64 `json:"seen_margin_at_0_75,omitempty"`
+	SeenMarginAt090     float64 `json:"seen_margin_at_0_90,omitempty"`
 }
 
 // Info summarises the model.
@@ -265,6 +286,10 @@ func (m *Model) Info() Info {
 		in.DefaultCoverage = m.Calibration.DefaultCoverage
 		in.MarginAt075, in.MarginAt090 = m.Margin(0.75, 0), m.Margin(0.9, 0)
 		in.Residuals = m.Calibration.Residuals
+	}
+	if len(m.SeenCalibration.Levels) > 0 && len(m.Tags) > 0 {
+		in.SeenTags, in.SeenDefaultCoverage = len(m.Tags), m.SeenCalibration.DefaultCoverage
+		in.SeenMarginAt075, in.SeenMarginAt090 = m.SeenMargin(0.75, 0), m.SeenMargin(0.9, 0)
 	}
 	for i := range m.Trees {
 		in.Nodes += len(m.Trees[i].Feature)
@@ -303,6 +328,10 @@ func (in Info) String() string {
 			in.Residuals, in.DefaultCoverage, in.MarginAt075, in.MarginAt090)
 	} else {
 		s += "  no calibrated margins: floors are tested against the prediction itself (retrain with cross-validation)\n"
+	}
+	if in.SeenTags > 0 {
+		s += fmt.Sprintf("  seen-pairs margins (co-locations of its %d trained applications; leave-pairs-out): default coverage %.3g, margin %.3f at speed 0.75, %.3f at 0.90\n",
+			in.SeenTags, in.SeenDefaultCoverage, in.SeenMarginAt075, in.SeenMarginAt090)
 	}
 	s += "  features computed: "
 	for i, f := range in.Features {

@@ -92,7 +92,8 @@ func TestTuneFloorTarget(t *testing.T) {
 	mechs := []struct {
 		name string
 		opts pairmem.Options
-	}{{"family levels (default)", pairmem.Options{}}, {"application level only", pairmem.Options{NoFamilyLevels: true}}}
+		seen bool // seen-pairs margins (Model.SeenCalibration)
+	}{{"seen-pairs margins (default)", pairmem.Options{}, true}, {"leave-families-out margins only", pairmem.Options{}, false}}
 	res := make([][]agg, len(mechs))
 	worst := make([][]float64, len(mechs))
 	for i := range mechs {
@@ -118,15 +119,26 @@ func TestTuneFloorTarget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		lpo, err := training.LeavePairsOut(ds, training.SeenPairsFolds, p, p.Seed)
+		if err != nil {
+			t.Fatal(err)
+		}
 		oracle := map[int64]float64{}
 		for ti, target := range targets {
 			cal, _, err := training.Calibrate(lfo.OutOfFold, training.CalibrationOptions{Target: target})
 			if err != nil {
 				t.Fatal(err)
 			}
-			mm := *m
-			mm.Calibration = cal
+			seen, _, err := training.Calibrate(lpo.OutOfFold, training.CalibrationOptions{Target: target})
+			if err != nil {
+				t.Fatal(err)
+			}
 			for mi, mech := range mechs {
+				mm := *m
+				mm.Calibration = cal
+				if mech.seen {
+					mm.SeenCalibration = seen
+				}
 				pols := []string{"coscheml"}
 				if ti == 0 && mi == 0 {
 					pols = append(pols, "oracle")
@@ -160,8 +172,8 @@ func TestTuneFloorTarget(t *testing.T) {
 				a.ratio += rs
 				a.runs += float64(len(seeds))
 				worst[mi][ti] = max(worst[mi][ti], b/j)
-				t.Logf("held out %-12s target %.4g, %s: coverage %.3g, below floor %.2f%%, avg JCT vs oracle %+.1f%%",
-					f, target, mech.name, cal.DefaultCoverage, 100*b/j, 100*rs/float64(len(seeds)))
+				t.Logf("held out %-12s target %.4g, %s: coverage %.3g (seen pairs %.3g), below floor %.2f%%, avg JCT vs oracle %+.1f%%",
+					f, target, mech.name, cal.DefaultCoverage, seen.DefaultCoverage, 100*b/j, 100*rs/float64(len(seeds)))
 			}
 		}
 	}

@@ -329,13 +329,15 @@ func (e *Engine) reloadLocked(restore bool) {
 // firstLoad runs prep, loads everything and rebuilds the reservations, then
 // marks the engine ready.
 func (e *Engine) firstLoad() {
-	e.bgMu.Lock()
 	note := ""
-	if e.prep != nil {
-		e.src, note = e.prep(e.src)
-	}
-	e.reloadLocked(true)
-	e.bgMu.Unlock()
+	func() {
+		e.bgMu.Lock()
+		defer e.bgMu.Unlock() // also on a panic: the loop goes on after it
+		if e.prep != nil {
+			e.src, note = e.prep(e.src)
+		}
+		e.reloadLocked(true)
+	}()
 	e.notesMu.Lock()
 	e.startNote = note
 	e.notesMu.Unlock()

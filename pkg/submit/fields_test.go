@@ -191,12 +191,12 @@ func TestPartitions(t *testing.T) {
 }
 
 func TestParseNodeStates(t *testing.T) {
-	out := "n1 idle\nn2 drained\nn3 mixed\nn3 draining\nn4 down*\nn5 idle*\nn6 allocated\nn7 idle~\nn8 maint\nn9 completing\n\n"
+	out := "n1 idle\nn2 drained\nn3 mixed\nn3 draining\nn4 down*\nn5 idle*\nn6 allocated\nn7 idle~\nn8 maint\nn9 completing\nn10 unknown*\nn11 drained*\n\n"
 	down, err := ParseNodeStates([]byte(out))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for n, want := range map[string]bool{"n1": false, "n2": true, "n3": true, "n4": true, "n5": true, "n6": false, "n7": false, "n8": true, "n9": false} {
+	for n, want := range map[string]bool{"n1": false, "n2": true, "n3": true, "n4": true, "n5": false, "n6": false, "n7": false, "n8": true, "n9": false, "n10": false, "n11": true} {
 		if down[n] != want {
 			t.Errorf("%s down = %v, want %v", n, down[n], want)
 		}

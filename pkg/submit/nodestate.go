@@ -32,8 +32,8 @@ type nodeStates struct {
 const maxStateBytes = 16 << 20
 
 // ParseNodeStates reads `sinfo -h -N -o '%N %T'` and returns the nodes that
-// cannot start a job now: drained or draining, down, failing, in maintenance,
-// rebooting, powering down, unknown or future, or not responding (a '*' suffix).
+// cannot take a pinned job: drained or draining, down, failing, in maintenance,
+// rebooting, powering down, invalid or future (see startsJobs).
 // A node listed once per partition counts as down if any line says so.
 func ParseNodeStates(out []byte) (map[string]bool, error) {
 	if len(out) > maxStateBytes {
@@ -66,13 +66,14 @@ func ParseNodeStates(out []byte) (map[string]bool, error) {
 }
 
 // startsJobs says whether a sinfo long state (%T: "mixed", "drained", "idle*",
-// "down~", "idle+drain") lets the node start a job now.
+// "down~", "idle+drain") lets the node take a pinned job. Only states an admin or
+// Slurm set to keep jobs away count against it: drained or draining, down,
+// failing, maintenance, reboot, powering down, invalid, future. "unknown" and a
+// '*' (not responding yet) do not: right after slurmctld starts every node is so
+// until its slurmd registers, and a node that stays away turns "down".
 func startsJobs(state string) bool {
 	s := strings.ToLower(state)
-	if strings.ContainsAny(s, "*") { // not responding
-		return false
-	}
-	for _, bad := range []string{"drain", "down", "fail", "maint", "reboot", "power_down", "powering_down", "inval", "unk", "future", "no_respond"} {
+	for _, bad := range []string{"drain", "down", "fail", "maint", "reboot", "power_down", "powering_down", "inval", "future"} {
 		if strings.Contains(s, bad) {
 			return false
 		}

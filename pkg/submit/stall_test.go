@@ -186,3 +186,40 @@ type atomicBool struct{ v atomic.Bool }
 
 func (b *atomicBool) get() bool  { return b.v.Load() }
 func (b *atomicBool) set(v bool) { b.v.Store(v) }
+
+// A first load that panics (a broken loader) leaves the engine deciding on what
+// it has (pass-through) and its loop alive: a later reload recovers.
+func TestFirstLoadPanicRecovers(t *testing.T) {
+	f := newFixture(t, nil)
+	var broken atomicBool
+	broken.set(true)
+	src := f.sources()
+	inner := src.LoadConfig
+	src.LoadConfig = func(p string) (config.Config, error) {
+		if broken.get() {
+			panic("loader bug")
+		}
+		return inner(p)
+	}
+	e := NewAsync(src, Options{Now: f.clock, CloseWait: time.Second, ReloadEvery: 5 * time.Millisecond, ResidencyEvery: 5 * time.Millisecond}, nil)
+	e.Start()
+	defer e.Close()
+	if !e.WaitReady(nohang.Bound) {
+		t.Fatal("not ready after a panicking first load")
+	}
+	if r := e.Decide(job("coscheml:app=light-a")); r.Code != Unchanged || !strings.Contains(r.Log, "loader bug") {
+		t.Fatalf("after the panic: %+v", r)
+	}
+	broken.set(false)
+	var r Result
+	nohang.Call(t, "a reload after the panic", func() error { e.RequestReload(); return nil })
+	for i := 0; i < 500; i++ {
+		if r = e.Decide(job("coscheml:app=light-a")); r.Code == Rewrite {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r.Code != Rewrite {
+		t.Fatalf("no recovery after the panic: %+v", r)
+	}
+}

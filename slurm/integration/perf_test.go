@@ -33,16 +33,7 @@ import (
 //     the timed submissions interleaved one by one, so that the load of a shared
 //     machine falls on both alike.
 func TestSubmissionCost(t *testing.T) {
-	if os.Getenv("COSCHEML_PERF") == "" {
-		t.Skip("set COSCHEML_PERF=1 to measure the submission cost with and without the plugin")
-	}
-	needRoot(t)
-	ensurePackages(t)
-	a := build(t)
-	ensureMunge(t)
-	queue := envInt("COSCHEML_PERF_QUEUE", 1000)
-	jobs := envInt("COSCHEML_PERF_JOBS", 300)
-	rounds := envInt("COSCHEML_PERF_ROUNDS", 3)
+	a, queue, jobs, rounds := perfSetup(t, 300, 3)
 
 	// Every job is a tagged GPU job: the plugin's full decision path, and the
 	// same work for Slurm in both modes.
@@ -224,4 +215,20 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+// perfSetup is the common start of the submission-cost reports: skipped without
+// COSCHEML_PERF, then root, Slurm, the build and munge; it returns the artifacts
+// and the sizes COSCHEML_PERF_QUEUE (default 1,000 held jobs), COSCHEML_PERF_JOBS
+// and COSCHEML_PERF_ROUNDS (the caller's defaults).
+func perfSetup(t *testing.T, defJobs, defRounds int) (a artifacts, queue, jobs, rounds int) {
+	t.Helper()
+	if os.Getenv("COSCHEML_PERF") == "" {
+		t.Skip("set COSCHEML_PERF=1 to measure the submission cost with and without the plugin")
+	}
+	needRoot(t)
+	ensurePackages(t)
+	a = build(t)
+	ensureMunge(t)
+	return a, envInt("COSCHEML_PERF_QUEUE", 1000), envInt("COSCHEML_PERF_JOBS", defJobs), envInt("COSCHEML_PERF_ROUNDS", defRounds)
 }

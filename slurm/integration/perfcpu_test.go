@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,14 +24,16 @@ import (
 //
 //	COSCHEML_PERF=1 go test -tags integration -count=1 -v -run TestSubmissionCPU ./slurm/integration/
 //
-// Two identical clusters side by side, "off" without the plugin and "on" with
-// it, each first given COSCHEML_PERF_QUEUE held jobs (default 1,000). Then
-// COSCHEML_PERF_ROUNDS rounds (default 20) of four modes, COSCHEML_PERF_JOBS
+// Three identical clusters side by side, "off" without the plugin, "on" with
+// it and "noop" with job_submit/defaults, each first given COSCHEML_PERF_QUEUE held jobs (default 1,000). Then
+// COSCHEML_PERF_ROUNDS rounds (default 20) of five modes, COSCHEML_PERF_JOBS
 // submissions each (default 20), the order rotated every round:
 //
 //   - base: plugin off, the user's request (--gres=gpu:1): Slurm alone;
 //   - rewritten: plugin off, the user submits what the plugin would have made
 //     of it (--gres=shard:N --nodelist=NODE): Slurm's own cost of the rewrite;
+//   - noop: Slurm's own job_submit/defaults, which does nothing, on a third
+//     cluster: what slurmctld does for any job_submit plugin;
 //   - pass: plugin on, an untagged job (untagged: pass): the call, the engine's
 //     answer "unchanged", nothing rewritten: the pure cost of the call;
 //   - full: plugin on, the tagged job: the decision and the rewrite.
@@ -42,16 +45,7 @@ import (
 // reported. With COSCHEML_PERF_PROFILE=1 the "on" slurmctld is also sampled by
 // perf(1) during the rounds and the top symbols are reported.
 func TestSubmissionCPU(t *testing.T) {
-	if os.Getenv("COSCHEML_PERF") == "" {
-		t.Skip("set COSCHEML_PERF=1 to measure the submission cost with and without the plugin")
-	}
-	needRoot(t)
-	ensurePackages(t)
-	a := build(t)
-	ensureMunge(t)
-	queue := envInt("COSCHEML_PERF_QUEUE", 1000)
-	jobs := envInt("COSCHEML_PERF_JOBS", 20)
-	rounds := envInt("COSCHEML_PERF_ROUNDS", 20)
+	a, queue, jobs, rounds := perfSetup(t, 20, 20)
 
 	tagged := []string{"--hold", "--gres=gpu:1", "-o", "/dev/null",
 		"--comment=coscheml:app=" + lightA, "--wrap=true"}
@@ -59,6 +53,16 @@ func TestSubmissionCPU(t *testing.T) {
 
 	off := newCluster(t, a, false, nil)
 	on := newCluster(t, a, true, nil)
+	// The control: Slurm's own job_submit/defaults, a plugin that does nothing,
+	// so that what slurmctld does for any job_submit plugin is told apart from
+	// what coscheml's call costs.
+	noop := newCluster(t, a, false, nil)
+	conf, err := os.ReadFile(noop.path("slurm.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noop.writeFile("slurm.conf", string(conf)+"JobSubmitPlugins=defaults\n", 0o644)
+	noop.restartCtld()
 	rssEmpty := [2]int{vmRSS(off.ctld.pid), vmRSS(on.ctld.pid)}
 
 	// What the plugin makes of the tagged job, for the "rewritten" mode.
@@ -71,39 +75,61 @@ func TestSubmissionCPU(t *testing.T) {
 		"--comment=coscheml:app=" + lightA, "--wrap=true"}
 
 	fillStart := time.Now()
-	for k := 0; k < queue; k++ {
-		off.mustSbatch(tagged...)
-		on.mustSbatch(tagged...)
-	}
+	fillQueue(t, queue, tagged, off, on, noop)
 	t.Logf("queued %d held jobs on each cluster in %v", queue, time.Since(fillStart).Round(time.Second))
 	rssFull := [2]int{vmRSS(off.ctld.pid), vmRSS(on.ctld.pid)}
 
 	modes := []cpuMode{
 		{name: "base", c: off, args: tagged, what: "plugin off, --gres=gpu:1"},
 		{name: "rewritten", c: off, args: rewritten, what: "plugin off, --gres=" + shard + " --nodelist=" + probe.ReqNodeList},
+		{name: "noop", c: noop, args: untagged, what: "Slurm's job_submit/defaults (does nothing), untagged --gres=gpu:1"},
 		{name: "pass", c: on, args: untagged, what: "plugin on, untagged --gres=gpu:1 (untagged: pass)"},
 		{name: "full", c: on, args: tagged, what: "plugin on, tagged --gres=gpu:1 (rewritten by the plugin)"},
 	}
-	var prof *exec.Cmd
-	profOut := on.path("perf.data")
+	// Background: what each slurmctld burns with nothing submitted (its own
+	// loops; with the plugin also the library's refresh goroutines and Go's
+	// runtime threads), both measured over the same seconds.
+	idle := time.Duration(envInt("COSCHEML_PERF_IDLE_S", 10)) * time.Second
+	i0 := [2]int64{procCPU(t, off.ctld.pid), procCPU(t, on.ctld.pid)}
+	time.Sleep(idle)
+	idleMs := [2]float64{float64(procCPU(t, off.ctld.pid)-i0[0]) / 1e6 / idle.Seconds(),
+		float64(procCPU(t, on.ctld.pid)-i0[1]) / 1e6 / idle.Seconds()}
+
+	// One perf per daemon, so that the sampling's own cost falls on every mode.
+	var profs []*exec.Cmd
+	profOut := []string{off.path("perf.data"), on.path("perf.data")}
 	if os.Getenv("COSCHEML_PERF_PROFILE") != "" {
-		prof = exec.Command("perf", "record", "-q", "-F", "1999", "-g", "-p", strconv.Itoa(on.ctld.pid), "-o", profOut)
-		if err := prof.Start(); err != nil {
-			t.Logf("perf record: %v (no profile)", err)
-			prof = nil
+		for i, c := range []*cluster{off, on} {
+			p := exec.Command("perf", "record", "-q", "-F", "999", "-p", strconv.Itoa(c.ctld.pid), "-o", profOut[i])
+			if err := p.Start(); err != nil {
+				t.Logf("perf record: %v (no profile)", err)
+				continue
+			}
+			profs = append(profs, p)
 		}
 	}
 	for r := 0; r < rounds; r++ {
 		for i := range modes {
 			m := &modes[(i+r)%len(modes)]
 			m.c.mustRun("sdiag", "-r")
-			cpu0 := procCPU(t, m.c.ctld.pid)
+			th0, cpu0 := threadCPU(m.c.ctld.pid), procCPU(t, m.c.ctld.pid)
 			for k := 0; k < jobs; k++ {
 				start := time.Now()
 				m.c.mustSbatch(m.args...)
 				m.wall = append(m.wall, float64(time.Since(start).Microseconds())/1000)
 			}
-			cpu1 := procCPU(t, m.c.ctld.pid)
+			cpu1, th1 := procCPU(t, m.c.ctld.pid), threadCPU(m.c.ctld.pid)
+			// Threads alive before and after the round are slurmctld's and Go's
+			// long-lived ones (background loops, state save, GC workers); the
+			// rest ran only during the round: the RPC threads that served it,
+			// with the plugin's call (Go binds its M to the calling thread).
+			var kept int64
+			for tid, ns := range th1 {
+				if ns0, ok := th0[tid]; ok {
+					kept += ns - ns0
+				}
+			}
+			m.rpc = append(m.rpc, float64(cpu1-cpu0-kept)/1e3/float64(jobs))
 			count, ave := submitStats(m.c.mustRun("sdiag"))
 			if count != jobs {
 				t.Logf("%s round %d: sdiag counted %d submissions, want %d", m.name, r, count, jobs)
@@ -113,15 +139,25 @@ func TestSubmissionCPU(t *testing.T) {
 		}
 	}
 	profile := ""
-	if prof != nil {
-		prof.Process.Signal(syscall.SIGINT)
-		prof.Wait()
-		out, err := exec.Command("perf", "report", "-i", profOut, "--stdio", "--no-children",
-			"--sort", "dso,sym", "--percent-limit", "1.5", "-g", "none").CombinedOutput()
+	for _, p := range profs {
+		p.Process.Signal(syscall.SIGINT)
+		p.Wait()
+	}
+	for i, name := range []string{"off", "on"} {
+		if len(profs) == 0 {
+			break
+		}
+		out, err := exec.Command("perf", "report", "-i", profOut[i], "--stdio", "--no-children", "-g", "none",
+			"--sort", "comm,dso", "--percent-limit", "1").CombinedOutput()
 		if err != nil {
 			t.Logf("perf report: %v", err)
 		}
-		profile = string(out)
+		profile += "slurmctld " + name + " (thread name, DSO; share of its samples):\n" + string(out)
+		if name == "on" {
+			out, _ = exec.Command("perf", "report", "-i", profOut[i], "--stdio", "--no-children", "-g", "none",
+				"--sort", "comm,dso,sym", "--percent-limit", "0.7").CombinedOutput()
+			profile += "slurmctld on, by symbol:\n" + string(out)
+		}
 	}
 	rssEnd := [2]int{vmRSS(off.ctld.pid), vmRSS(on.ctld.pid)}
 	if n := on.countLog("job_submit/coscheml", "tag="+lightA); n < queue+jobs*rounds {
@@ -133,13 +169,15 @@ func TestSubmissionCPU(t *testing.T) {
 	host, _ := os.Hostname()
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(&b, "Submission CPU cost, %s, %s, %d CPUs, host %s, load %s: %d held jobs queued per cluster, "+
-		"%d rounds x 4 modes x %d submissions, interleaved\n\n",
+		"%d rounds x 5 modes x %d submissions, interleaved\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), strings.TrimSpace(ver), runtime.NumCPU(), host,
 		strings.Join(strings.Fields(string(load))[:3], " "), queue, rounds, jobs)
-	b.WriteString("| mode | what | slurmctld CPU/submit, median (p25-p75) µs | sdiag ave_time, median (p25-p75) µs | sbatch mean (ms) | sbatch median (ms) |\n")
-	b.WriteString("|---|---|---|---|---|---|\n")
+	b.WriteString("CPU µs per submission: RPC threads = slurmctld threads that lived only during the round (the ones that served it); " +
+		"all threads = the whole process (also background loops, state save, Go's own threads). Median (p25 to p75) over rounds.\n\n")
+	b.WriteString("| mode | what | RPC threads CPU/submit | all threads CPU/submit | sdiag ave_time µs | sbatch mean (ms) | sbatch median (ms) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|\n")
 	for _, m := range modes {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.2f | %.2f |\n", m.name, m.what, spread(m.cpu), spread(m.sdiag), mean(m.wall), pct(m.wall, 50))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.2f | %.2f |\n", m.name, m.what, spread(m.rpc), spread(m.cpu), spread(m.sdiag), mean(m.wall), pct(m.wall, 50))
 	}
 	byName := map[string]*cpuMode{}
 	for i := range modes {
@@ -147,24 +185,27 @@ func TestSubmissionCPU(t *testing.T) {
 	}
 	base := byName["base"]
 	b.WriteString("\nPaired per round (same round, difference to base; % of base's median):\n\n")
-	b.WriteString("| difference | CPU/submit µs, median (p25-p75) | % | sdiag µs, median (p25-p75) | % | sbatch mean |\n|---|---|---|---|---|---|\n")
+	b.WriteString("| difference | RPC threads µs | % | all threads µs | % | sdiag µs | % | sbatch mean |\n|---|---|---|---|---|---|---|---|\n")
 	for _, d := range []struct{ name, a, b string }{
 		{"pure call cost (pass - base)", "pass", "base"},
+		{"any job_submit plugin (noop - base)", "noop", "base"},
+		{"coscheml's call beyond a no-op plugin (pass - noop)", "pass", "noop"},
 		{"Slurm's own share of the rewrite (rewritten - base)", "rewritten", "base"},
 		{"full plugin (full - base)", "full", "base"},
 		{"ours in the full plugin (full - rewritten)", "full", "rewritten"},
 	} {
 		x, y := byName[d.a], byName[d.b]
-		dc, ds := diffs(x.cpu, y.cpu), diffs(x.sdiag, y.sdiag)
-		fmt.Fprintf(&b, "| %s | %s | %+.1f%% | %s | %+.1f%% | %+.1f%% |\n", d.name,
-			spread(dc), 100*pct(dc, 50)/pct(base.cpu, 50), spread(ds), 100*pct(ds, 50)/pct(base.sdiag, 50),
-			100*(mean(x.wall)/mean(y.wall)-1))
+		dr, dc, ds := diffs(x.rpc, y.rpc), diffs(x.cpu, y.cpu), diffs(x.sdiag, y.sdiag)
+		fmt.Fprintf(&b, "| %s | %s | %+.1f%% | %s | %+.1f%% | %s | %+.1f%% | %+.1f%% |\n", d.name,
+			spread(dr), 100*pct(dr, 50)/pct(base.rpc, 50), spread(dc), 100*pct(dc, 50)/pct(base.cpu, 50),
+			spread(ds), 100*pct(ds, 50)/pct(base.sdiag, 50), 100*(mean(x.wall)/mean(y.wall)-1))
 	}
 	fmt.Fprintf(&b, "\nslurmctld VmRSS (KiB), off / on / difference: empty %d / %d / %+d; %d held jobs %d / %d / %+d; end (%d jobs) %d / %d / %+d\n",
 		rssEmpty[0], rssEmpty[1], rssEmpty[1]-rssEmpty[0], queue, rssFull[0], rssFull[1], rssFull[1]-rssFull[0],
 		queue+2*jobs*rounds, rssEnd[0], rssEnd[1], rssEnd[1]-rssEnd[0])
+	fmt.Fprintf(&b, "\nslurmctld CPU with nothing submitted (%v, before the rounds): off %.2f ms/s, on %.2f ms/s\n", idle, idleMs[0], idleMs[1])
 	if profile != "" {
-		b.WriteString("\nperf profile of the \"on\" slurmctld during all rounds (dso, symbol; >= 1.5%):\n\n```\n")
+		b.WriteString("\nperf profiles of each slurmctld during all rounds:\n\n```\n")
 		for _, l := range strings.Split(profile, "\n") {
 			if l != "" && !strings.HasPrefix(l, "#") {
 				b.WriteString(l + "\n")
@@ -186,6 +227,7 @@ type cpuMode struct {
 	c          *cluster
 	args       []string
 	cpu        []float64 // µs of slurmctld CPU per submission, one per round
+	rpc        []float64 // the same, of the threads that lived only during the round
 	sdiag      []float64 // sdiag ave_time µs, one per round
 	wall       []float64 // ms per sbatch
 }
@@ -241,4 +283,59 @@ func diffs(a, b []float64) []float64 {
 func spread(xs []float64) string {
 	s := slices.Clone(xs)
 	return fmt.Sprintf("%.0f (%.0f to %.0f)", pct(s, 50), pct(s, 25), pct(s, 75))
+}
+
+// threadCPU reads the CPU time (ns) of each live thread of pid from
+// /proc/PID/task/TID/schedstat (its first field: time on a CPU).
+func threadCPU(pid int) map[int]int64 {
+	out := map[int]int64{}
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return out
+	}
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(dir + "/" + e.Name() + "/schedstat")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			if ns, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+				out[tid] = ns
+			}
+		}
+	}
+	return out
+}
+
+// fillQueue submits n held jobs to each cluster, a few sbatch at a time (10,000
+// one by one would take many minutes on a small machine).
+func fillQueue(t *testing.T, n int, args []string, cs ...*cluster) {
+	t.Helper()
+	workers := envInt("COSCHEML_PERF_FILL_WORKERS", 4)
+	errs := make(chan error, workers*len(cs))
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := w; k < n; k += workers {
+					if _, stderr, err := c.sbatch(args...); err != nil {
+						errs <- fmt.Errorf("%v: %s", err, stderr)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 }

@@ -50,6 +50,9 @@ func TestSlurm(t *testing.T) {
 	sub("survives_1000", testSurvives)
 	sub("redecide", testRedecide)
 	sub("restart", testRestart)
+	sub("array", testArray)
+	sub("exclude", testExclude)
+	sub("drained", testDrained)
 	c.reportPins("first-fit, TestSlurm")
 }
 

@@ -7,6 +7,14 @@
  *   thread: every call from a new thread, as slurmctld 22.05 serves each RPC
  *           on a thread of its own (the thread's first call into Go).
  * Prints one line per (way, job) with p50/p90/p99 in ns and the answers seen.
+ * For the thread way, proc_p50/proc_p99 are the whole process's CPU time
+ * around the thread's creation, call, exit and join: also what Go does when
+ * the thread exits (its M is dropped by a thread-exit destructor) and on its
+ * own threads; the job "none" makes no call (the thread alone).
+ *   paced:  a new thread per call, calls 5 ms apart (a busy submit rate): the
+ *           process CPU per call over the whole run, so also what Go's
+ *           threads do between calls (sysmon polling while the caller's P
+ *           sits in its syscall state), against the same run without calls.
  * usage: callcost LIB CONFIG N
  */
 #define _GNU_SOURCE
@@ -17,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../../../plugin-c/coscheml_abi.h"
 
@@ -26,6 +35,7 @@ struct call {
 	const char *comment;
 	int64_t cpu, wall;
 	int rc;
+	int skip; /* no call: the cost of the thread alone */
 };
 
 static int64_t now_ns(clockid_t c)
@@ -55,7 +65,7 @@ static void *one(void *arg)
 	j.num_tasks = 0xfffffffe;
 	j.flags = COSCHEML_SET_COMMENT | COSCHEML_SET_TRES;
 	int64_t c0 = now_ns(CLOCK_THREAD_CPUTIME_ID), w0 = now_ns(CLOCK_MONOTONIC);
-	c->rc = decide(&j, &a);
+	c->rc = c->skip ? COSCHEML_UNCHANGED : decide(&j, &a);
 	c->cpu = now_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
 	c->wall = now_ns(CLOCK_MONOTONIC) - w0;
 	free(a.tres_per_node);
@@ -86,19 +96,22 @@ static void run(const char *way, const char *what, const char *comment, int n,
 		int threads)
 {
 	int64_t *cpu = calloc(n, sizeof(*cpu)), *wall = calloc(n, sizeof(*wall));
+	int64_t *proc = calloc(n, sizeof(*proc));
 	int rcs[8] = {0};
 
 	for (int i = 0; i < n; i++) {
-		struct call c = {.comment = comment};
+		struct call c = {.comment = comment, .skip = comment == NULL};
 
 		if (threads) {
 			pthread_t t;
+			int64_t p0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
 
 			if (pthread_create(&t, NULL, one, &c) != 0) {
 				printf("pthread_create failed\n");
 				exit(1);
 			}
 			pthread_join(t, NULL);
+			proc[i] = now_ns(CLOCK_PROCESS_CPUTIME_ID) - p0;
 		} else {
 			one(&c);
 		}
@@ -108,13 +121,39 @@ static void run(const char *way, const char *what, const char *comment, int n,
 	}
 	qsort(cpu, n, sizeof(*cpu), cmp64);
 	qsort(wall, n, sizeof(*wall), cmp64);
-	printf("%s %s calls=%d cpu_p50=%lld cpu_p90=%lld cpu_p99=%lld wall_p50=%lld wall_p99=%lld unchanged=%d rewrite=%d other=%d\n",
+	qsort(proc, n, sizeof(*proc), cmp64);
+	printf("%s %s calls=%d cpu_p50=%lld cpu_p90=%lld cpu_p99=%lld wall_p50=%lld wall_p99=%lld proc_p50=%lld proc_p99=%lld unchanged=%d rewrite=%d other=%d\n",
 	       way, what, n, (long long)pct(cpu, n, 50), (long long)pct(cpu, n, 90),
 	       (long long)pct(cpu, n, 99), (long long)pct(wall, n, 50),
-	       (long long)pct(wall, n, 99), rcs[COSCHEML_UNCHANGED],
+	       (long long)pct(wall, n, 99), (long long)pct(proc, n, 50),
+	       (long long)pct(proc, n, 99), rcs[COSCHEML_UNCHANGED],
 	       rcs[COSCHEML_REWRITE], n - rcs[COSCHEML_UNCHANGED] - rcs[COSCHEML_REWRITE]);
 	free(cpu);
 	free(wall);
+	free(proc);
+}
+
+static double proc_us(void)
+{
+	return now_ns(CLOCK_PROCESS_CPUTIME_ID) / 1e3;
+}
+
+static void paced(const char *what, const char *comment, int n)
+{
+	double c0 = proc_us();
+
+	for (int i = 0; i < n; i++) {
+		struct call c = {.comment = comment, .skip = comment == NULL};
+		pthread_t t;
+
+		if (pthread_create(&t, NULL, one, &c) != 0) {
+			printf("pthread_create failed\n");
+			exit(1);
+		}
+		pthread_join(t, NULL);
+		usleep(5000);
+	}
+	printf("paced %s calls=%d proc_per_call_us=%.1f\n", what, n, (proc_us() - c0) / n);
 }
 
 int main(int argc, char **argv)
@@ -141,10 +180,16 @@ int main(int argc, char **argv)
 	run("warmup", "untagged", "hello", 200, 1);
 	run("warmup", "tagged", "coscheml:app=harness-app", 50, 0);
 	for (int round = 0; round < 2; round++) {
+		run("thread", "none", NULL, n, 1);
 		run("same", "untagged", "hello", n, 0);
 		run("thread", "untagged", "hello", n, 1);
 		run("same", "tagged", "coscheml:app=harness-app", n, 0);
 		run("thread", "tagged", "coscheml:app=harness-app", n, 1);
+	}
+	for (int round = 0; round < 2; round++) {
+		paced("none", NULL, n / 5);
+		paced("untagged", "hello", n / 5);
+		paced("tagged", "coscheml:app=harness-app", n / 5);
 	}
 	return 0;
 }

@@ -196,3 +196,24 @@ func margins(oof []OutOfFold, o CalibrationOptions) [][]float64 {
 	}
 	return out
 }
+
+// SeenPairsFolds is the number of folds CalibrateSeen deals the pairs into.
+const SeenPairsFolds = 10
+
+// CalibrateSeen builds the seen-pairs margins (model.Model.SeenCalibration):
+// Calibrate on LeavePairsOut's residuals (SeenPairsFolds folds of pairs, seed
+// p.Seed), so the margins are the errors on a pair of known applications the
+// model never saw together, and the default coverage is chosen by the same
+// nested rule with the pair folds as folds. Training data only.
+func CalibrateSeen(ds Dataset, p model.Params, opts CalibrationOptions) (model.Calibration, CoverageChoice, error) {
+	lpo, err := LeavePairsOut(ds, SeenPairsFolds, p, p.Seed)
+	if err != nil {
+		return model.Calibration{}, CoverageChoice{}, fmt.Errorf("seen-pairs margins: %w", err)
+	}
+	cal, ch, err := Calibrate(lpo.OutOfFold, opts)
+	if err != nil {
+		return model.Calibration{}, ch, fmt.Errorf("seen-pairs margins: %w", err)
+	}
+	cal.Method = "split-conformal quantiles of leave-pairs-out residuals (pairs of known applications never seen together), by predicted speed; default coverage by nested leave-pairs-out"
+	return cal, ch, nil
+}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/coscheml/coscheml/pkg/model"
 )
@@ -49,14 +50,7 @@ func KFold(ds Dataset, k int, p model.Params, seed int64) (CVReport, error) {
 	rep := CVReport{Kind: "kfold", Params: p}
 	var all []Scored
 	for f := 0; f < k; f++ {
-		var train, test []int
-		for j, i := range perm {
-			if j%k == f {
-				test = append(test, i)
-			} else {
-				train = append(train, i)
-			}
-		}
+		train, test := splitBy(perm, func(j int) bool { return j%k == f })
 		r, err := runFold(ds, train, test, p)
 		if err != nil {
 			return CVReport{}, fmt.Errorf("k-fold: fold %d: %w", f+1, err)
@@ -145,4 +139,81 @@ func runFold(ds Dataset, train, test []int, p model.Params) ([]Scored, error) {
 		r[j] = Scored{Truth: s.Speed, Pred: pred, Spread: sd, MeanPred: m.TrainMean, UtilSum: s.UtilSum()}
 	}
 	return r, nil
+}
+
+// PairKey is the unordered pair (or set) of applications a sample measures:
+// its tag and its co-runners' tags, sorted and joined. Both orders of one pair
+// share a key.
+func PairKey(tag string, coTags []string) string {
+	ts := append([]string{tag}, coTags...)
+	slices.Sort(ts)
+	return strings.Join(ts, "+")
+}
+
+// LeavePairsOut is cross-validation for pairs of applications the model knows
+// apart but never saw together: the unordered pairs (PairKey) are dealt into k
+// folds by a seeded shuffle, and each fold's model is trained on every sample
+// of the other pairs, so both applications are usually in its training data
+// (with other partners) while this pair is not. Its residuals are the errors
+// on such pairs (Calibration.Seen); OutOfFold's Fold is the fold number.
+func LeavePairsOut(ds Dataset, k int, p model.Params, seed int64) (CVReport, error) {
+	var keys []string
+	idx := map[string]int{}
+	of := make([]int, ds.Len())
+	for i := range ds.Samples {
+		key := PairKey(ds.Samples[i].Tag, ds.Samples[i].CoTags)
+		j, ok := idx[key]
+		if !ok {
+			j = len(keys)
+			idx[key] = j
+			keys = append(keys, key)
+		}
+		of[i] = j
+	}
+	if k < 2 || k > len(keys) {
+		return CVReport{}, fmt.Errorf("leave-pairs-out: k=%d with %d pairs: want 2..%d", k, len(keys), len(keys))
+	}
+	fold := make([]int, len(keys))
+	for j, pi := range rand.New(rand.NewPCG(uint64(seed), 0x7061697273)).Perm(len(keys)) {
+		fold[pi] = j % k
+	}
+	rep := CVReport{Kind: "leave-pairs-out", Params: p}
+	var all []Scored
+	for f := 0; f < k; f++ {
+		train, test := splitBy(identity(len(ds.Samples)), func(i int) bool { return fold[of[i]] == f })
+		r, err := runFold(ds, train, test, p)
+		if err != nil {
+			return CVReport{}, fmt.Errorf("leave-pairs-out: fold %d: %w", f+1, err)
+		}
+		name := "pairs " + strconv.Itoa(f+1)
+		rep.Folds = append(rep.Folds, Fold{Name: name, Train: len(train), Test: len(test), Metrics: MetricsOf(r)})
+		for _, x := range r {
+			rep.OutOfFold = append(rep.OutOfFold, OutOfFold{Fold: name, Pred: x.Pred, Truth: x.Truth, Spread: x.Spread})
+		}
+		all = append(all, r...)
+	}
+	rep.Metrics = MetricsOf(all)
+	return rep, nil
+}
+
+// splitBy splits the sample indexes idx into train and test: idx[j] is a test
+// sample when inTest(j).
+func splitBy(idx []int, inTest func(j int) bool) (train, test []int) {
+	for j, i := range idx {
+		if inTest(j) {
+			test = append(test, i)
+		} else {
+			train = append(train, i)
+		}
+	}
+	return train, test
+}
+
+// identity is 0..n-1.
+func identity(n int) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
 }

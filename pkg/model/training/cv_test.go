@@ -1,6 +1,7 @@
 package training
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,5 +61,45 @@ func TestCrossValidation(t *testing.T) {
 	}
 	if _, err := KFold(ds, 1, p, 1); err == nil {
 		t.Fatal("k=1 accepted")
+	}
+}
+
+// Leave-pairs-out tests every sample once and splits the data in each fold;
+// PairKey gives both orders of a pair one key (so they share a fold).
+func TestLeavePairsOut(t *testing.T) {
+	ds := lucidDataset(t)
+	p := model.Params{MaxDepth: 3, MinLeaf: 20, Trees: 1, Bins: 16, Seed: 1}
+	rep, err := LeavePairsOut(ds, 4, p, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.OutOfFold) != ds.Len() || rep.Metrics.Samples != ds.Len() || len(rep.Folds) != 4 {
+		t.Fatalf("%d residuals, %d samples scored, %d folds; want %d, %d, 4", len(rep.OutOfFold), rep.Metrics.Samples, len(rep.Folds), ds.Len(), ds.Len())
+	}
+	for _, f := range rep.Folds {
+		if f.Train+f.Test != ds.Len() {
+			t.Errorf("%s: %d train + %d test != %d", f.Name, f.Train, f.Test, ds.Len())
+		}
+	}
+	if _, err := LeavePairsOut(ds, 1, p, 1); err == nil {
+		t.Error("k=1 accepted")
+	}
+	tests := []struct {
+		tag  string
+		co   []string
+		want string
+	}{
+		{"b", []string{"a"}, "a+b"},
+		{"a", []string{"b"}, "a+b"},
+		{"c", []string{"b", "a"}, "a+b+c"},
+	}
+	for _, tc := range tests {
+		if got := PairKey(tc.tag, tc.co); got != tc.want {
+			t.Errorf("PairKey(%q, %q) = %q, want %q", tc.tag, tc.co, got, tc.want)
+		}
+	}
+	tags := ds.Tags()
+	if len(tags) < 2 || !slices.IsSorted(tags) {
+		t.Fatalf("dataset tags %v: want several, sorted", tags)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/coscheml/coscheml/pkg/model"
@@ -143,4 +144,22 @@ func FilterKnown(cat profile.Catalog, obs []observation.Observation) (kept []obs
 		}
 	}
 	return kept, dropped, missing
+}
+
+// Tags returns the applications the dataset holds, as job or co-runner, sorted
+// (the model's Tags: which co-locations get the seen-pairs margins).
+func (d Dataset) Tags() []string {
+	set := map[string]bool{}
+	for i := range d.Samples {
+		set[d.Samples[i].Tag] = true
+		for _, t := range d.Samples[i].CoTags {
+			set[t] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for t := range set {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
 }

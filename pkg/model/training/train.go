@@ -91,6 +91,7 @@ func Train(ds Dataset, p model.Params) (*model.Model, error) {
 		TrainDigest:  ds.Digest(),
 		TrainSamples: n,
 		TrainMean:    meanSpeed(ds, nil),
+		Tags:         ds.Tags(),
 	}
 	use, _ := offered(p) // checked by Validate
 	all := make([]int, n)
