@@ -15,7 +15,8 @@
  *           process CPU per call over the whole run, so also what Go's
  *           threads do between calls (sysmon polling while the caller's P
  *           sits in its syscall state), against the same run without calls.
- * usage: callcost LIB CONFIG N
+ * usage: callcost LIB CONFIG N [paced]: with "paced", only the paced lines,
+ * five interleaved rounds of N calls each (for perf and for the spread).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -158,7 +159,7 @@ static void paced(const char *what, const char *comment, int n)
 
 int main(int argc, char **argv)
 {
-	if (argc != 4)
+	if (argc != 4 && !(argc == 5 && strcmp(argv[4], "paced") == 0))
 		return 2;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	int n = atoi(argv[3]);
@@ -179,6 +180,14 @@ int main(int argc, char **argv)
 	/* Warm-up: the engine's first decisions and the runtime's extra Ms. */
 	run("warmup", "untagged", "hello", 200, 1);
 	run("warmup", "tagged", "coscheml:app=harness-app", 50, 0);
+	if (argc == 5) {
+		for (int round = 0; round < 5; round++) {
+			paced("none", NULL, n);
+			paced("untagged", "hello", n);
+			paced("tagged", "coscheml:app=harness-app", n);
+		}
+		return 0;
+	}
 	for (int round = 0; round < 2; round++) {
 		run("thread", "none", NULL, n, 1);
 		run("same", "untagged", "hello", n, 0);
