@@ -448,7 +448,7 @@ func TestCallCostReport(t *testing.T) {
 		}
 	}
 	for _, job := range []string{"none", "untagged", "tagged"} {
-		if n := len(regexp.MustCompile(`(?m)^paced `+job+` calls=200 proc_per_call_us=[0-9.]+$`).FindAllString(got, -1)); n != 2 {
+		if n := len(regexp.MustCompile(`(?m)^paced `+job+` calls=200 proc_per_call_us=[0-9.]+ ctxsw_per_call=[0-9.]+$`).FindAllString(got, -1)); n != 2 {
 			t.Errorf("paced %s: %d result lines, want 2", job, n)
 		}
 	}

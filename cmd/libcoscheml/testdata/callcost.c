@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -139,8 +140,18 @@ static double proc_us(void)
 	return now_ns(CLOCK_PROCESS_CPUTIME_ID) / 1e3;
 }
 
+/* Context switches of the whole process (every thread's wake-ups). */
+static long ctxsw(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_nvcsw + ru.ru_nivcsw;
+}
+
 static void paced(const char *what, const char *comment, int n)
 {
+	long s0 = ctxsw();
 	double c0 = proc_us();
 
 	for (int i = 0; i < n; i++) {
@@ -154,7 +165,9 @@ static void paced(const char *what, const char *comment, int n)
 		pthread_join(t, NULL);
 		usleep(5000);
 	}
-	printf("paced %s calls=%d proc_per_call_us=%.1f\n", what, n, (proc_us() - c0) / n);
+	double c1 = proc_us();
+	printf("paced %s calls=%d proc_per_call_us=%.1f ctxsw_per_call=%.1f\n", what,
+	       n, (c1 - c0) / n, (double)(ctxsw() - s0) / n);
 }
 
 int main(int argc, char **argv)
