@@ -173,6 +173,10 @@ func TestSummarizeAndChecks(t *testing.T) {
 		seedResult(CoScheML, 1, 80, 72, 1, Placement{Decided: 10, Pinned: 100, Landed: 99}),
 		seedResult(CoScheML, 2, 160, 144, 1, Placement{Decided: 10, Pinned: 100, Landed: 100}),
 	}
+	// The simulator at submit: 81 and 162 against exclusive's 90 and 180, a
+	// gain of 10% on both seeds.
+	rs[4].SimSubmit = &sim.Metrics{AvgJCT: 81}
+	rs[5].SimSubmit = &sim.Metrics{AvgJCT: 162}
 	ss := Summarize(rs)
 	if len(ss) != 3 || ss[0].Setup != Exclusive || ss[2].Setup != CoScheML {
 		t.Fatalf("summaries %+v", ss)
@@ -185,19 +189,23 @@ func TestSummarizeAndChecks(t *testing.T) {
 	if c.GainReal == nil || !near(*c.GainReal, 0.2) || !near(*c.GainSim, 0.2) || ss[0].GainReal != nil {
 		t.Errorf("gains %v %v", c.GainReal, c.GainSim)
 	}
+	if c.GainSimSubmit == nil || !near(*c.GainSimSubmit, 0.1) || !near(c.SimSubmit["avg_jct"], 121.5) || ss[1].SimSubmit != nil {
+		t.Errorf("at submit: gain %v, metrics %v; blind %v", c.GainSimSubmit, c.SimSubmit, ss[1].SimSubmit)
+	}
 	checks := Checks(ss)
-	if len(checks) != 4 {
+	if len(checks) != 5 {
 		t.Fatalf("checks %+v", checks)
 	}
-	for _, ck := range checks {
-		if !ck.Met {
-			t.Errorf("%s: not met (%s)", ck.What, ck.Why)
+	// Real gain 20% against the simulator's 20% (met) and 10% at submit (not).
+	for i, want := range []bool{true, false, true, true, true} {
+		if checks[i].Met != want {
+			t.Errorf("%s: met %v, want %v (%s)", checks[i].What, checks[i].Met, want, checks[i].Why)
 		}
 	}
 	// Worse placement fails the last check.
 	rs[4].Placement.Landed = 90
-	if cs := Checks(Summarize(rs)); cs[3].Met {
-		t.Errorf("189 of 200 counted as >= 99%%: %+v", cs[3])
+	if cs := Checks(Summarize(rs)); cs[4].Met {
+		t.Errorf("189 of 200 counted as >= 99%%: %+v", cs[4])
 	}
 }
 
@@ -223,8 +231,18 @@ func TestMarkdownAndWrite(t *testing.T) {
 			t.Errorf("row %d = %q, want it to start with | %s |", i, lines[2+i], setup)
 		}
 	}
-	if !strings.Contains(lines[4], "| 100.0 (4/4) |") || !strings.Contains(lines[4], "+20.0% (+20.0%)") {
+	if !strings.Contains(lines[4], "| 100.0 (4/4) | - |") || !strings.Contains(lines[4], "+20.0% (+20.0%)") {
 		t.Errorf("coscheml row %q", lines[4])
+	}
+	// With the simulator at submit, the last column has its avg JCT and gain.
+	rs2 := append([]SeedResult(nil), rs...)
+	rs2[2].SimSubmit = &sim.Metrics{AvgJCT: 81}
+	var buf2 bytes.Buffer
+	if err := Markdown(&buf2, Summarize(rs2)); err != nil {
+		t.Fatal(err)
+	}
+	if row := strings.Split(buf2.String(), "\n")[4]; !strings.HasSuffix(row, "| 100.0 (4/4) | 81.0 s, +10.0% |") {
+		t.Errorf("coscheml row with the simulator at submit: %q", row)
 	}
 	dir := filepath.Join(t.TempDir(), "e2e-report")
 	if err := Write(dir, rep); err != nil {

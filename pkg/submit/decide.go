@@ -162,14 +162,15 @@ func deferral(q *query, out outcome, ours bool, wait time.Duration) outcome {
 	if out.res.Code != Rewrite {
 		return out
 	}
-	waiting := out.rec.Action == "wait"
+	waiting := out.rec.Action == "wait" && !out.release
 	switch {
 	case waiting && wait > 0 && (ours || !q.j.Modify && q.j.BeginTime == 0):
 		until := q.now.Add(wait)
 		out.res.BeginTime, out.deferUntil = until.Unix(), until
 		out = reword(out, fmt.Sprintf(deferredPrefix+"%s for re-decision (wait_defer); ", wait))
 	case !waiting && ours:
-		// Placed at last: eligible now (Slurm raises a past time to now).
+		// Placed at last, or released to its whole-GPU request: eligible now
+		// (Slurm raises a past time to now).
 		out.res.BeginTime = q.now.Unix()
 		out = reword(out, "re-decided after a deferred wait, begin time now; ")
 	}
@@ -256,6 +257,9 @@ type outcome struct {
 	logged bool         // write rec to the decision log
 	usedID bool         // the decision took q.id()
 	rv     *reservation // slots to reserve until the job shows in the residency store
+	// release: a wait that is not to be deferred again (its whole-GPU request
+	// should run as soon as Slurm can start it).
+	release bool
 	// deferUntil (non-zero): the job was deferred (wait_defer) until then under
 	// decision rec.ID; the engine remembers it for the job's re-decision.
 	deferUntil time.Time
@@ -397,13 +401,40 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	}
 	req := placement.Request{JobID: label, Tag: in.prof.Tag, Profile: in.prof, Class: in.class, GPUs: 1, Nodes: mask}
 	d := st.policy.Place(c, &req)
+	typed := c.Reach == placement.ReachTyped
+	k, untyped, release := 0, false, false
+	if d.Action != placement.ActionWait && len(d.Placement) > 0 {
+		k = d.Placement[0].Slots
+		if typed && q.j.Modify {
+			// Slurm 22.05 refuses a typed shard request in an update of a pending
+			// job ("Invalid GRES specification", measured), so a re-decision asks
+			// for untyped shards that only the chosen GPU of the node can hold,
+			// else that Slurm's first fit lands on it (per-GPU-type clusters
+			// follow it: docs/compatibility.md); else the job runs on a whole GPU
+			// now rather than being deferred again for a GPU it cannot name.
+			node, g, want := &c.Nodes[d.Placement[0].Node], d.Placement[0].GPU, k
+			var ok bool
+			if k, ok = uniqueFit(node, g, want); !ok {
+				if k, ok = firstFitSlots(node, g, want); ok {
+					d.Reason += fmt.Sprintf("; %d untyped shards, which Slurm's first fit lands on this GPU (an update cannot name its type)", k)
+				}
+			}
+			if !ok {
+				d.Action = placement.ActionWait
+				d.Reason += "; an update cannot name the GPU's type and no untyped shard count lands on it"
+				release = true
+			}
+			untyped = true
+		}
+	}
 	if d.Action == placement.ActionWait || len(d.Placement) == 0 {
 		r.Action, r.Policy = "wait", st.policy.Name()
 		r.Reason = d.Reason + "; queued for a whole GPU (shards of one GPU, any node)"
-		return exclusiveUnpinned(q, &in.ask, r)
+		out := exclusiveUnpinned(q, &in.ask, r)
+		out.release = release
+		return out
 	}
 	s := d.Placement[0]
-	k := s.Slots
 	id := q.id(k)
 	node := &c.Nodes[s.Node]
 	gpu := &node.GPUs[s.GPU]
@@ -418,7 +449,7 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 		}
 	}
 	tres := in.ask.gres.WithShards(k)
-	if c.Reach == placement.ReachTyped {
+	if typed && !untyped {
 		tres = in.ask.gres.WithTypedShards(TypeName(st.cfg.ShardTypePrefix, gpu.Index), k, q.version)
 	}
 	res := Result{Code: Rewrite, TresPerNode: tres, ReqNodes: node.Name,
@@ -428,6 +459,45 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	out.usedID = true
 	out.rv = &reservation{id: id, jobID: r.JobID, uid: q.j.UserID, node: s.Node, gpus: []int{s.GPU}, slots: k, prof: in.prof, class: in.class, at: q.now}
 	return out
+}
+
+// uniqueFit is the untyped shard count, at least want, that only GPU g of node
+// can hold now: more than every other GPU's free shards (queued decisions not
+// counted: see runningSlots), within g's own. Any
+// allocator then lands the request on g, whatever order it tries GPUs in. ok is
+// false when no count does.
+func uniqueFit(node *placement.Node, g, want int) (int, bool) {
+	k := want
+	for j := range node.GPUs {
+		if j != g {
+			k = max(k, node.GPUs[j].Slots-runningSlots(&node.GPUs[j])+1)
+		}
+	}
+	return k, k <= node.GPUs[g].Slots-usedSlots(&node.GPUs[g])
+}
+
+// runningSlots is the shards a GPU's started jobs hold: queued decisions hold
+// nothing in Slurm's eyes until their jobs start, and Slurm may start this job
+// first, so untyped steering must not count on them.
+func runningSlots(g *placement.GPU) int {
+	used := 0
+	for _, r := range g.Residents {
+		if r.Kind != placement.Reserved {
+			used += r.Slots
+		}
+	}
+	return used
+}
+
+// firstFitSlots is the untyped shard count, at least want, that Slurm's first-fit
+// allocator lands on GPU g of node: more than every lower GPU's free shards,
+// within g's own. ok is false when no count does.
+func firstFitSlots(node *placement.Node, g, want int) (int, bool) {
+	k := want
+	for j := 0; j < g; j++ {
+		k = max(k, node.GPUs[j].Slots-runningSlots(&node.GPUs[j])+1)
+	}
+	return k, k <= node.GPUs[g].Slots-usedSlots(&node.GPUs[g])
 }
 
 // usedSlots is the shards a GPU's residents hold.

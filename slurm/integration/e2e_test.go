@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,18 +46,26 @@ type replayOptions struct {
 	slack    float64 // time limit = ceil(work * slack) minutes
 	typed    bool    // per-GPU Slurm types and shard_pinning: typed
 	trace    string  // philly | generic:FILE | alibaba:FILE
+	// waitDefer is coscheml's wait_defer; with it the re-decide loop runs
+	// beside slurmctld every redecide (0: a "wait" runs on a whole GPU).
+	waitDefer, redecide time.Duration
 }
 
 // Defaults of make e2e (docs/evaluation.md says how they were chosen): the
 // simulator demo's sample (jobs of at most 24 h, offered load 2) on the 4x4 GPU
-// cluster, 500x faster than the trace, at least 2 s of work per job.
+// cluster, 500x faster than the trace, at least 2 s of work per job; coscheml
+// with typed pinning and otherwise the default configuration: wait_defer as
+// config.Default() has it (off today: then no re-decide loop runs; with
+// E2E_WAIT_DEFER the loop runs beside slurmctld, a pass every E2E_REDECIDE).
 func defaultReplay() replayOptions {
 	return replayOptions{jobs: 200, seeds: []int64{1, 2, 3}, setups: replay.Setups, compress: 500, load: 2,
-		minWork: 2, maxDur: 24 * 3600, slack: 3, typed: true, trace: "philly"}
+		minWork: 2, maxDur: 24 * 3600, slack: 3, typed: true, trace: "philly",
+		waitDefer: config.Default().WaitDefer, redecide: time.Second}
 }
 
 // replayFromEnv reads E2E_JOBS, E2E_SEEDS (count), E2E_SETUPS, E2E_COMPRESS,
-// E2E_LOAD, E2E_MIN_WORK, E2E_PINNING (typed | first-fit) and E2E_TRACE.
+// E2E_LOAD, E2E_MIN_WORK, E2E_PINNING (typed | first-fit), E2E_WAIT_DEFER
+// (0: no re-decide loop), E2E_REDECIDE (the loop's interval) and E2E_TRACE.
 func replayFromEnv(t *testing.T, o replayOptions) replayOptions {
 	t.Helper()
 	num := func(name string, dst *float64) {
@@ -102,6 +112,20 @@ func replayFromEnv(t *testing.T, o replayOptions) replayOptions {
 		o.typed = false
 	default:
 		t.Fatalf("E2E_PINNING=%q: want typed or first-fit", v)
+	}
+	dur := func(name string, dst *time.Duration) {
+		if v := os.Getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				t.Fatalf("%s=%q: want a duration >= 0 (10s)", name, v)
+			}
+			*dst = d
+		}
+	}
+	dur("E2E_WAIT_DEFER", &o.waitDefer)
+	dur("E2E_REDECIDE", &o.redecide)
+	if o.waitDefer > 0 && (o.redecide < 100*time.Millisecond || o.redecide > o.waitDefer/2) {
+		t.Fatalf("E2E_REDECIDE=%s: want 100ms..E2E_WAIT_DEFER/2 (%s)", o.redecide, o.waitDefer/2)
 	}
 	if v := os.Getenv("E2E_TRACE"); v != "" {
 		o.trace = v
@@ -225,6 +249,7 @@ func replayClusterConfig(o replayOptions) func(*config.Config) {
 			cfg.ShardPinning = config.PinTyped
 			cfg.ShardTypePrefix = "g"
 		}
+		cfg.WaitDefer = o.waitDefer
 	}
 }
 
@@ -253,7 +278,14 @@ func runReplay(t *testing.T, a artifacts, o replayOptions, save func(replay.Repo
 	opts := placeconf.Options(cfg)
 	twin := replay.SimSetup{Truth: tt, Model: m, PairMemory: cfg.PairMemory, Options: opts,
 		Config: sim.Config{Nodes: numNodes, GPUsPerNode: gpusPerNode, GPUMemMiB: 143771, Slots: shardsPerGPU,
-			MaxCoRunners: opts.MaxCoRunners, Floors: cfg.SpeedFloor, Reach: placeconf.Reach(cfg)}}
+			MaxCoRunners: opts.MaxCoRunners, Floors: cfg.SpeedFloor, Reach: placeconf.Reach(cfg)},
+		// The jobs are already compressed: the simulator's seconds are real ones.
+		Submit: &sim.SubmitModel{}}
+	loop := "no re-decide loop (wait_defer 0)"
+	if o.waitDefer > 0 {
+		twin.Submit.Redecide = o.redecide.Seconds()
+		loop = fmt.Sprintf("wait_defer %s, coscheml redecide --loop --interval %s beside slurmctld", o.waitDefer, o.redecide)
+	}
 	// Blind sharing as a site would run it without coscheml: every job asks
 	// for the share of a GPU a sharing job gets from the policies (slots per GPU
 	// over the most jobs per GPU), Slurm picks the GPU.
@@ -273,7 +305,7 @@ func runReplay(t *testing.T, a artifacts, o replayOptions, save func(replay.Repo
 			fmt.Sprintf("Slurm %s; cluster: %d nodes x %d GPUs x %d shards (fake GPUs, real slurmctld/slurmd/munge), shard_pinning %s", a.slurm.version, numNodes, gpusPerNode, shardsPerGPU, pin),
 			fmt.Sprintf("trace: %s, %d jobs per seed of at most %.0f h, capped at 1 GPU, offered load %g, seeds %v", o.trace, o.jobs, o.maxDur/3600, o.load, o.seeds),
 			fmt.Sprintf("time compression %gx (trace seconds per real second), work at least %g s, time limit ceil(%g x work) min, OverTimeLimit=UNLIMITED", o.compress, o.minWork, o.slack),
-			fmt.Sprintf("setups (every job --comment=coscheml:app=TAG,class=CLASS): exclusive = plugin off, --gres=gpu:1; blind = plugin off, --gres=shard:%d (Slurm picks the GPU); coscheml = plugin on, --gres=gpu:1", share),
+			fmt.Sprintf("setups (every job --comment=coscheml:app=TAG,class=CLASS): exclusive = plugin off, --gres=gpu:1; blind = plugin off, --gres=shard:%d (Slurm picks the GPU); coscheml = plugin on, --gres=gpu:1, %s", share, loop),
 		},
 	}
 	for _, seed := range o.seeds {
@@ -287,6 +319,10 @@ func runReplay(t *testing.T, a artifacts, o replayOptions, save func(replay.Repo
 			if err != nil {
 				t.Fatal(err)
 			}
+			atSubmit, err := replay.SimulateAtSubmit(setup, jobs, seed, twin)
+			if err != nil {
+				t.Fatal(err)
+			}
 			var res replay.SeedResult
 			t.Run(fmt.Sprintf("%s_seed%d", setup, seed), func(t *testing.T) {
 				run, wall := replayOnce(t, a, o, setup, share, jobs)
@@ -295,7 +331,7 @@ func runReplay(t *testing.T, a artifacts, o replayOptions, save func(replay.Repo
 				if err != nil {
 					t.Fatal(err)
 				}
-				res = replay.NewSeedResult(run, measured, simRun, wall)
+				res = replay.NewSeedResult(run, measured, simRun, atSubmit, wall)
 				t.Logf("%s seed %d: %d/%d jobs ended in %.0f s; avg JCT %.1f s (simulator %.1f), makespan %.1f s (%.1f), below floor %d (%d), shared %d (%d); placements %+v",
 					setup, seed, res.Ended, res.Jobs, wall, res.Real.AvgJCT, res.Sim.AvgJCT, res.Real.Makespan, res.Sim.Makespan,
 					res.Real.BelowFloor, res.Sim.BelowFloor, res.Real.Shared, res.Sim.Shared, res.Placement)
@@ -321,6 +357,10 @@ func replayOnce(t *testing.T, a artifacts, o replayOptions, setup string, share 
 	results := c.path("jobs", "results")
 	c.mkdirs(filepath.Join("jobs", "results"), filepath.Join("jobs", "out"))
 	bin := filepath.Join(a.binDir, "coscheml")
+	if plugin && o.waitDefer > 0 {
+		stop := startRedecideLoop(t, c, o.redecide)
+		defer stop()
+	}
 	run := replay.Run{Setup: setup}
 	var ids []int
 	start := time.Now()
@@ -394,6 +434,40 @@ func replayOnce(t *testing.T, a artifacts, o replayOptions, setup string, share 
 	}
 	run.Results = rs
 	return run, wall
+}
+
+// startRedecideLoop runs `coscheml redecide --loop` beside slurmctld, as
+// coscheml-redecide.service would, with this cluster's clients; stop ends it
+// (this process's own child) and logs the tail of its output.
+func startRedecideLoop(t *testing.T, c *cluster, every time.Duration) (stop func()) {
+	t.Helper()
+	logPath := c.path("log", "redecide.log")
+	lf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := exec.Command(filepath.Join(c.a.binDir, "coscheml"), "redecide", "--loop", "--interval", every.String())
+	loop.Env = append(c.env, "COSCHEML_CONFIG="+c.cfgPath)
+	loop.Stdout, loop.Stderr = lf, lf
+	if err := loop.Start(); err != nil {
+		lf.Close()
+		t.Fatalf("starting the re-decide loop: %v", err)
+	}
+	return func() {
+		loop.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { loop.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			loop.Process.Kill()
+			<-done
+		}
+		lf.Close()
+		if b, _ := os.ReadFile(logPath); len(b) > 0 {
+			t.Logf("re-decide loop's log (tail):\n%s", tail(b, 1500))
+		}
+	}
 }
 
 // lastDecisionID is the plugin's latest decision token in a comment (a job the
