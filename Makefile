@@ -99,7 +99,8 @@ unit: libcoscheml
 # The shim compiled with -Wall -Wextra -Werror against every Slurm release's public
 # headers (../shared/slurm/headers/<version>/, developers and CI only), the C
 # harness run through each build into lib/libcoscheml.so, then once under
-# AddressSanitizer. Without that folder, make unit still checks the system's headers.
+# AddressSanitizer; and the library's C queue (queue.c) under ASan and TSan.
+# Without that folder, make unit still checks the system's headers.
 SLURM_HEADER_SETS ?= $(CURDIR)/../shared/slurm/headers
 shim-check: libcoscheml
 	@if [ ! -d "$(SLURM_HEADER_SETS)" ]; then \
@@ -107,7 +108,7 @@ shim-check: libcoscheml
 	else \
 		echo "== shim against $$(ls $(SLURM_HEADER_SETS) | tr '\n' ' ')"; \
 		LIBCOSCHEML_SO=$(CURDIR)/lib/libcoscheml.so COSCHEML_SLURM_HEADERS=$(SLURM_HEADER_SETS) \
-			$(GO) test -count=1 -v -run '^TestC(ABI|Shim)$$' ./cmd/libcoscheml; \
+			$(GO) test -count=1 -v -run '^TestC(ABI|Shim|Queue)$$' ./cmd/libcoscheml; \
 	fi
 
 # The packages linked into slurmctld (libcoscheml's dependency closure within this

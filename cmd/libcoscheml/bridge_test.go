@@ -205,7 +205,7 @@ func TestCShim(t *testing.T) {
 		cc(t, append([]string{"-O2", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-std=gnu11",
 			"-I" + inc, "-I../../plugin-c", "-o", shim, "../../plugin-c/job_submit_coscheml.c", "-ldl", "-lpthread"}, extra...)...)
 		cc(t, append([]string{"-O1", "-g", "-Wall", "-Wextra", "-Werror", "-std=gnu11", "-rdynamic",
-			"-I" + inc, "-I../../plugin-c", "-o", harness, "testdata/harness.c", "-ldl"}, extra...)...)
+			"-I" + inc, "-I../../plugin-c", "-o", harness, "testdata/harness.c", "-ldl", "-lpthread"}, extra...)...)
 		return shim, harness
 	}
 	wants := []string{
@@ -232,6 +232,9 @@ func TestCShim(t *testing.T) {
 		"rawshard-slurmuser rc=0 tres=gres:shard:1 nodes=NULL msg=NULL",
 		"modify-nodes-user rc=1",
 		"modify-nodes-root rc=0",
+		// Eight threads at once through the queue to the worker, each answer
+		// its own.
+		"concurrent calls=480 wrong=0 live=0",
 		"loop done live=0",
 		"afterfini rc=0 tres=gres:gpu:1 nodes=NULL msg=NULL",
 		"reinit rc=1",
@@ -282,6 +285,54 @@ func TestCShim(t *testing.T) {
 		got := runC(t, []string{"ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:exitcode=23"}, harness, shim, so, writeConfig(t, ""))
 		wantLines(t, "asan harness", got, wants)
 	})
+}
+
+// TestCQueue drives queue.c (the hand-off from slurmctld's threads to the Go
+// worker) with a C worker whose timing the test controls (testdata/queue.c):
+// concurrent callers, the timeout (the job passes, the late answer is freed by
+// the worker, later jobs pass at once until it ends), a timeout in the queue,
+// cq_stop with calls queued and in progress, a restart. Under AddressSanitizer
+// with leak checks (no Go runtime in this program) and under ThreadSanitizer.
+func TestCQueue(t *testing.T) {
+	wants := []string{
+		"noworker rc=0 log=direct direct=1",
+		"concurrent calls=4000 wrong=0 direct=1",
+		"shortanswer rc=0 untouched=1",
+		"shortjob rc=0 log=worker: job of 8 bytes",
+		"nulljob rc=0 log=worker: no job",
+		"timeout rc=0 tres=NULL log=coscheml: no decision within 50 ms, job left unchanged; jobs pass through unchanged until the decision in progress ends fast=1",
+		"stuck rc=0 tres=NULL log=NULL fast=1",
+		"recovered rc=1 tres=after",
+		"queued-timeout rc=0 tres=NULL slow rc=0",
+		"stop queued=3 unchanged=3 quick=3 inflight rc=1 tres=slow-3",
+		"afterstop rc=0 log=direct direct=2",
+		"restart rc=1 tres=again",
+		"end",
+	}
+	for _, tc := range []struct{ name, san, env string }{
+		{"plain", "", ""},
+		{"asan", "-fsanitize=address,undefined", "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=23"},
+		{"tsan", "-fsanitize=thread", "TSAN_OPTIONS=exitcode=66"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bin := filepath.Join(t.TempDir(), "queue")
+			args := []string{"-O1", "-g", "-Wall", "-Wextra", "-Werror", "-std=gnu11", "-I../../plugin-c", "-o", bin, "testdata/queue.c", "-lpthread"}
+			if tc.san != "" {
+				probe := filepath.Join(t.TempDir(), "probe")
+				if out, err := exec.Command("sh", "-c", "echo 'int main(void){return 0;}' | gcc "+tc.san+" -x c -o "+probe+" -").CombinedOutput(); err != nil {
+					t.Skipf("gcc cannot build with %s here: %s", tc.san, out)
+				}
+				args = append([]string{tc.san, "-fno-omit-frame-pointer"}, args...)
+			}
+			cc(t, args...)
+			var env []string
+			if tc.env != "" {
+				env = []string{tc.env}
+			}
+			got := runC(t, env, bin)
+			wantLines(t, "queue", got, wants)
+		})
+	}
 }
 
 // TestSafeMode: a slurm.conf whose SelectTypeParameters make first-fit steering
@@ -397,7 +448,7 @@ func TestCallCostReport(t *testing.T) {
 		}
 	}
 	for _, job := range []string{"none", "untagged", "tagged"} {
-		if n := len(regexp.MustCompile(`(?m)^paced `+job+` calls=200 proc_per_call_us=[0-9.]+$`).FindAllString(got, -1)); n != 2 {
+		if n := len(regexp.MustCompile(`(?m)^paced `+job+` calls=200 proc_per_call_us=[0-9.]+ ctxsw_per_call=[0-9.]+$`).FindAllString(got, -1)); n != 2 {
 			t.Errorf("paced %s: %d result lines, want 2", job, n)
 		}
 	}

@@ -20,6 +20,7 @@ import "C"
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"github.com/coscheml/coscheml/pkg/submit"
@@ -64,14 +65,26 @@ func coscheml_init(configPath *C.char, slurmVer C.uint32_t, slurmConf *C.char, o
 	}
 	slurmVersion.Store(uint32(slurmVer))
 	code, log := initGo(path, uint32(slurmVer), goString(slurmConf))
+	if err := startWorker(); err != nil {
+		// Slower, not wrong: calls are decided on slurmctld's threads.
+		log = strings.TrimSpace(log + "\n" + fmt.Sprintf("no decision worker, deciding on the calling threads: %v", err))
+	}
 	setOut(outLog, log)
 	return C.int(code)
 }
 
-// coscheml_decide answers job_submit (job.modify 0) and job_modify (1).
+// cq_decide_go decides on the calling thread: queue.c's coscheml_decide calls it
+// only while no worker runs (before init, after fini).
 //
-//export coscheml_decide
-func coscheml_decide(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) (rc C.int) {
+//export cq_decide_go
+func cq_decide_go(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) C.int {
+	return decideInto(job, ans)
+}
+
+// decideInto answers job_submit (job.modify 0) and job_modify (1): the one code
+// path of every decision, run by the worker (worker.go) on the C request that
+// coscheml_decide (queue.c) queued, or by cq_decide_go.
+func decideInto(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) (rc C.int) {
 	// The answer is written only when the caller's struct is as large as ours;
 	// a shorter one comes from a shim of another build, which the version check
 	// should have stopped: fail open without touching it.
@@ -139,6 +152,9 @@ func coscheml_reconfigure() {
 //export coscheml_fini
 func coscheml_fini() {
 	defer func() { _ = recover() }()
+	// Queued calls are answered "unchanged"; the decision in progress is
+	// answered (and logged by the engine) before the engine closes.
+	stopWorker()
 	if e := engine.Swap(nil); e != nil {
 		e.Close()
 	}

@@ -15,7 +15,8 @@
  *           process CPU per call over the whole run, so also what Go's
  *           threads do between calls (sysmon polling while the caller's P
  *           sits in its syscall state), against the same run without calls.
- * usage: callcost LIB CONFIG N
+ * usage: callcost LIB CONFIG N [paced]: with "paced", only the paced lines,
+ * five interleaved rounds of N calls each (for perf and for the spread).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -138,8 +140,18 @@ static double proc_us(void)
 	return now_ns(CLOCK_PROCESS_CPUTIME_ID) / 1e3;
 }
 
+/* Context switches of the whole process (every thread's wake-ups). */
+static long ctxsw(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_nvcsw + ru.ru_nivcsw;
+}
+
 static void paced(const char *what, const char *comment, int n)
 {
+	long s0 = ctxsw();
 	double c0 = proc_us();
 
 	for (int i = 0; i < n; i++) {
@@ -153,12 +165,14 @@ static void paced(const char *what, const char *comment, int n)
 		pthread_join(t, NULL);
 		usleep(5000);
 	}
-	printf("paced %s calls=%d proc_per_call_us=%.1f\n", what, n, (proc_us() - c0) / n);
+	double c1 = proc_us();
+	printf("paced %s calls=%d proc_per_call_us=%.1f ctxsw_per_call=%.1f\n", what,
+	       n, (c1 - c0) / n, (double)(ctxsw() - s0) / n);
 }
 
 int main(int argc, char **argv)
 {
-	if (argc != 4)
+	if (argc != 4 && !(argc == 5 && strcmp(argv[4], "paced") == 0))
 		return 2;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	int n = atoi(argv[3]);
@@ -179,6 +193,14 @@ int main(int argc, char **argv)
 	/* Warm-up: the engine's first decisions and the runtime's extra Ms. */
 	run("warmup", "untagged", "hello", 200, 1);
 	run("warmup", "tagged", "coscheml:app=harness-app", 50, 0);
+	if (argc == 5) {
+		for (int round = 0; round < 5; round++) {
+			paced("none", NULL, n);
+			paced("untagged", "hello", n);
+			paced("tagged", "coscheml:app=harness-app", n);
+		}
+		return 0;
+	}
 	for (int round = 0; round < 2; round++) {
 		run("thread", "none", NULL, n, 1);
 		run("same", "untagged", "hello", n, 0);

@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -41,14 +42,14 @@ char *slurm_xstrdup(const char *str)
 {
 	if (!str)
 		return NULL;
-	live_strings++;
+	__atomic_add_fetch(&live_strings, 1, __ATOMIC_RELAXED);
 	return strdup(str);
 }
 
 void slurm_xfree(void **item)
 {
 	if (item && *item) {
-		live_strings--;
+		__atomic_sub_fetch(&live_strings, 1, __ATOMIC_RELAXED);
 		free(*item);
 		*item = NULL;
 	}
@@ -162,6 +163,63 @@ static void show_fields(const char *what, const char *tres_node,
 	job_free(&jd);
 }
 
+/*
+ * Several slurmctld threads submitting at once (each RPC has its own): every
+ * answer must be the one for that thread's own job (untagged, a bad tag, a raw
+ * shard request, in turn).
+ */
+#define CONC_THREADS 8
+#define CONC_CALLS 60
+
+static void *submit_many(void *arg)
+{
+	long wrong = 0;
+
+	(void)arg;
+	for (int i = 0; i < CONC_CALLS; i++) {
+		static const char *comments[] = {"hello", "coscheml:app=../x", NULL};
+		static const char *tres[] = {"gres:gpu:1", "gres:gpu:1", "gres:shard:1"};
+		static const char *msgs[] = {NULL, "coscheml: invalid tag",
+					     "coscheml: this job asks for GPU shards directly"};
+		int k = i % 3;
+		job_desc_msg_t jd;
+		char *err = NULL;
+		int rc;
+
+		job_init(&jd, comments[k], tres[k]);
+		rc = job_submit(&jd, 1000, &err);
+		if ((rc != SLURM_SUCCESS) != (k != 0) ||
+		    !jd.tres_per_node || strcmp(jd.tres_per_node, tres[k]) != 0 ||
+		    (msgs[k] == NULL) != (err == NULL) ||
+		    (msgs[k] && strncmp(err, msgs[k], strlen(msgs[k])) != 0))
+			wrong++;
+		slurm_xfree((void **)&err);
+		job_free(&jd);
+	}
+	return (void *)wrong;
+}
+
+static void concurrent(void)
+{
+	pthread_t t[CONC_THREADS];
+	long wrong = 0;
+
+	for (int i = 0; i < CONC_THREADS; i++)
+		if (pthread_create(&t[i], NULL, submit_many, NULL) != 0) {
+			printf("pthread_create failed\n");
+			exit(1);
+		}
+	for (int i = 0; i < CONC_THREADS; i++) {
+		void *v;
+
+		pthread_join(t[i], &v);
+		wrong += (long)v;
+	}
+	printf("concurrent calls=%d wrong=%ld live=%ld\n",
+	       CONC_THREADS * CONC_CALLS, wrong,
+	       __atomic_load_n(&live_strings, __ATOMIC_RELAXED));
+}
+
 static void show_submit(const char *what, const char *comment, const char *tres)
 {
 	show_submit_as(what, comment, tres, 1000);
@@ -260,6 +318,8 @@ int main(int argc, char **argv)
 	show_submit_as("rawshard-slurmuser", NULL, "gres:shard:1", 64030);
 	show_modify_as("modify-nodes-user", "20", NO_VAL, NULL, "n1", 1000);
 	show_modify_as("modify-nodes-root", "21", NO_VAL, NULL, "n1", 0);
+
+	concurrent();
 
 	/* slurm.conf read again: the shim tells the library once. */
 	slurm_conf.last_update++;

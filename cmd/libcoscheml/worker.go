@@ -1,0 +1,98 @@
+package main
+
+/*
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include "queue.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"time"
+)
+
+// workerStopWait bounds how long coscheml_fini waits for the worker to answer
+// the decision in progress and leave: fini runs in slurmctld's shutdown.
+const workerStopWait = 2 * time.Second
+
+var (
+	workerMu   sync.Mutex
+	workerDone chan struct{} // closed when the running worker has left; nil: none
+)
+
+// startWorker starts the goroutine that answers the calls queued by
+// coscheml_decide (queue.c), unless one runs. It waits on an eventfd through
+// Go's netpoller, so while idle it holds no P and Go's threads sleep; slurmctld's
+// threads never enter Go. Without a worker, calls are decided on the calling
+// thread (the way before the queue), so a failure here only costs speed.
+func startWorker() error {
+	workerMu.Lock()
+	defer workerMu.Unlock()
+	if workerDone != nil {
+		return nil
+	}
+	fd, err := C.eventfd(0, C.EFD_NONBLOCK|C.EFD_CLOEXEC)
+	if fd < 0 {
+		return fmt.Errorf("eventfd for the decision worker: %w", err)
+	}
+	// A non-blocking descriptor: os.NewFile registers it with the netpoller.
+	f := os.NewFile(uintptr(fd), "coscheml-decide-queue")
+	if C.cq_start(fd) != 0 {
+		f.Close()
+		return fmt.Errorf("a decision worker runs already")
+	}
+	done := make(chan struct{})
+	workerDone = done
+	go work(f, done)
+	return nil
+}
+
+// stopWorker answers the queued calls "unchanged", lets the worker answer the
+// decision in progress and waits (bounded) for it to leave.
+func stopWorker() {
+	workerMu.Lock()
+	defer workerMu.Unlock()
+	if workerDone == nil {
+		return
+	}
+	C.cq_stop()
+	select {
+	case <-workerDone:
+	case <-time.After(workerStopWait):
+	}
+	workerDone = nil
+}
+
+// work pops requests one at a time and decides each with the bridge's one code
+// path (decideInto), until cq_stop.
+func work(f *os.File, done chan struct{}) {
+	defer close(done)
+	var (
+		buf  [8]byte
+		prev *C.struct_cq_req
+		rc   C.int
+	)
+	for {
+		var stop C.int
+		req := C.cq_next(prev, rc, &stop)
+		prev = nil
+		if stop != 0 {
+			f.Close()
+			return
+		}
+		if req == nil {
+			// Parks in the netpoller until a caller writes the eventfd.
+			if _, err := f.Read(buf[:]); err != nil {
+				// Cannot happen with an open eventfd; fail open: stop, and the
+				// callers decide on their own threads from now on.
+				C.cq_stop()
+			}
+			continue
+		}
+		rc = decideInto(req.jobp, &req.ans)
+		prev = req
+	}
+}
