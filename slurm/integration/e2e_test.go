@@ -299,7 +299,7 @@ func runReplay(t *testing.T, a artifacts, o replayOptions, save func(replay.Repo
 	}
 	rep := replay.Report{
 		Command: "E2E=1 E2E_JOBS=" + strconv.Itoa(o.jobs) + " E2E_SEEDS=" + strconv.Itoa(len(o.seeds)) +
-			" E2E_COMPRESS=" + strconv.FormatFloat(o.compress, 'g', -1, 64) + " make e2e",
+			" E2E_COMPRESS=" + strconv.FormatFloat(o.compress, 'g', -1, 64) + " E2E_WAIT_DEFER=" + o.waitDefer.String() + " make e2e",
 		Date: time.Now().UTC().Format(time.RFC3339),
 		Setup: []string{
 			fmt.Sprintf("Slurm %s; cluster: %d nodes x %d GPUs x %d shards (fake GPUs, real slurmctld/slurmd/munge), shard_pinning %s", a.slurm.version, numNodes, gpusPerNode, shardsPerGPU, pin),
