@@ -123,14 +123,22 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// pollStates runs NodeStates every StatesEvery until stop. Each poll has its own
+// pollStates runs NodeStates every StatesEvery, and the queue check every
+// QueueEvery, until stop. Each poll has its own
 // timeout, so a hung sinfo delays nothing but the next poll.
 func (e *Engine) pollStates() {
 	defer close(e.statesDone)
 	t := time.NewTicker(e.opts.StatesEvery)
 	defer t.Stop()
+	var listed time.Time
 	for {
-		e.pollOnce()
+		if e.pollFn != nil {
+			e.pollOnce()
+		}
+		if now := e.opts.Now(); e.queueFn != nil && now.Sub(listed) >= e.opts.QueueEvery {
+			listed = now
+			e.checkQueue()
+		}
 		select {
 		case <-e.stop:
 			return
