@@ -131,13 +131,21 @@ func (e *Engine) pollStates() {
 	t := time.NewTicker(e.opts.StatesEvery)
 	defer t.Stop()
 	var listed time.Time
+	checkedReady := false // a listing succeeded after the first load (and its restore)
 	for {
 		if e.pollFn != nil {
 			e.pollOnce()
 		}
-		if now := e.opts.Now(); e.queueFn != nil && now.Sub(listed) >= e.opts.QueueEvery {
+		// The reservations rebuilt at a start include jobs cancelled since:
+		// check as soon as the first load is done (retrying every tick until a
+		// listing succeeds), then every QueueEvery.
+		now := e.opts.Now()
+		if e.queueFn != nil && (now.Sub(listed) >= e.opts.QueueEvery || !checkedReady && e.ready.Load()) {
 			listed = now
-			e.checkQueue()
+			ready := e.ready.Load()
+			if e.checkQueue() && ready {
+				checkedReady = true
+			}
 		}
 		select {
 		case <-e.stop:

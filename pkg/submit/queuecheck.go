@@ -22,9 +22,11 @@ import (
 // So a background poll lists the decision ids still carried by the queue's jobs
 // and drops the reservations whose id is gone.
 
-// queueCheckGrace: a reservation is made inside job_submit, before Slurm has the
-// job record; only reservations older than this are checked against a listing.
-const queueCheckGrace = 30 * time.Second
+// queueCheckGrace: a reservation is made inside job_submit, under slurmctld's
+// job write lock, in the same locked section that creates the job record; a
+// listing started after it (squeue takes the read lock) sees the job. The grace
+// only covers clock steps and the time between the listing's start and its RPC.
+const queueCheckGrace = 5 * time.Second
 
 // maxQueueBytes bounds what a listing may hand over (a comment is at most a few
 // KiB; 100,000 jobs of short comments fit).
@@ -74,8 +76,8 @@ func SqueueIDs(slurmConf string) func(ctx context.Context) (map[string]bool, err
 }
 
 // checkQueue runs one listing and drops the reservations it shows gone. A
-// failed listing drops nothing.
-func (e *Engine) checkQueue() {
+// failed listing drops nothing. It says whether the listing succeeded.
+func (e *Engine) checkQueue() (ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			e.note("info-queuecheck", fmt.Sprintf("internal error listing the queue: %v", r))
@@ -94,10 +96,11 @@ func (e *Engine) checkQueue() {
 	ids, err := e.queueFn(ctx)
 	if err != nil {
 		e.note("info-queuecheck", fmt.Sprintf("queue not listed (reservations of cancelled jobs last their TTL): %v", err))
-		return
+		return false
 	}
 	e.note("info-queuecheck", "")
 	e.view.dropGone(ids, started.Add(-queueCheckGrace))
+	return true
 }
 
 // dropGone drops the reservations made before cutoff whose decision id no job of

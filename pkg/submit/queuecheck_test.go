@@ -58,7 +58,7 @@ func TestQueueCheckDropsGone(t *testing.T) {
 		wantKept bool
 	}{
 		{"gone and old: dropped", time.Minute, false, false, false},
-		{"gone but young: kept", 10 * time.Second, false, false, true},
+		{"gone but young: kept", 2 * time.Second, false, false, true},
 		{"still queued: kept", time.Minute, true, false, true},
 		{"listing failed: kept", time.Minute, false, true, true},
 	} {

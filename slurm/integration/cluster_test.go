@@ -1203,6 +1203,10 @@ func (c *cluster) waitPinnable(tag string, d time.Duration) bool {
 		id := c.mustSbatch("--hold", "--gres=gpu:1", "-o", "/dev/null", "--comment=coscheml:app="+tag, "--wrap=true")
 		probes = append(probes, id)
 		if j := c.showJob(id); j.ReqNodeList != "(null)" && j.ReqNodeList != "" {
+			// The pinned probe's reservation outlives its cancellation until a
+			// queue check finds it older than the grace (5 s): let it age, so the
+			// check at the next slurmctld start drops it.
+			time.Sleep(6 * time.Second)
 			return true
 		}
 		if time.Now().After(deadline) {
