@@ -28,6 +28,7 @@ func initGo(path string, slurmVer uint32, slurmConf string) (int, string) {
 	if fi, err := os.Stat(slurmConf); err == nil && fi.Mode().IsRegular() {
 		// Only with slurmctld's own slurm.conf: sinfo must ask this cluster.
 		src.NodeStates = submit.SinfoStates(slurmConf)
+		src.QueueIDs = submit.SqueueIDs(slurmConf)
 	}
 	e := submit.NewAsync(src, submit.Options{SlurmVersion: slurmVersion.Load},
 		func(src submit.Sources) (submit.Sources, string) { return submit.GuardPinning(src, slurmConf) })

@@ -150,6 +150,7 @@ type Options struct {
 	MaxLogLen      int           // bound of one log line (default 1000)
 	StatesEvery    time.Duration // poll the node states (default 5 s)
 	StatesMaxAge   time.Duration // ignore node states older than (default 1 min)
+	QueueEvery     time.Duration // list the queue to drop reservations of jobs gone (default 30 s)
 	// SlurmVersion is the running slurmctld's SLURM_VERSION_NUMBER (0: unknown),
 	// for the TRES syntax of a rewrite whose job gave none to follow.
 	SlurmVersion func() uint32
@@ -176,6 +177,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StatesEvery <= 0 {
 		o.StatesEvery = 5 * time.Second
+	}
+	if o.QueueEvery <= 0 {
+		o.QueueEvery = 30 * time.Second
 	}
 	if o.StatesMaxAge <= 0 {
 		o.StatesMaxAge = time.Minute
@@ -255,6 +259,8 @@ type Engine struct {
 	// states is the last poll of the node states (nodestate.go).
 	states     atomic.Pointer[nodeStates]
 	statesDone chan struct{}
+	// queueFn is src.QueueIDs, copied at creation like pollFn.
+	queueFn func(ctx context.Context) (map[string]bool, error)
 	// pollFn is src.NodeStates, copied at creation: the first load may replace
 	// src (prep) while Start reads this.
 	pollFn func(ctx context.Context) (map[string]bool, error)
@@ -287,6 +293,7 @@ func newEngine(src Sources, opts Options, prep func(Sources) (Sources, string)) 
 	e := &Engine{src: src, opts: opts.withDefaults(), notes: map[string]string{}, kick: make(chan struct{}, 1), prep: prep, born: time.Now()}
 	e.counters = metrics.NewCounters(e.opts.Now())
 	e.pollFn = src.NodeStates
+	e.queueFn = src.QueueIDs
 	e.view.ttl = e.opts.ReservationTTL
 	now := e.opts.Now()
 	e.idPfx = strconv.FormatInt(now.UnixMilli(), 36)
@@ -395,7 +402,7 @@ func (e *Engine) Start() {
 		e.loopOn.Store(true)
 		go e.loop()
 		go e.metricsLoop()
-		if e.pollFn != nil {
+		if e.pollFn != nil || e.queueFn != nil {
 			e.statesDone = make(chan struct{})
 			go e.pollStates()
 		}

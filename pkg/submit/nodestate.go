@@ -123,14 +123,30 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// pollStates runs NodeStates every StatesEvery until stop. Each poll has its own
+// pollStates runs NodeStates every StatesEvery, and the queue check every
+// QueueEvery, until stop. Each poll has its own
 // timeout, so a hung sinfo delays nothing but the next poll.
 func (e *Engine) pollStates() {
 	defer close(e.statesDone)
 	t := time.NewTicker(e.opts.StatesEvery)
 	defer t.Stop()
+	var listed time.Time
+	checkedReady := false // a listing succeeded after the first load (and its restore)
 	for {
-		e.pollOnce()
+		if e.pollFn != nil {
+			e.pollOnce()
+		}
+		// The reservations rebuilt at a start include jobs cancelled since:
+		// check as soon as the first load is done (retrying every tick until a
+		// listing succeeds), then every QueueEvery.
+		now := e.opts.Now()
+		if e.queueFn != nil && (now.Sub(listed) >= e.opts.QueueEvery || !checkedReady && e.ready.Load()) {
+			listed = now
+			ready := e.ready.Load()
+			if e.checkQueue() && ready {
+				checkedReady = true
+			}
+		}
 		select {
 		case <-e.stop:
 			return

@@ -1191,6 +1191,31 @@ func (c *cluster) waitGone(js ...job) {
 	}
 }
 
+// waitPinnable submits held probe jobs of tag until the plugin pins one (a
+// reservation-free GPU exists for it) or d passes, then cancels the probes. It
+// says whether one was pinned.
+func (c *cluster) waitPinnable(tag string, d time.Duration) bool {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	var probes []int
+	defer func() { c.cancel(probes...) }()
+	for {
+		id := c.mustSbatch("--hold", "--gres=gpu:1", "-o", "/dev/null", "--comment=coscheml:app="+tag, "--wrap=true")
+		probes = append(probes, id)
+		if j := c.showJob(id); j.ReqNodeList != "(null)" && j.ReqNodeList != "" {
+			// The pinned probe's reservation outlives its cancellation until a
+			// queue check finds it older than the grace (5 s): let it age, so the
+			// check at the next slurmctld start drops it.
+			time.Sleep(6 * time.Second)
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
 func (c *cluster) cancel(ids ...int) {
 	if len(ids) == 0 {
 		return

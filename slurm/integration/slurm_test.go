@@ -618,4 +618,11 @@ func testSurvives(t *testing.T, c *cluster) {
 	}
 	c.cancel(ids...)
 	c.mustCtldAlive()
+	// The held jobs' reservations (rebuilt from the decision log at the restart)
+	// outlive the cancelled jobs only until the plugin's queue check drops them
+	// (every 30 s, reservations older than 5 s): then a tagged job is pinned again.
+	if !c.waitPinnable(lightA, 100*time.Second) {
+		t.Errorf("100 s after cancelling the held jobs no tagged job is pinned: their reservations still hold the GPUs; slurmctld log:\n%s",
+			c.logTail(4000))
+	}
 }

@@ -1,0 +1,125 @@
+package submit
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/comment"
+	"github.com/coscheml/coscheml/pkg/profile"
+)
+
+// Reservations of jobs that left the queue without starting (cancelled, held
+// then cancelled, rejected later by Slurm) would hold their GPU slots until the
+// reservation TTL: job_submit plugins hear of no cancellation. After a slurmctld
+// restart the reservations rebuilt from the decision log include such jobs too.
+// So a background poll lists the decision ids still carried by the queue's jobs
+// and drops the reservations whose id is gone.
+
+// queueCheckGrace: a reservation is made inside job_submit, under slurmctld's
+// job write lock, in the same locked section that creates the job record; a
+// listing started after it (squeue takes the read lock) sees the job. The grace
+// only covers clock steps and the time between the listing's start and its RPC.
+const queueCheckGrace = 5 * time.Second
+
+// maxQueueBytes bounds what a listing may hand over (a comment is at most a few
+// KiB; 100,000 jobs of short comments fit).
+const maxQueueBytes = 64 << 20
+
+// ParseQueueIDs reads `squeue -h -a -o '%k'` (one job comment per line) and
+// returns the decision ids the comments carry. Every line is a user's comment:
+// only the plugin's own token grammar is read from it (a forged token can at
+// most keep a reservation until its TTL, never drop another's).
+func ParseQueueIDs(out []byte) map[string]bool {
+	ids := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		if d := comment.ParseComment(sc.Text()); d.DecisionID != "" {
+			ids[d.DecisionID] = true
+		}
+	}
+	return ids
+}
+
+// SqueueIDs lists the decision ids of the jobs in the queue (pending, running,
+// suspended, completing) with squeue, the one of the running Slurm when it sits
+// beside slurmctld, against slurmConf.
+func SqueueIDs(slurmConf string) func(ctx context.Context) (map[string]bool, error) {
+	bin := "squeue"
+	if exe, err := os.Executable(); err == nil {
+		if c := filepath.Join(filepath.Dir(exe), "..", "bin", "squeue"); isFile(c) {
+			bin = c
+		}
+	}
+	return func(ctx context.Context) (map[string]bool, error) {
+		cmd := exec.CommandContext(ctx, bin, "-h", "-a", "-o", "%k")
+		if slurmConf != "" {
+			cmd.Env = append(os.Environ(), "SLURM_CONF="+slurmConf)
+		}
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &limitWriter{w: &out, n: maxQueueBytes + 1}, &limitWriter{w: &errOut, n: 4096}
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("%s: %w: %s", bin, err, profile.Sanitize(strings.TrimSpace(errOut.String())))
+		}
+		if out.Len() > maxQueueBytes {
+			return nil, fmt.Errorf("%s: listing larger than %d bytes", bin, maxQueueBytes)
+		}
+		return ParseQueueIDs(out.Bytes()), nil
+	}
+}
+
+// checkQueue runs one listing and drops the reservations it shows gone. A
+// failed listing drops nothing. It says whether the listing succeeded.
+func (e *Engine) checkQueue() (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			e.note("info-queuecheck", fmt.Sprintf("internal error listing the queue: %v", r))
+		}
+	}()
+	started := e.opts.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), e.opts.QueueEvery)
+	defer cancel()
+	go func() { // Close must not wait for a hung listing
+		select {
+		case <-e.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	ids, err := e.queueFn(ctx)
+	if err != nil {
+		e.note("info-queuecheck", fmt.Sprintf("queue not listed (reservations of cancelled jobs last their TTL): %v", err))
+		return false
+	}
+	e.note("info-queuecheck", "")
+	e.view.dropGone(ids, started.Add(-queueCheckGrace))
+	return true
+}
+
+// dropGone drops the reservations made before cutoff whose decision id no job of
+// the queue carries any more.
+func (v *clusterView) dropGone(ids map[string]bool, cutoff time.Time) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := 0
+	kept := v.reserved[:0]
+	for _, rv := range v.reserved {
+		if rv.at.Before(cutoff) && !ids[rv.id] {
+			if v.cluster != nil {
+				v.cluster.Remove(rv.id)
+			}
+			n++
+			continue
+		}
+		kept = append(kept, rv)
+	}
+	v.reserved = kept
+	return n
+}
