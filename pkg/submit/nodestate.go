@@ -85,24 +85,58 @@ func startsJobs(state string) bool {
 // when it sits beside slurmctld (PREFIX/sbin/slurmctld, PREFIX/bin/sinfo), else
 // from PATH, against slurmConf (SLURM_CONF; "" keeps the environment's).
 func SinfoStates(slurmConf string) func(ctx context.Context) (map[string]bool, error) {
-	bin := "sinfo"
-	if exe, err := os.Executable(); err == nil {
-		if c := filepath.Join(filepath.Dir(exe), "..", "bin", "sinfo"); isFile(c) {
-			bin = c
-		}
-	}
+	bin := slurmClient("sinfo")
 	return func(ctx context.Context) (map[string]bool, error) {
-		cmd := exec.CommandContext(ctx, bin, "-h", "-N", "-o", "%N %T")
-		if slurmConf != "" {
-			cmd.Env = append(os.Environ(), "SLURM_CONF="+slurmConf)
+		out, err := runClient(ctx, bin, slurmConf, maxStateBytes, "-h", "-N", "-o", "%N %T")
+		if err != nil {
+			return nil, err
 		}
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &limitWriter{w: &out, n: maxStateBytes + 1}, &limitWriter{w: &errOut, n: 4096}
-		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("%s: %w: %s", bin, err, profile.Sanitize(strings.TrimSpace(errOut.String())))
-		}
-		return ParseNodeStates(out.Bytes())
+		return ParseNodeStates(out)
 	}
+}
+
+// slurmClient is the path of a Slurm client command: the one beside the running
+// slurmctld (PREFIX/bin/NAME for PREFIX/sbin/slurmctld) when there is one, so a
+// site with several Slurm installations asks its own release, else NAME from PATH.
+func slurmClient(name string) string {
+	if exe, err := os.Executable(); err == nil {
+		if c := filepath.Join(filepath.Dir(exe), "..", "bin", name); isFile(c) {
+			return c
+		}
+	}
+	return name
+}
+
+// runClient runs a Slurm client against slurmConf ("" keeps the environment's)
+// and returns its output, refusing more than max bytes.
+func runClient(ctx context.Context, bin, slurmConf string, max int, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	if slurmConf != "" {
+		cmd.Env = append(os.Environ(), "SLURM_CONF="+slurmConf)
+	}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &limitWriter{w: &out, n: max + 1}, &limitWriter{w: &errOut, n: 4096}
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s: %w: %s", bin, err, profile.Sanitize(strings.TrimSpace(errOut.String())))
+	}
+	if out.Len() > max {
+		return nil, fmt.Errorf("%s: output larger than %d bytes", bin, max)
+	}
+	return out.Bytes(), nil
+}
+
+// stopBound returns a context that ends after d or when the engine closes, so
+// Close never waits for a hung client.
+func (e *Engine) stopBound(d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	go func() {
+		select {
+		case <-e.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 func isFile(p string) bool {
@@ -161,15 +195,8 @@ func (e *Engine) pollOnce() {
 			e.note("info-nodestates", fmt.Sprintf("internal error polling node states: %v", r))
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), e.opts.StatesEvery*2)
+	ctx, cancel := e.stopBound(e.opts.StatesEvery * 2)
 	defer cancel()
-	go func() { // Close must not wait for a hung poll
-		select {
-		case <-e.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	down, err := e.pollFn(ctx)
 	if err != nil {
 		if !errors.Is(ctx.Err(), context.Canceled) {

@@ -5,14 +5,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/comment"
-	"github.com/coscheml/coscheml/pkg/profile"
 )
 
 // Reservations of jobs that left the queue without starting (cancelled, held
@@ -52,26 +47,13 @@ func ParseQueueIDs(out []byte) map[string]bool {
 // suspended, completing) with squeue, the one of the running Slurm when it sits
 // beside slurmctld, against slurmConf.
 func SqueueIDs(slurmConf string) func(ctx context.Context) (map[string]bool, error) {
-	bin := "squeue"
-	if exe, err := os.Executable(); err == nil {
-		if c := filepath.Join(filepath.Dir(exe), "..", "bin", "squeue"); isFile(c) {
-			bin = c
-		}
-	}
+	bin := slurmClient("squeue")
 	return func(ctx context.Context) (map[string]bool, error) {
-		cmd := exec.CommandContext(ctx, bin, "-h", "-a", "-o", "%k")
-		if slurmConf != "" {
-			cmd.Env = append(os.Environ(), "SLURM_CONF="+slurmConf)
+		out, err := runClient(ctx, bin, slurmConf, maxQueueBytes, "-h", "-a", "-o", "%k")
+		if err != nil {
+			return nil, err
 		}
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &limitWriter{w: &out, n: maxQueueBytes + 1}, &limitWriter{w: &errOut, n: 4096}
-		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("%s: %w: %s", bin, err, profile.Sanitize(strings.TrimSpace(errOut.String())))
-		}
-		if out.Len() > maxQueueBytes {
-			return nil, fmt.Errorf("%s: listing larger than %d bytes", bin, maxQueueBytes)
-		}
-		return ParseQueueIDs(out.Bytes()), nil
+		return ParseQueueIDs(out), nil
 	}
 }
 
@@ -84,15 +66,8 @@ func (e *Engine) checkQueue() (ok bool) {
 		}
 	}()
 	started := e.opts.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), e.opts.QueueEvery)
+	ctx, cancel := e.stopBound(e.opts.QueueEvery)
 	defer cancel()
-	go func() { // Close must not wait for a hung listing
-		select {
-		case <-e.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	ids, err := e.queueFn(ctx)
 	if err != nil {
 		e.note("info-queuecheck", fmt.Sprintf("queue not listed (reservations of cancelled jobs last their TTL): %v", err))

@@ -87,3 +87,30 @@ func TestQueueCheckDropsGone(t *testing.T) {
 		})
 	}
 }
+
+// TestRunClient: the runner of sinfo and squeue returns the output, refuses more
+// than its bound, and names the command and its stderr when it fails.
+func TestRunClient(t *testing.T) {
+	for _, tc := range []struct {
+		name, script string
+		max          int
+		want, errHas string
+	}{
+		{"output", "echo n1 idle", 100, "n1 idle\n", ""},
+		{"too large", "echo 0123456789", 5, "", "larger than 5 bytes"},
+		{"fails", "echo 'slurm_load_jobs error: Unable to contact slurm controller' >&2; exit 1", 100, "", "Unable to contact"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := runClient(context.Background(), "/bin/sh", "", tc.max, "-c", tc.script)
+			if tc.errHas != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.errHas) || !strings.Contains(err.Error(), "/bin/sh") {
+					t.Fatalf("error %v, want one naming /bin/sh and %q", err, tc.errHas)
+				}
+				return
+			}
+			if err != nil || string(out) != tc.want {
+				t.Fatalf("got %q, %v; want %q", out, err, tc.want)
+			}
+		})
+	}
+}
