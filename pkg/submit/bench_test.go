@@ -196,37 +196,35 @@ func TestDecideLatencyAt8192(t *testing.T) {
 
 	// The background loop rebuilds the cluster after every residency change (every
 	// 500 ms on a busy site): time the first decisions after each rebuild.
-	var rebuilt latencies
-	for range 10 {
+	reinstall := func(entries []residency.Entry) {
 		f.e.bgMu.Lock()
-		f.e.install(f.e.snap.Load(), f.e.entries, nil, f.now)
+		f.e.install(f.e.snap.Load(), entries, nil, f.now)
 		f.e.bgMu.Unlock()
-		l, _ := measureDecide(t, f, tags, 100, false)
-		rebuilt.wall = append(rebuilt.wall, l.wall...)
-		rebuilt.cpu = append(rebuilt.cpu, l.cpu...)
-		rebuilt.predictions += l.predictions
 	}
-	slices.Sort(rebuilt.wall)
-	slices.Sort(rebuilt.cpu)
+	rebuilt := measureAfterEach(t, f, tags, 10, 100, func() { reinstall(f.e.entries) })
 	t.Logf("8,192 GPUs, first 100 decisions after each of 10 residency rebuilds: %v", rebuilt)
 
 	// Each reload builds a new policy, so its memo starts empty: time the first
 	// decisions after it, over several reloads.
-	var cold latencies
 	running := f.e.entries // the fixture's residency, installed without files
-	for range 10 {
-		f.e.Reload()
-		f.e.bgMu.Lock()
-		f.e.install(f.e.snap.Load(), running, nil, f.now)
-		f.e.bgMu.Unlock()
-		l, _ := measureDecide(t, f, tags, 100, false)
-		cold.wall = append(cold.wall, l.wall...)
-		cold.cpu = append(cold.cpu, l.cpu...)
-		cold.predictions += l.predictions
-	}
-	slices.Sort(cold.wall)
-	slices.Sort(cold.cpu)
+	cold := measureAfterEach(t, f, tags, 10, 100, func() { f.e.Reload(); reinstall(running) })
 	t.Logf("8,192 GPUs, same residency, first 100 decisions after each of 10 reloads (cold memo): %v", cold)
+}
+
+// measureAfterEach runs before, then times n decisions, rounds times, and pools
+// the rounds' latencies.
+func measureAfterEach(t testing.TB, f *fixture, tags []string, rounds, n int, before func()) latencies {
+	var all latencies
+	for range rounds {
+		before()
+		l, _ := measureDecide(t, f, tags, n, false)
+		all.wall = append(all.wall, l.wall...)
+		all.cpu = append(all.cpu, l.cpu...)
+		all.predictions += l.predictions
+	}
+	slices.Sort(all.wall)
+	slices.Sort(all.cpu)
+	return all
 }
 
 // BenchmarkInstall1000x8 is the background rebuild of the cluster after the
