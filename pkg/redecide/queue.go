@@ -99,15 +99,22 @@ func ParseQueue(out, marker string) ([]Job, error) {
 	return jobs, nil
 }
 
-// Deferred is the jobs to re-decide, in submit order (job ID): pending on their
-// begin time (Reason=BeginTime, or a begin time after now: some releases show
-// Reason=None until the scheduler's next pass after an update), tagged, carrying
-// the plugin's decision token and a GPU request. Which of them the plugin itself
-// deferred it knows (a user's own --begin is not changed by the re-decision).
+// Deferred is the jobs to re-decide, in submit order (job ID): pending on a
+// begin time still ahead (some releases show Reason=None until the scheduler's
+// next pass after an update; Reason=BeginTime when the begin time is not
+// known), tagged, carrying the plugin's decision token and a GPU request. Which
+// of them the plugin itself deferred it knows (a user's own --begin is not
+// changed by the re-decision).
+//
+// A job whose begin time has passed is not deferred, whatever its Reason: the
+// Reason stays BeginTime until the scheduler's next pass, also for a job the
+// loop has just placed (begin time now), and deciding that one again would drop
+// its reservation, move it, or be refused once it started.
 func Deferred(jobs []Job, now time.Time) []Job {
 	var out []Job
 	for _, j := range jobs {
-		if j.State != "PENDING" || j.Reason != "BeginTime" && j.Begin <= now.Unix() || j.Tres == "" {
+		ahead := j.Begin > now.Unix() || j.Begin == 0 && j.Reason == "BeginTime"
+		if j.State != "PENDING" || !ahead || j.Tres == "" {
 			continue
 		}
 		d := comment.ParseComment(j.Comment)

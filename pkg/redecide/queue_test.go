@@ -70,13 +70,18 @@ func TestDeferredAndRunning(t *testing.T) {
 		// Just re-deferred: Reason=None until the scheduler's next pass, begin ahead.
 		{ID: 27, State: "PENDING", Reason: "None", Tres: "gres:shard:4", Begin: now.Unix() + 10, Comment: "coscheml:app=a coscheml-id=p-6:4"},
 		{ID: 28, State: "PENDING", Reason: "None", Tres: "gres:shard:4", Begin: now.Unix(), Comment: "coscheml:app=a coscheml-id=p-7:4"}, // due: Slurm's now
+		// Placed by the loop a moment ago (begin time now): the Reason stays
+		// BeginTime until the scheduler's next pass; not deferred.
+		{ID: 29, State: "PENDING", Reason: "BeginTime", Tres: "gres/shard:g1:2", Begin: now.Unix() - 1, Comment: "coscheml:app=a coscheml-id=p-8:2"},
+		// Deferred, begin time ahead, Reason already BeginTime.
+		{ID: 31, State: "PENDING", Reason: "BeginTime", Tres: "gres:shard:4", Begin: now.Unix() + 3, Comment: "coscheml:app=a coscheml-id=p-9:4"},
 	}
 	var ids []uint32
 	for _, j := range Deferred(jobs, now) {
 		ids = append(ids, j.ID)
 	}
-	if !reflect.DeepEqual(ids, []uint32{21, 27, 30}) {
-		t.Fatalf("deferred %v, want [21 27 30] (submit order)", ids)
+	if !reflect.DeepEqual(ids, []uint32{21, 27, 30, 31}) {
+		t.Fatalf("deferred %v, want [21 27 30 31] (submit order)", ids)
 	}
 	if r := Running(jobs); r != "11,9" {
 		t.Fatalf("running %q", r)

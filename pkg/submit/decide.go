@@ -162,14 +162,14 @@ func deferral(q *query, out outcome, ours bool, wait time.Duration) outcome {
 	if out.res.Code != Rewrite {
 		return out
 	}
-	waiting := out.rec.Action == "wait" && !out.release
+	waiting := out.rec.Action == "wait"
 	switch {
 	case waiting && wait > 0 && (ours || !q.j.Modify && q.j.BeginTime == 0):
 		until := q.now.Add(wait)
 		out.res.BeginTime, out.deferUntil = until.Unix(), until
 		out = reword(out, fmt.Sprintf(deferredPrefix+"%s for re-decision (wait_defer); ", wait))
 	case !waiting && ours:
-		// Placed at last, or released to its whole-GPU request: eligible now
+		// Placed at last: eligible now
 		// (Slurm raises a past time to now).
 		out.res.BeginTime = q.now.Unix()
 		out = reword(out, "re-decided after a deferred wait, begin time now; ")
@@ -257,9 +257,6 @@ type outcome struct {
 	logged bool         // write rec to the decision log
 	usedID bool         // the decision took q.id()
 	rv     *reservation // slots to reserve until the job shows in the residency store
-	// release: a wait that is not to be deferred again (its whole-GPU request
-	// should run as soon as Slurm can start it).
-	release bool
 	// deferUntil (non-zero): the job was deferred (wait_defer) until then under
 	// decision rec.ID; the engine remembers it for the job's re-decision.
 	deferUntil time.Time
@@ -402,16 +399,17 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	req := placement.Request{JobID: label, Tag: in.prof.Tag, Profile: in.prof, Class: in.class, GPUs: 1, Nodes: mask}
 	d := st.policy.Place(c, &req)
 	typed := c.Reach == placement.ReachTyped
-	k, untyped, release := 0, false, false
+	k, untyped := 0, false
 	if d.Action != placement.ActionWait && len(d.Placement) > 0 {
 		k = d.Placement[0].Slots
-		if typed && q.j.Modify {
+		if typed && q.j.Modify && !typedUpdates(q.version) {
 			// Slurm 22.05 refuses a typed shard request in an update of a pending
 			// job ("Invalid GRES specification", measured), so a re-decision asks
 			// for untyped shards that only the chosen GPU of the node can hold,
 			// else that Slurm's first fit lands on it (per-GPU-type clusters
-			// follow it: docs/compatibility.md); else the job runs on a whole GPU
-			// now rather than being deferred again for a GPU it cannot name.
+			// follow it: docs/compatibility.md); else the job stays deferred
+			// until a later pass can name its GPU (the simulator places it at
+			// once: a whole GPU now would hold shards nothing can join).
 			node, g, want := &c.Nodes[d.Placement[0].Node], d.Placement[0].GPU, k
 			var ok bool
 			if k, ok = uniqueFit(node, g, want); !ok {
@@ -421,8 +419,7 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 			}
 			if !ok {
 				d.Action = placement.ActionWait
-				d.Reason += "; an update cannot name the GPU's type and no untyped shard count lands on it"
-				release = true
+				d.Reason += "; an update cannot name the GPU's type and no untyped shard count lands on it now"
 			}
 			untyped = true
 		}
@@ -430,9 +427,7 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	if d.Action == placement.ActionWait || len(d.Placement) == 0 {
 		r.Action, r.Policy = "wait", st.policy.Name()
 		r.Reason = d.Reason + "; queued for a whole GPU (shards of one GPU, any node)"
-		out := exclusiveUnpinned(q, &in.ask, r)
-		out.release = release
-		return out
+		return exclusiveUnpinned(q, &in.ask, r)
 	}
 	s := d.Placement[0]
 	id := q.id(k)
@@ -460,6 +455,17 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	out.rv = &reservation{id: id, jobID: r.JobID, uid: q.j.UserID, node: s.Node, gpus: []int{s.GPU}, slots: k, prof: in.prof, class: in.class, at: q.now}
 	return out
 }
+
+// slurmTypedUpdate is the first Slurm release (SLURM_VERSION_NUMBER) whose
+// `scontrol update` of a pending job accepts a typed shard request
+// (TresPerNode=gres/shard:g1:2): measured on the suite's per-GPU-type cluster,
+// 22.05.8 refuses it, 26.05.3 accepts it; the releases between are not measured
+// and keep the untyped steering (docs/compatibility.md).
+const slurmTypedUpdate = 26<<16 | 5<<8
+
+// typedUpdates reports whether Slurm release v (0: unknown) takes a typed shard
+// request in an update; unknown counts as no (the untyped steering works on all).
+func typedUpdates(v uint32) bool { return v >= slurmTypedUpdate }
 
 // uniqueFit is the untyped shard count, at least want, that only GPU g of node
 // can hold now: more than every other GPU's free shards (queued decisions not

@@ -6,6 +6,7 @@ import (
 
 	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/decisionlog"
+	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/placement"
 )
 
@@ -99,21 +100,63 @@ func TestFirstFitSlots(t *testing.T) {
 	}
 }
 
-// A wait released to its whole-GPU request (no untyped count lands on the GPU)
-// is not deferred again; the plugin's own deferral becomes eligible now.
-func TestDeferralRelease(t *testing.T) {
-	now := time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		name    string
-		release bool
-		want    int64
-	}{{"deferred again", false, now.Add(30 * time.Second).Unix()}, {"released", true, now.Unix()}} {
+// fixedPolicy places every job on GPU gpu of the first node with 2 slots, or
+// answers "wait" while gpu < 0: a re-decision test chooses the GPU itself.
+type fixedPolicy struct{ gpu int }
+
+func (*fixedPolicy) Name() string { return "fixed" }
+func (p *fixedPolicy) Place(_ *placement.Cluster, _ *placement.Request) placement.Decision {
+	if p.gpu < 0 {
+		return placement.Decision{Action: placement.ActionWait, Reason: "fixed: wait"}
+	}
+	return placement.Decision{Action: placement.ActionShare, Placement: []placement.Slot{{Node: 0, GPU: p.gpu, Slots: 2}}, PredictedSpeed: 1, MinResidentSpeed: 1, Reason: "fixed"}
+}
+
+// A deferred wait re-decided under typed pinning: releases whose updates take a
+// typed shard request get the chosen GPU by its type; older ones get untyped
+// shards Slurm lands on it, and when no count does the job is deferred again
+// (never released to a whole GPU that nothing could join).
+func TestTypedRedecision(t *testing.T) {
+	const v2205, v2605 = 22<<16 | 5<<8 | 8, 26<<16 | 5<<8 | 3
+	cases := []struct {
+		name      string
+		version   uint32
+		gpu       int
+		wantTres  string
+		wantNode  string
+		wantBegin int64 // seconds from now
+	}{
+		{"26.05: typed, GPU 1", v2605, 1, "gres:shard:g1:2", "n1", 0},
+		{"26.05: typed, GPU 0", v2605, 0, "gres:shard:g0:2", "n1", 0},
+		{"22.05: first fit lands on GPU 0", v2205, 0, "gres:shard:2", "n1", 0},
+		{"22.05: no untyped count lands on GPU 1: deferred again", v2205, 1, "gres:shard:4", "", 30},
+		{"unknown release: as 22.05", 0, 1, "gres:shard:4", "", 30},
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			q := &query{now: now, j: JobFields{Modify: true}}
-			out := outcome{res: Result{Code: Rewrite}, release: tc.release}
-			out.rec.Action = "wait"
-			if got := deferral(q, out, true, 30*time.Second); got.res.BeginTime != tc.want {
-				t.Fatalf("begin %d, want %d", got.res.BeginTime, tc.want)
+			f := newFixture(t, func(c *config.Config) {
+				c.Cluster.Nodes, c.Cluster.GPUsPerNode = "n1", 2
+				c.ShardPinning, c.ShardTypePrefix = config.PinTyped, "g"
+				c.WaitDefer = 30 * time.Second
+			})
+			pol := &fixedPolicy{gpu: -1}
+			f.policy = func(config.Config, model.Predictor) (placement.Policy, error) { return pol, nil }
+			f.e.Close()
+			e := New(f.sources(), Options{Now: f.clock, SlurmVersion: func() uint32 { return tc.version }})
+			t.Cleanup(e.Close)
+			w := e.Decide(job("coscheml:app=light-a"))
+			if w.Code != Rewrite || w.BeginTime == 0 || w.TresPerNode != "gres:shard:4" {
+				t.Fatalf("submit: not a deferred wait: %+v", w)
+			}
+			pol.gpu = tc.gpu
+			f.advance(2 * time.Second)
+			m := JobFields{Comment: w.Comment, TresPerNode: w.TresPerNode, MinNodes: 1, JobID: 77, Modify: true, Admin: true}
+			r := e.Decide(m)
+			if r.Code != Rewrite || r.TresPerNode != tc.wantTres || r.ReqNodes != tc.wantNode {
+				t.Fatalf("re-decision: %+v; want %s on %q", r, tc.wantTres, tc.wantNode)
+			}
+			if want := f.clock().Unix() + tc.wantBegin; r.BeginTime != want {
+				t.Fatalf("re-decision begin %d, want %d (%+d s): %+v", r.BeginTime, want, tc.wantBegin, r)
 			}
 		})
 	}
@@ -151,9 +194,9 @@ func TestUniqueFit(t *testing.T) {
 	}
 }
 
-// With typed pinning a re-decision (job_modify) asks for untyped shards that only
-// the chosen GPU can hold (Slurm 22.05 refuses a typed request in an update), else
-// that first fit lands on it.
+// With typed pinning a re-decision (job_modify) on a release that refuses typed
+// updates (22.05; unknown counts as such) asks for untyped shards that only the
+// chosen GPU can hold, else that first fit lands on it.
 func TestTypedRedecisionUntyped(t *testing.T) {
 	cases := []struct {
 		name     string

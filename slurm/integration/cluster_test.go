@@ -310,6 +310,9 @@ type topology struct {
 	// extraConf is appended to slurm.conf (lines), e.g. the e2e replay's
 	// OverTimeLimit.
 	extraConf string
+	// redecide is the interval of the re-decide loop the cluster starts when
+	// its configuration defers waits (0: a pass every second).
+	redecide time.Duration
 }
 
 func (tp topology) String() string {
@@ -381,7 +384,13 @@ func newClusterTopo(t *testing.T, a artifacts, plugin bool, topo topology, edit 
 		t.Fatalf("node %s lacks %s (started under the -wlm names?): %v\n%s", c.nodes[0], want, err, out)
 	}
 	if plugin && c.cfg.WaitDefer > 0 {
-		t.Cleanup(c.startRedecide(time.Second)) // deferred waits need the loop, as on a site
+		every := topo.redecide
+		if every == 0 {
+			every = time.Second
+		}
+		// Deferred waits need the loop, as on a site; exactly one, as the
+		// service runs (two would re-decide every job twice, racing).
+		t.Cleanup(c.startRedecide(every))
 	}
 	return c
 }

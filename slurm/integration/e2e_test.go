@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -258,7 +256,7 @@ func replayClusterConfig(o replayOptions) func(*config.Config) {
 // its limit assumed; the limit only informs backfill, as the trace duration does
 // in the simulator).
 func replayTopology(o replayOptions) topology {
-	return topology{typed: o.typed, extraConf: "OverTimeLimit=UNLIMITED"}
+	return topology{typed: o.typed, extraConf: "OverTimeLimit=UNLIMITED", redecide: o.redecide}
 }
 
 // runReplay replays every seed under every setup; save, when set, gets the
@@ -357,10 +355,8 @@ func replayOnce(t *testing.T, a artifacts, o replayOptions, setup string, share 
 	results := c.path("jobs", "results")
 	c.mkdirs(filepath.Join("jobs", "results"), filepath.Join("jobs", "out"))
 	bin := filepath.Join(a.binDir, "coscheml")
-	if plugin && o.waitDefer > 0 {
-		stop := startRedecideLoop(t, c, o.redecide)
-		defer stop()
-	}
+	// With wait_defer, newClusterTopo started the re-decide loop (one, every
+	// o.redecide) beside slurmctld.
 	run := replay.Run{Setup: setup}
 	var ids []int
 	start := time.Now()
@@ -434,40 +430,6 @@ func replayOnce(t *testing.T, a artifacts, o replayOptions, setup string, share 
 	}
 	run.Results = rs
 	return run, wall
-}
-
-// startRedecideLoop runs `coscheml redecide --loop` beside slurmctld, as
-// coscheml-redecide.service would, with this cluster's clients; stop ends it
-// (this process's own child) and logs the tail of its output.
-func startRedecideLoop(t *testing.T, c *cluster, every time.Duration) (stop func()) {
-	t.Helper()
-	logPath := c.path("log", "redecide.log")
-	lf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	loop := exec.Command(filepath.Join(c.a.binDir, "coscheml"), "redecide", "--loop", "--interval", every.String())
-	loop.Env = append(c.env, "COSCHEML_CONFIG="+c.cfgPath)
-	loop.Stdout, loop.Stderr = lf, lf
-	if err := loop.Start(); err != nil {
-		lf.Close()
-		t.Fatalf("starting the re-decide loop: %v", err)
-	}
-	return func() {
-		loop.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { loop.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			loop.Process.Kill()
-			<-done
-		}
-		lf.Close()
-		if b, _ := os.ReadFile(logPath); len(b) > 0 {
-			t.Logf("re-decide loop's log (tail):\n%s", tail(b, 1500))
-		}
-	}
 }
 
 // lastDecisionID is the plugin's latest decision token in a comment (a job the
