@@ -253,6 +253,16 @@ func (c *Cluster) Clone() *Cluster {
 	return d
 }
 
+// WithReach is a view of the same nodes and residents (shared, read only) as
+// reached by r, with caches of its own, for a decision whose request reaches GPUs
+// otherwise than the cluster's (an update that cannot name a GPU's type). It costs
+// one Reindex; c is unchanged.
+func (c *Cluster) WithReach(r Reach) *Cluster {
+	d := &Cluster{Nodes: c.Nodes, Reach: r, Interner: c.Interner}
+	d.Reindex()
+	return d
+}
+
 // NumGPUs is the number of GPUs in the cluster.
 func (c *Cluster) NumGPUs() int {
 	if c.indexed() {

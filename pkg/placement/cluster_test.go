@@ -221,3 +221,41 @@ func TestFirstFitReach(t *testing.T) {
 		}
 	}
 }
+
+// WithReach: the same residents seen through another reach, with its own caches;
+// the cluster it came from keeps its reach and its caches.
+func TestWithReach(t *testing.T) {
+	tests := []struct {
+		free   []int
+		hidden []bool // under first fit
+	}{
+		{[]int{2, 4}, []bool{false, false}},
+		{[]int{4, 2}, []bool{false, true}},
+		{[]int{2, 2}, []bool{false, true}},
+		{[]int{0, 1, 3}, []bool{false, false, false}},
+	}
+	for _, tc := range tests {
+		c := NewCluster(1, len(tc.free), 24000, 4)
+		for g, f := range tc.free {
+			if f < 4 {
+				put(c, fmt.Sprintf("j%d", g), nil, 0, g, 4-f)
+			}
+		}
+		c.Reindex()
+		ff := c.WithReach(ReachFirstFit)
+		if ff.Reach != ReachFirstFit || !ff.indexed() || ff.ix == c.ix {
+			t.Fatalf("free %v: first-fit view not indexed on its own (reach %v)", tc.free, ff.Reach)
+		}
+		for g, want := range tc.hidden {
+			if got := ff.ix.gpus[ff.ix.nodeOff[0]+int32(g)].hidden; got != want {
+				t.Errorf("free %v: GPU %d hidden %v under first fit, want %v", tc.free, g, got, want)
+			}
+			if c.ix.gpus[c.ix.nodeOff[0]+int32(g)].hidden {
+				t.Errorf("free %v: GPU %d hidden in the typed cluster", tc.free, g)
+			}
+		}
+		if c.Reach != ReachTyped || !c.indexed() {
+			t.Errorf("free %v: the cluster changed (reach %v, indexed %v)", tc.free, c.Reach, c.indexed())
+		}
+	}
+}
