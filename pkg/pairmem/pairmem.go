@@ -414,8 +414,9 @@ type Predictor struct {
 	def   float64 // coverage used when asked for 0
 }
 
-// NewPredictor wraps m with mem. Coverage 0 means the model's default coverage
-// (a calibrated *model.Model's), else 0.9.
+// NewPredictor wraps m with mem. Coverage 0 is passed to the model as 0 (each
+// of its calibrations uses its own default); the memory's own bounds then use
+// the model's default coverage (a calibrated *model.Model's), else 0.9.
 func NewPredictor(m model.Predictor, mem *Memory) (*Predictor, error) {
 	if m == nil || mem == nil {
 		return nil, errors.New("pair memory predictor: nil model or memory")
@@ -442,6 +443,11 @@ func (p *Predictor) PredictSpeed(job *profile.Profile, co []*profile.Profile) fl
 // PredictSpeedLower returns the memory's estimate and lower bound for a known
 // pair, else the model's (the model's prediction itself when it has no bound).
 func (p *Predictor) PredictSpeedLower(job *profile.Profile, co []*profile.Profile, coverage float64) (speed, lower float64) {
+	// The model gets the coverage as asked: 0 lets each of its calibrations
+	// (leave-families-out, seen pairs) use its own default, as documented for
+	// floor_confidence 0. Before issue 9's follow-up 3 it got p.def, so seen
+	// pairs were charged their margin at the unseen default (0.975, not 0.925).
+	modelCov := coverage
 	if coverage <= 0 {
 		coverage = p.def
 	}
@@ -453,7 +459,7 @@ func (p *Predictor) PredictSpeedLower(job *profile.Profile, co []*profile.Profil
 		}
 	}
 	if p.lower != nil {
-		speed, lower = p.lower.PredictSpeedLower(job, co, coverage)
+		speed, lower = p.lower.PredictSpeedLower(job, co, modelCov)
 	} else {
 		speed = p.model.PredictSpeed(job, co)
 		lower = speed
