@@ -225,6 +225,19 @@ func TestPredictNoAlloc(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _, _ = p.PredictSpeedLower(a, co, 0.9) }); n != 0 {
 		t.Fatalf("PredictSpeedLower allocates %v times", n)
 	}
+	// the shipped model at its default coverage (per co-location)
+	m, err := model.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, _ := NewPredictor(m, mem)
+	if len(m.Tags) < 2 {
+		t.Fatal("the shipped model lists no trained applications")
+	}
+	j, c := &profile.Profile{Tag: m.Tags[0], SMUtil: profile.Stat{Mean: 50}}, []*profile.Profile{{Tag: m.Tags[1], SMUtil: profile.Stat{Mean: 40}}}
+	if n := testing.AllocsPerRun(100, func() { _, _ = pm.PredictSpeedLower(j, c, 0) }); n != 0 {
+		t.Fatalf("PredictSpeedLower with the shipped model allocates %v times", n)
+	}
 }
 
 // FuzzAdd: whatever a user's observation holds, Add either refuses it or keeps
@@ -369,5 +382,57 @@ func TestPredictorSeenPairsDefault(t *testing.T) {
 	}
 	if want := ws - m.SeenMargin(ws, 0); math.Abs(wl-want) > 1e-12 {
 		t.Fatalf("lower %v, want the seen-pairs margin at its default: %v", wl, want)
+	}
+}
+
+// pairCovModel is constModel with a default coverage per co-location, like a
+// model with seen-pairs margins.
+type pairCovModel struct {
+	constModel
+	cov float64
+}
+
+func (c pairCovModel) DefaultCoverageFor(job *profile.Profile, co []*profile.Profile) float64 {
+	return c.cov
+}
+
+// A known pair's bound stands in for the model's bound on that co-location,
+// so at the default coverage it holds at the coverage of the model's
+// calibration for it (issue 9 follow-up 3); UniformCoverage keeps the old
+// rule (the model's overall default, here 0.9 for a model without one). The
+// residual correction keeps the overall default either way.
+func TestKnownPairCoverage(t *testing.T) {
+	a, b := prof("a"), prof("b")
+	tests := []struct {
+		name     string
+		uniform  bool
+		coverage float64
+		wantCov  float64
+	}{
+		{"default: the model's coverage for the co-location", false, 0, 0.6},
+		{"uniform: the overall default", true, 0, 0.9},
+		{"a set coverage is used as set", false, 0.95, 0.95},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := New(Options{UniformCoverage: tc.uniform})
+			p, err := NewPredictor(pairCovModel{constModel{0.9, 0.05}, 0.6}, mem)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range []string{"u1", "u2"} {
+				if err := mem.Add("a", "b", u, 0.95); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e, ok := mem.Estimate("a", "b", tc.wantCov)
+			if !ok {
+				t.Fatal("pair not known after two users")
+			}
+			speed, lower := p.PredictSpeedLower(a, []*profile.Profile{b}, tc.coverage)
+			if speed != e.Speed || math.Abs(lower-e.Lower) > 1e-12 {
+				t.Fatalf("(%v, %v), want the memory's (%v, %v) at coverage %v", speed, lower, e.Speed, e.Lower, tc.wantCov)
+			}
+		})
 	}
 }

@@ -93,7 +93,10 @@ func TestTuneFloorTarget(t *testing.T) {
 		name string
 		opts pairmem.Options
 		seen bool // seen-pairs margins (Model.SeenCalibration)
-	}{{"seen-pairs margins (default)", pairmem.Options{}, true}, {"leave-families-out margins only", pairmem.Options{}, false}}
+	}{
+		{"default (known pairs bounded at the coverage of the model's calibration for the co-location)", pairmem.Options{}, true},
+		{"known pairs bounded at the unseen families' coverage (before follow-up 3)", pairmem.Options{UniformCoverage: true}, true},
+	}
 	res := make([][]agg, len(mechs))
 	worst := make([][]float64, len(mechs))
 	for i := range mechs {
