@@ -61,7 +61,8 @@ func defaultReplay() replayOptions {
 		waitDefer: config.Default().WaitDefer, redecide: time.Second}
 }
 
-// replayFromEnv reads E2E_JOBS, E2E_SEEDS (count), E2E_SETUPS, E2E_COMPRESS,
+// replayFromEnv reads E2E_JOBS, E2E_SEEDS (count), E2E_FIRST_SEED (1: seeds
+// 1..E2E_SEEDS; a benchmark may run seed by seed), E2E_SETUPS, E2E_COMPRESS,
 // E2E_LOAD, E2E_MIN_WORK, E2E_PINNING (typed | first-fit), E2E_WAIT_DEFER
 // (0: no re-decide loop), E2E_REDECIDE (the loop's interval) and E2E_TRACE.
 func replayFromEnv(t *testing.T, o replayOptions) replayOptions {
@@ -82,13 +83,24 @@ func replayFromEnv(t *testing.T, o replayOptions) replayOptions {
 		}
 		o.jobs = n
 	}
-	if v := os.Getenv("E2E_SEEDS"); v != "" {
+	first := 1
+	if v := os.Getenv("E2E_FIRST_SEED"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 20 {
-			t.Fatalf("E2E_SEEDS=%q: want 1..20", v)
+		if err != nil || n < 1 || n > 1000 {
+			t.Fatalf("E2E_FIRST_SEED=%q: want 1..1000", v)
+		}
+		first = n
+	}
+	if v := os.Getenv("E2E_SEEDS"); v != "" || first != 1 {
+		n := len(o.seeds)
+		if v != "" {
+			var err error
+			if n, err = strconv.Atoi(v); err != nil || n < 1 || n > 20 {
+				t.Fatalf("E2E_SEEDS=%q: want 1..20", v)
+			}
 		}
 		o.seeds = nil
-		for s := 1; s <= n; s++ {
+		for s := first; s < first+n; s++ {
 			o.seeds = append(o.seeds, int64(s))
 		}
 	}
