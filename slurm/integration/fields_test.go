@@ -82,11 +82,18 @@ func testDrained(t *testing.T, c *cluster) {
 	if _, err := c.run("scontrol", "update", "nodename=n2", "state=drain", "reason=coscheml-test"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(statesPoll)
 
 	// A new job whose only node drained is not pinned there: all shards of one
-	// GPU, any node it allows (it waits for n2 as Slurm decides).
+	// GPU, any node it allows (it waits for n2 as Slurm decides). The plugin
+	// sees the drain at its next node-state poll (every 5 s; later on a loaded
+	// machine): until then a probe is still pinned to n2 and is cancelled.
+	deadline := time.Now().Add(statesPoll + 20*time.Second)
 	after := submit()
+	for after.ReqNodeList == "n2" && time.Now().Before(deadline) {
+		c.cancel(after.ID)
+		time.Sleep(500 * time.Millisecond)
+		after = submit()
+	}
 	if after.ReqNodeList != "(null)" || !strings.Contains(after.TresPerNode, "shard:"+slots) {
 		t.Errorf("job %d after the drain: ReqNodeList=%s TresPerNode=%s, want (null) and shard:%s", after.ID, after.ReqNodeList, after.TresPerNode, slots)
 	}

@@ -105,24 +105,19 @@ func report(t *testing.T, line string) {
 }
 
 // startSoft submits a sleeping job and waits until it runs; ok is false (and the
-// job cancelled) when it is still pending after d.
+// job cancelled) when it is still pending after d (a Slurm requeue extends d,
+// waitStarted).
 func (c *cluster) startSoft(args []string, d time.Duration) (job, bool) {
 	c.t.Helper()
 	marker := c.path("jobs", fmt.Sprintf("started.%d", time.Now().UnixNano()))
 	args = append(append([]string{"--time=10", "-o", "/dev/null"}, args...), "--wrap=touch "+marker+"; exec sleep 300")
 	id := c.mustSbatch(args...)
-	deadline := time.Now().Add(d)
-	for {
-		if _, err := os.Stat(marker); err == nil {
-			return c.showJob(id), true
-		}
-		if time.Now().After(deadline) {
-			j := c.showJob(id)
-			c.cancel(id)
-			return j, false
-		}
-		time.Sleep(100 * time.Millisecond)
+	if c.waitStarted(id, marker, d) {
+		return c.showJob(id), true
 	}
+	j := c.showJob(id)
+	c.cancel(id)
+	return j, false
 }
 
 // measureSlurmPick asks Slurm itself (no plugin) whether a steering rule holds on
