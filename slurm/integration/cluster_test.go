@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -328,6 +329,9 @@ func (tp topology) String() string {
 	return strings.Join(parts, ", ")
 }
 
+// startMu serialises cluster start-ups (port choice to daemons bound).
+var startMu sync.Mutex
+
 // newCluster writes the cluster folder and starts slurmctld and the slurmd; all of
 // it is stopped by t.Cleanup.
 func newCluster(t *testing.T, a artifacts, plugin bool, edit func(*config.Config)) *cluster {
@@ -354,6 +358,16 @@ func newClusterTopo(t *testing.T, a artifacts, plugin bool, topo topology, edit 
 		}
 		os.RemoveAll(dir)
 	})
+	// Clusters started at once (TestPinning with COSCHEML_PINNING_PARALLEL) must
+	// not pick the same free ports: one start-up at a time, until the daemons
+	// hold theirs.
+	startMu.Lock()
+	started := false
+	defer func() {
+		if !started {
+			startMu.Unlock()
+		}
+	}()
 	ports := freePorts(t, 1+numNodes)
 	c.ctldPort, c.nodePorts = ports[0], ports[1:]
 	for i := 1; i <= numNodes; i++ {
@@ -371,6 +385,8 @@ func newClusterTopo(t *testing.T, a artifacts, plugin bool, topo topology, edit 
 		c.startSlurmd(n)
 	}
 	c.waitIdle(60 * time.Second)
+	started = true
+	startMu.Unlock()
 	// The daemon-name trap shows as Gres=(null): the GPUs must be there.
 	// (With Cores=, newer releases add the sockets: gpu:h200:4(S:0-1).)
 	want := regexp.MustCompile(fmt.Sprintf(`Gres=gpu:h200:%d(\(S:[0-9-]+\))?,shard:`, gpusPerNode))
