@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/coscheml/coscheml/pkg/profile"
 )
@@ -126,6 +127,21 @@ func (m *Model) PredictSpeedLower(job *profile.Profile, co []*profile.Profile, c
 		return speed, speed - m.SeenCalibration.margin(speed, coverage)
 	}
 	return speed, speed - m.Margin(speed, coverage)
+}
+
+// DefaultCoverageFor is the default coverage of the calibration that bounds
+// job next to co: the seen-pairs one when the model's training data held
+// every application involved, else the leave-families-out one (0 without
+// calibration). A pair memory in front of the model bounds its own estimates
+// for that co-location at this coverage, the one the bound it replaces holds at.
+func (m *Model) DefaultCoverageFor(job *profile.Profile, co []*profile.Profile) float64 {
+	if job == nil || slices.Contains(co, nil) {
+		return m.Calibration.DefaultCoverage
+	}
+	if m.seen(job, co) {
+		return m.SeenCalibration.DefaultCoverage
+	}
+	return m.Calibration.DefaultCoverage
 }
 
 // seen reports whether the model has seen-pairs margins and its training data

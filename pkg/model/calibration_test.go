@@ -189,6 +189,21 @@ func TestSeenMargins(t *testing.T) {
 		if math.Abs(speed-lower-want) > 1e-12 || (tc.seen && want >= got.Margin(speed, tc.coverage)) {
 			t.Errorf("%s: margin %v, want %v (leave-families-out %v)", tc.name, speed-lower, want, got.Margin(speed, tc.coverage))
 		}
+		// the default coverage a pair memory bounds this co-location at: that of
+		// the calibration in use
+		wantCov := got.Calibration.DefaultCoverage
+		if tc.seen {
+			wantCov = got.SeenCalibration.DefaultCoverage
+		}
+		if c := got.DefaultCoverageFor(j, tc.co); c != wantCov {
+			t.Errorf("%s: default coverage %v, want %v", tc.name, c, wantCov)
+		}
+	}
+	if c := got.DefaultCoverageFor(nil, []*profile.Profile{a}); c != got.Calibration.DefaultCoverage {
+		t.Errorf("no job: default coverage %v, want the leave-families-out one", c)
+	}
+	if c := got.DefaultCoverageFor(j, []*profile.Profile{a, nil}); c != got.Calibration.DefaultCoverage {
+		t.Errorf("a nil co-runner: default coverage %v, want the leave-families-out one", c)
 	}
 	if _, lower := got.PredictSpeedLower(x, []*profile.Profile{a}, 0); lower != func() float64 { s := got.PredictSpeed(x, []*profile.Profile{a}); return s - got.Margin(s, 0) }() {
 		t.Error("an unknown job got the seen-pairs margin")

@@ -64,6 +64,12 @@ type Options struct {
 	// application's residuals correct the model, as before issue 9's follow-up.
 	// For comparisons (TestTuneFloorTarget); the default is on.
 	NoFamilyLevels bool
+	// UniformCoverage makes the memory's bounds use the model's
+	// leave-families-out default coverage for every co-location when asked for
+	// the default, as before issue 9's follow-up 3, instead of the coverage of
+	// the model calibration that applies to it. For comparisons
+	// (TestTuneFloorTarget); the default is off.
+	UniformCoverage bool
 	// MaxUsersPerPair bounds the users tracked per pair (default 64); later users
 	// are ignored for that pair, so memory stays bounded.
 	MaxUsersPerPair int
@@ -411,17 +417,26 @@ type Predictor struct {
 	model model.Predictor
 	lower model.LowerPredictor // model's lower bound, when it has one
 	mem   *Memory
-	def   float64 // coverage used when asked for 0
+	def   float64       // coverage used when asked for 0
+	cov   coverageModel // the model's default coverage per co-location, when it has one
 }
 
-// NewPredictor wraps m with mem. Coverage 0 means the model's default coverage
-// (a calibrated *model.Model's), else 0.9.
+// coverageModel is a model whose default coverage depends on the co-location
+// (*model.Model: seen pairs or unseen families).
+type coverageModel interface {
+	DefaultCoverageFor(job *profile.Profile, co []*profile.Profile) float64
+}
+
+// NewPredictor wraps m with mem. Coverage 0 is passed to the model as 0 (each
+// of its calibrations uses its own default); the memory's own bounds then use
+// the model's default coverage (a calibrated *model.Model's), else 0.9.
 func NewPredictor(m model.Predictor, mem *Memory) (*Predictor, error) {
 	if m == nil || mem == nil {
 		return nil, errors.New("pair memory predictor: nil model or memory")
 	}
 	p := &Predictor{model: m, mem: mem, def: 0.9}
 	p.lower, _ = m.(model.LowerPredictor)
+	p.cov, _ = m.(coverageModel)
 	if mm, ok := m.(*model.Model); ok && mm.Calibration.DefaultCoverage > 0 {
 		p.def = mm.Calibration.DefaultCoverage
 	}
@@ -442,18 +457,33 @@ func (p *Predictor) PredictSpeed(job *profile.Profile, co []*profile.Profile) fl
 // PredictSpeedLower returns the memory's estimate and lower bound for a known
 // pair, else the model's (the model's prediction itself when it has no bound).
 func (p *Predictor) PredictSpeedLower(job *profile.Profile, co []*profile.Profile, coverage float64) (speed, lower float64) {
+	// The model gets the coverage as asked: 0 lets each of its calibrations
+	// (leave-families-out, seen pairs) use its own default, as documented for
+	// floor_confidence 0. Before issue 9's follow-up 3 it got p.def, so seen
+	// pairs were charged their margin at the unseen default (0.975, not 0.925).
+	modelCov := coverage
+	pairCov := coverage
 	if coverage <= 0 {
 		coverage = p.def
+		pairCov = coverage
+		// A known pair's bound stands in for the model's bound on this
+		// co-location: it holds at the coverage that bound would have (the
+		// seen-pairs default for trained applications).
+		if p.cov != nil && !p.mem.opts.UniformCoverage {
+			if c := p.cov.DefaultCoverageFor(job, co); c > 0 {
+				pairCov = c
+			}
+		}
 	}
 	var e Estimate
 	if job != nil && len(co) == 1 && co[0] != nil {
 		var ok bool
-		if e, ok = p.mem.Estimate(job.Tag, co[0].Tag, coverage); ok {
+		if e, ok = p.mem.Estimate(job.Tag, co[0].Tag, pairCov); ok {
 			return e.Speed, e.Lower
 		}
 	}
 	if p.lower != nil {
-		speed, lower = p.lower.PredictSpeedLower(job, co, coverage)
+		speed, lower = p.lower.PredictSpeedLower(job, co, modelCov)
 	} else {
 		speed = p.model.PredictSpeed(job, co)
 		lower = speed

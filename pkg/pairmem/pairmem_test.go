@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/observation"
 	"github.com/coscheml/coscheml/pkg/profile"
 )
@@ -224,6 +225,19 @@ func TestPredictNoAlloc(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _, _ = p.PredictSpeedLower(a, co, 0.9) }); n != 0 {
 		t.Fatalf("PredictSpeedLower allocates %v times", n)
 	}
+	// the shipped model at its default coverage (per co-location)
+	m, err := model.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, _ := NewPredictor(m, mem)
+	if len(m.Tags) < 2 {
+		t.Fatal("the shipped model lists no trained applications")
+	}
+	j, c := &profile.Profile{Tag: m.Tags[0], SMUtil: profile.Stat{Mean: 50}}, []*profile.Profile{{Tag: m.Tags[1], SMUtil: profile.Stat{Mean: 40}}}
+	if n := testing.AllocsPerRun(100, func() { _, _ = pm.PredictSpeedLower(j, c, 0) }); n != 0 {
+		t.Fatalf("PredictSpeedLower with the shipped model allocates %v times", n)
+	}
 }
 
 // FuzzAdd: whatever a user's observation holds, Add either refuses it or keeps
@@ -293,5 +307,132 @@ func TestFamilyTransfer(t *testing.T) {
 		if _, _, n, ok := mem.residual(k); ok || n != 3 {
 			t.Errorf("one user's ten residuals at %+v count %v (ok %v), want 3 and not enough", k, n, ok)
 		}
+	}
+}
+
+// covModel records the coverage it was asked for and answers a margin that
+// depends on it, like a calibrated model with two calibrations.
+type covModel struct{ asked *float64 }
+
+func (c covModel) PredictSpeed(job *profile.Profile, co []*profile.Profile) float64 { return 0.9 }
+
+func (c covModel) PredictSpeedLower(job *profile.Profile, co []*profile.Profile, coverage float64) (float64, float64) {
+	*c.asked = coverage
+	if coverage == 0 {
+		return 0.9, 0.8 // the model's own default, whichever calibration applies
+	}
+	return 0.9, 0.9 - coverage/10
+}
+
+// The model behind the memory gets the coverage as asked: 0 must reach it as
+// 0, so that each of its calibrations (seen pairs, unseen families) uses its
+// own default instead of the memory's (issue 9 follow-up 3: seen pairs were
+// charged the unseen families' default coverage). The memory's own bounds
+// still use the model's default coverage.
+func TestPredictorPassesCoverage(t *testing.T) {
+	a, b := prof("a"), prof("b")
+	tests := []struct {
+		name      string
+		coverage  float64
+		wantAsked float64
+		wantLower float64
+	}{
+		{"default coverage reaches the model as 0", 0, 0, 0.8},
+		{"a set coverage reaches the model as set", 0.95, 0.95, 0.805},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var asked float64 = -1
+			p, err := NewPredictor(covModel{&asked}, New(Options{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, lower := p.PredictSpeedLower(a, []*profile.Profile{b}, tc.coverage)
+			if asked != tc.wantAsked {
+				t.Fatalf("model asked for coverage %v, want %v", asked, tc.wantAsked)
+			}
+			if math.Abs(lower-tc.wantLower) > 1e-12 {
+				t.Fatalf("lower %v, want %v", lower, tc.wantLower)
+			}
+		})
+	}
+}
+
+// With the shipped model, a pair of trained applications gets the seen-pairs
+// margin at its own default coverage through the memory, as from the model
+// alone.
+func TestPredictorSeenPairsDefault(t *testing.T) {
+	m, err := model.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Tags) < 2 || m.SeenCalibration.DefaultCoverage == m.Calibration.DefaultCoverage {
+		t.Skip("the shipped model has no distinct seen-pairs default")
+	}
+	job := &profile.Profile{Tag: m.Tags[0], SMUtil: profile.Stat{Mean: 60}, MemBWUtil: profile.Stat{Mean: 30}, MemUsedMiB: 4000}
+	co := &profile.Profile{Tag: m.Tags[1], SMUtil: profile.Stat{Mean: 50}, MemBWUtil: profile.Stat{Mean: 40}, MemUsedMiB: 3000}
+	p, err := NewPredictor(m, New(Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, wl := m.PredictSpeedLower(job, []*profile.Profile{co}, 0)
+	gs, gl := p.PredictSpeedLower(job, []*profile.Profile{co}, 0)
+	if gs != ws || gl != wl {
+		t.Fatalf("through the memory (%v, %v), model alone (%v, %v)", gs, gl, ws, wl)
+	}
+	if want := ws - m.SeenMargin(ws, 0); math.Abs(wl-want) > 1e-12 {
+		t.Fatalf("lower %v, want the seen-pairs margin at its default: %v", wl, want)
+	}
+}
+
+// pairCovModel is constModel with a default coverage per co-location, like a
+// model with seen-pairs margins.
+type pairCovModel struct {
+	constModel
+	cov float64
+}
+
+func (c pairCovModel) DefaultCoverageFor(job *profile.Profile, co []*profile.Profile) float64 {
+	return c.cov
+}
+
+// A known pair's bound stands in for the model's bound on that co-location,
+// so at the default coverage it holds at the coverage of the model's
+// calibration for it (issue 9 follow-up 3); UniformCoverage keeps the old
+// rule (the model's overall default, here 0.9 for a model without one). The
+// residual correction keeps the overall default either way.
+func TestKnownPairCoverage(t *testing.T) {
+	a, b := prof("a"), prof("b")
+	tests := []struct {
+		name     string
+		uniform  bool
+		coverage float64
+		wantCov  float64
+	}{
+		{"default: the model's coverage for the co-location", false, 0, 0.6},
+		{"uniform: the overall default", true, 0, 0.9},
+		{"a set coverage is used as set", false, 0.95, 0.95},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := New(Options{UniformCoverage: tc.uniform})
+			p, err := NewPredictor(pairCovModel{constModel{0.9, 0.05}, 0.6}, mem)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range []string{"u1", "u2"} {
+				if err := mem.Add("a", "b", u, 0.95); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e, ok := mem.Estimate("a", "b", tc.wantCov)
+			if !ok {
+				t.Fatal("pair not known after two users")
+			}
+			speed, lower := p.PredictSpeedLower(a, []*profile.Profile{b}, tc.coverage)
+			if speed != e.Speed || math.Abs(lower-e.Lower) > 1e-12 {
+				t.Fatalf("(%v, %v), want the memory's (%v, %v) at coverage %v", speed, lower, e.Speed, e.Lower, tc.wantCov)
+			}
+		})
 	}
 }

@@ -93,7 +93,10 @@ func TestTuneFloorTarget(t *testing.T) {
 		name string
 		opts pairmem.Options
 		seen bool // seen-pairs margins (Model.SeenCalibration)
-	}{{"seen-pairs margins (default)", pairmem.Options{}, true}, {"leave-families-out margins only", pairmem.Options{}, false}}
+	}{
+		{"default (known pairs bounded at the coverage of the model's calibration for the co-location)", pairmem.Options{}, true},
+		{"known pairs bounded at the unseen families' coverage (before follow-up 3)", pairmem.Options{UniformCoverage: true}, true},
+	}
 	res := make([][]agg, len(mechs))
 	worst := make([][]float64, len(mechs))
 	for i := range mechs {
@@ -194,4 +197,81 @@ func TestTuneFloorTarget(t *testing.T) {
 		}
 	}
 	t.Logf("rule (fixed before running): the largest target with at most 0.5%% of jobs below floor over all folds and at most 1%% in every fold: %.4g", chosen)
+}
+
+// TestTuneLevers measures, on the synthetic tuning workload (not the
+// evaluation's trace) with the shipped model and the pair memory from empty,
+// the levers of issue 9 follow-up 3 that are settings: each variant's avg JCT
+// against the default configuration's oracle on the same seed (paired), and
+// its jobs below floor. Its own oracle is shown too, since a placement
+// setting changes the oracle as well. TUNE=1 to run (about a minute).
+func TestTuneLevers(t *testing.T) {
+	if os.Getenv("TUNE") == "" {
+		t.Skip("set TUNE=1")
+	}
+	tt := shipped(t)
+	m, err := model.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const nodes, perNode, n, load = 8, 8, 2000, 2.0
+	var seeds []int64
+	for s := int64(1); s <= 10; s++ {
+		seeds = append(seeds, s)
+	}
+	opts := func(f func(*placement.Options)) placement.Options {
+		o := placement.DefaultOptions()
+		if f != nil {
+			f(&o)
+		}
+		return o
+	}
+	variants := []struct {
+		name string
+		opts placement.Options
+		mem  pairmem.Options
+	}{
+		{"default", opts(nil), pairmem.Options{}},
+		{"known pairs at the unseen families' coverage (before follow-up 3)", opts(nil), pairmem.Options{UniformCoverage: true}},
+		{"floor_confidence 0.5 (margins about 0)", opts(func(o *placement.Options) { o.FloorConfidence = 0.5 }), pairmem.Options{}},
+		{"MinEvidence 1 (one user makes a pair known)", opts(nil), pairmem.Options{MinEvidence: 1}},
+		{"AppMinEvidence 3", opts(nil), pairmem.Options{AppMinEvidence: 3}},
+		{"prefer_share_speed 0.75", opts(func(o *placement.Options) { o.PreferShareSpeed = 0.75 }), pairmem.Options{}},
+		{"prefer_share_speed 0.95", opts(func(o *placement.Options) { o.PreferShareSpeed = 0.95 }), pairmem.Options{}},
+		{"prefer_share_speed 1 (an idle GPU before any share)", opts(func(o *placement.Options) { o.PreferShareSpeed = 1 }), pairmem.Options{}},
+	}
+	base := map[int64]float64{}
+	for vi, v := range variants {
+		exp := Experiment{
+			Config: Config{Nodes: nodes, GPUsPerNode: perNode}, Truth: tt, Model: m,
+			PairMemory: true, MemoryOptions: v.mem, Options: v.opts, Policies: []string{"coscheml", "oracle"}, Seeds: seeds,
+			Jobs: func(seed int64) ([]trace.Job, error) { return syntheticJobs(n, nodes*perNode, load, seed) },
+		}
+		runs, err := exp.Execute()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vi == 0 {
+			for _, r := range runs {
+				if r.Policy == "oracle" {
+					base[r.Seed] = r.Overall.AvgJCT
+				}
+			}
+		}
+		var cos, ora []float64
+		below, jobs := 0.0, 0.0
+		for _, r := range runs {
+			ratio := r.Overall.AvgJCT/base[r.Seed] - 1
+			if r.Policy == "oracle" {
+				ora = append(ora, ratio)
+				continue
+			}
+			cos = append(cos, ratio)
+			below += float64(r.Overall.BelowFloor)
+			jobs += float64(r.Overall.Jobs)
+		}
+		c, o := StatOf(cos), StatOf(ora)
+		t.Logf("%-66s coscheml %+6.1f%% ± %4.1f, below floor %.2f%% (%.1f per seed); its oracle %+5.1f%%",
+			v.name, 100*c.Mean, 100*c.SD, 100*below/jobs, below/float64(len(seeds)), 100*o.Mean)
+	}
 }

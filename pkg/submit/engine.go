@@ -228,6 +228,7 @@ type Engine struct {
 	reader   *residency.Reader
 	readerOf string
 	builtFor *Snapshot
+	delta    deltaScratch // the in-place update's diff (install)
 	entries  []residency.Entry
 	dlog     *decisionlog.Writer
 	dlogPath string
@@ -602,6 +603,13 @@ func (e *Engine) refreshLocked(force bool) {
 // install builds the cluster for st and entries outside the view's lock, then
 // swaps it in. Caller holds bgMu.
 func (e *Engine) install(st *Snapshot, entries []residency.Entry, done []string, now time.Time) {
+	if e.builtFor == st && st.clusterErr == nil {
+		// The same snapshot: a small change is applied in place (delta.go).
+		if changed, ok := e.delta.diff(e.entries, entries); ok && e.view.update(st, changed, entries, done, now) {
+			e.entries = entries
+			return
+		}
+	}
 	e.entries = entries
 	e.builtFor = st
 	var c *placement.Cluster
