@@ -120,7 +120,8 @@ type CVSummary struct {
 
 var (
 	_ Predictor      = (*Model)(nil)
-	_ LowerPredictor = (*Model)(nil)
+	_ LowerPredictor      = (*Model)(nil)
+	_ FloorLowerPredictor = (*Model)(nil)
 )
 
 // PredictSpeed predicts job's normalized speed (1.0 = as fast as alone) on a GPU
