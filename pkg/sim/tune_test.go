@@ -90,14 +90,19 @@ func TestTuneFloorTarget(t *testing.T) {
 	targets := []float64{0.005, 0.0075, 0.01, 0.02, 0.03, 0.05}
 	seeds := []int64{1, 2, 3}
 	const nodes, perNode, n, load = 8, 8, 2000, 2.0
-	type agg struct{ below, jobs, ratio, runs float64 }
+	type agg struct {
+		below, jobs, ratio, runs float64
+		cb, cj                   [3]float64 // per class: infer, train, hpc
+	}
+	classes := [3]profile.Class{profile.ClassInfer, profile.ClassTrain, profile.ClassHPC}
 	mechs := []struct {
-		name string
-		opts pairmem.Options
-		seen bool // seen-pairs margins (Model.SeenCalibration)
+		name    string
+		opts    pairmem.Options
+		seen    bool // seen-pairs margins (Model.SeenCalibration)
+		noFloor bool // every floor at the class-weighted default (CalibrationOptions.NoFloorCoverage)
 	}{
-		{"default (known pairs bounded at the coverage of the model's calibration for the co-location)", pairmem.Options{}, true},
-		{"known pairs bounded at the unseen families' coverage (before follow-up 3)", pairmem.Options{UniformCoverage: true}, true},
+		{"default (per-floor coverage)", pairmem.Options{}, true, false},
+		{"every floor at the class-weighted coverage (before per-floor coverage)", pairmem.Options{}, true, true},
 	}
 	res := make([][]agg, len(mechs))
 	worst := make([][]float64, len(mechs))
@@ -130,15 +135,15 @@ func TestTuneFloorTarget(t *testing.T) {
 		}
 		oracle := map[int64]float64{}
 		for ti, target := range targets {
-			cal, _, err := training.Calibrate(lfo.OutOfFold, training.CalibrationOptions{Target: target})
-			if err != nil {
-				t.Fatal(err)
-			}
-			seen, _, err := training.Calibrate(lpo.OutOfFold, training.CalibrationOptions{Target: target})
-			if err != nil {
-				t.Fatal(err)
-			}
 			for mi, mech := range mechs {
+				cal, _, err := training.Calibrate(lfo.OutOfFold, training.CalibrationOptions{Target: target, NoFloorCoverage: mech.noFloor})
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen, _, err := training.Calibrate(lpo.OutOfFold, training.CalibrationOptions{Target: target, NoFloorCoverage: mech.noFloor})
+				if err != nil {
+					t.Fatal(err)
+				}
 				mm := *m
 				mm.Calibration = cal
 				if mech.seen {
@@ -170,6 +175,10 @@ func TestTuneFloorTarget(t *testing.T) {
 					b += float64(r.Overall.BelowFloor)
 					j += float64(r.Overall.Jobs)
 					rs += r.Overall.AvgJCT/oracle[r.Seed] - 1
+					for ci, c := range classes {
+						res[mi][ti].cb[ci] += float64(r.ByClass[c].BelowFloor)
+						res[mi][ti].cj[ci] += float64(r.ByClass[c].Jobs)
+					}
 				}
 				a := &res[mi][ti]
 				a.below += b
@@ -187,8 +196,10 @@ func TestTuneFloorTarget(t *testing.T) {
 	for mi, mech := range mechs {
 		for ti, target := range targets {
 			below := res[mi][ti].below / res[mi][ti].jobs
-			t.Logf("%s, target %.4g: below floor %.2f%% (worst family %.2f%%), avg JCT vs oracle %+.1f%%",
-				mech.name, target, 100*below, 100*worst[mi][ti], 100*res[mi][ti].ratio/res[mi][ti].runs)
+			a := res[mi][ti]
+			t.Logf("%s, target %.4g: below floor %.2f%% (worst family %.2f%%; infer %.2f%%, train %.2f%%, hpc %.2f%%), avg JCT vs oracle %+.1f%%",
+				mech.name, target, 100*below, 100*worst[mi][ti], 100*a.cb[0]/max(a.cj[0], 1), 100*a.cb[1]/max(a.cj[1], 1), 100*a.cb[2]/max(a.cj[2], 1),
+				100*a.ratio/a.runs)
 			if mi == 0 && !stop {
 				if below > 0.005 || worst[mi][ti] > 0.01 {
 					stop = true
