@@ -47,7 +47,7 @@ func trainCommand() *cli.Command {
 		Usage: "train a model, report cross-validation, write the model file",
 		UsageText: "coscheml-train train --out M [--solo S.csv --pairs P.csv] [--generic-profiles F.csv] [--obs OBS.csv]\n" +
 			"                     [--forest N] [--max-depth D] [--min-leaf L] [--max-features K] [--features NAMES|all]\n" +
-			"                     [--bins B] [--seed S] [--folds K] [--skip-cv] [--skip-unknown] [--exclude-families F,...]",
+			"                     [--bins B] [--seed S] [--folds K] [--skip-cv] [--skip-unknown] [--exclude-families F,...] [--class-weighted-coverage]",
 		Description: "Reads solo profiles and co-located observations, runs K-fold and leave-applications-out\n" +
 			"cross-validation (an application is a model family: all batch sizes and precisions of\n" +
 			"e.g. resnet18 are held out together, and no training sample contains them), prints both\n" +
@@ -57,6 +57,7 @@ func trainCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Usage: "write the model to `FILE` (required)"},
 			&cli.IntFlag{Name: "folds", Value: 5, Usage: "`K` for k-fold cross-validation"},
 			&cli.BoolFlag{Name: "skip-cv", Usage: "train without cross-validation (the model file then records none)"},
+			&cli.BoolFlag{Name: "class-weighted-coverage", Usage: "store no default coverage per floor: every floor (infer's too) is tested at the class-weighted default, as before issue 9 follow-up 4 (less JCT, infer less protected; docs/model.md)"},
 			&cli.StringFlag{Name: "exclude-families", Usage: "leave out every observation involving these comma-separated `FAMILIES` (e.g. resnet18,mobilenetv3): a model that has never seen them, for the unseen-applications benchmark (docs/evaluation.md)"},
 		),
 		Action: func(c *cli.Context) error {
@@ -104,12 +105,13 @@ func trainCommand() *cli.Command {
 				}
 				printReport(w, describe(p), kf, lao)
 				var ch training.CoverageChoice
-				if cal, ch, err = training.Calibrate(lao.OutOfFold, training.CalibrationOptions{}); err != nil {
+				copts := training.CalibrationOptions{NoFloorCoverage: c.Bool("class-weighted-coverage")}
+				if cal, ch, err = training.Calibrate(lao.OutOfFold, copts); err != nil {
 					return err
 				}
 				printCalibration(w, cal, ch)
 				end = stage(c.App.ErrWriter, fmt.Sprintf("leave-pairs-out cross-validation (%d models)", training.SeenPairsFolds))
-				seen, sch, err = training.CalibrateSeen(td.ds, p, training.CalibrationOptions{})
+				seen, sch, err = training.CalibrateSeen(td.ds, p, copts)
 				end()
 				if err != nil {
 					return err
