@@ -323,7 +323,7 @@ func (e *Engine) reloadLocked(restore bool) {
 	l := loadSnapshot(&e.src, e.snap.Load(), now)
 	// A policy that panics here panics in decisions too, where each is caught
 	// and the job passes through; the warm-up only must not take Reload down.
-	e.safely(func() { warmPolicy(l, e.entries, e.view.reservations()) })
+	e.safely(func() { warmPolicy(l, e.entries, e.view.reservations(), e.spare) })
 	for _, n := range l.notes {
 		e.note(n.key, n.msg)
 	}
