@@ -605,9 +605,14 @@ func (e *Engine) refreshLocked(force bool) {
 func (e *Engine) install(st *Snapshot, entries []residency.Entry, done []string, now time.Time) {
 	if e.builtFor == st && st.clusterErr == nil {
 		// The same snapshot: a small change is applied in place (delta.go).
-		if changed, ok := e.delta.diff(e.entries, entries); ok && e.view.update(st, changed, entries, done, now) {
-			e.entries = entries
-			return
+		if changed, ok := e.delta.diff(e.entries, entries); ok {
+			// Until the update completes: should it panic half-way, the next
+			// refresh rebuilds rather than diff against a cluster it left behind.
+			e.builtFor = nil
+			if e.view.update(st, changed, entries, done, now) {
+				e.entries, e.builtFor = entries, st
+				return
+			}
 		}
 	}
 	e.entries = entries
