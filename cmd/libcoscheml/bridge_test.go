@@ -76,6 +76,34 @@ func TestBridgeGo(t *testing.T) {
 	}
 }
 
+// TestDecideTimeout: the configuration's decide_timeout reaches the C queue
+// (what a waiting slurmctld thread reads), and a configuration without it
+// brings back the default.
+func TestDecideTimeout(t *testing.T) {
+	t.Cleanup(func() {
+		if e := engine.Swap(nil); e != nil {
+			e.Close()
+		}
+	})
+	for _, tc := range []struct {
+		extra string
+		want  int
+	}{
+		{"decide_timeout: 50ms\n", 50},
+		{"decide_timeout: 2s\n", 2000},
+		{"", 500},
+	} {
+		if rc, _ := initGo(writeConfig(t, tc.extra), 0x160508, ""); rc != 0 {
+			t.Fatalf("init with %q: %d (%v)", tc.extra, rc, engine.Load().Problems())
+		}
+		cur := 0
+		applyTimeout(&cur)
+		if got := queueTimeoutMS(); got != tc.want {
+			t.Errorf("%q: the queue waits %d ms, want %d", tc.extra, got, tc.want)
+		}
+	}
+}
+
 // cLibrary returns a built libcoscheml.so: $LIBCOSCHEML_SO (make builds it into
 // lib/ first), or one built here (minutes on a loaded machine; skipped by -short).
 func cLibrary(t *testing.T) string {
@@ -297,6 +325,7 @@ func TestCQueue(t *testing.T) {
 	wants := []string{
 		"noworker rc=0 log=direct direct=1",
 		"concurrent calls=4000 wrong=0 direct=1",
+		"timeoutbounds lo=1 hi=10000",
 		"shortanswer rc=0 untouched=1",
 		"shortjob rc=0 log=worker: job of 8 bytes",
 		"nulljob rc=0 log=worker: no job",

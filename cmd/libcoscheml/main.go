@@ -65,6 +65,8 @@ func coscheml_init(configPath *C.char, slurmVer C.uint32_t, slurmConf *C.char, o
 	}
 	slurmVersion.Store(uint32(slurmVer))
 	code, log := initGo(path, uint32(slurmVer), goString(slurmConf))
+	var timeout int
+	applyTimeout(&timeout) // decide_timeout from the first call, when loaded by now
 	if err := startWorker(); err != nil {
 		// Slower, not wrong: calls are decided on slurmctld's threads.
 		log = strings.TrimSpace(log + "\n" + fmt.Sprintf("no decision worker, deciding on the calling threads: %v", err))

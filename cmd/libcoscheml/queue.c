@@ -22,9 +22,25 @@
 /*
  * A decision takes tens of microseconds; a garbage collection or a loaded
  * machine adds milliseconds. Past this the job passes through unchanged
- * rather than hold slurmctld (which holds its job lock meanwhile).
+ * rather than hold slurmctld (which holds its job lock meanwhile). The
+ * configuration's decide_timeout sets it (cq_set_timeout_ms, from the worker);
+ * callers read it without the lock, so both sides access it atomically.
  */
-int cq_timeout_ms = 500;
+int cq_timeout_ms = CQ_DEFAULT_TIMEOUT_MS;
+
+int cq_get_timeout_ms(void)
+{
+	return __atomic_load_n(&cq_timeout_ms, __ATOMIC_RELAXED);
+}
+
+void cq_set_timeout_ms(int ms)
+{
+	if (ms < CQ_MIN_TIMEOUT_MS)
+		ms = CQ_MIN_TIMEOUT_MS;
+	if (ms > CQ_MAX_TIMEOUT_MS)
+		ms = CQ_MAX_TIMEOUT_MS;
+	__atomic_store_n(&cq_timeout_ms, ms, __ATOMIC_RELAXED);
+}
 
 /* Bounds each copied string as the Go side bounds what it reads (maxInput). */
 #define CQ_MAX_INPUT (1 << 20)
@@ -154,11 +170,11 @@ static struct cq_req *pop(void)
 	return r;
 }
 
-static void deadline(struct timespec *ts)
+static void deadline(struct timespec *ts, int ms)
 {
 	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += cq_timeout_ms / 1000;
-	ts->tv_nsec += (long)(cq_timeout_ms % 1000) * 1000000L;
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
 	if (ts->tv_nsec >= 1000000000L) {
 		ts->tv_sec++;
 		ts->tv_nsec -= 1000000000L;
@@ -169,7 +185,7 @@ static void deadline(struct timespec *ts)
  * A timed-out caller says so in slurmctld's log, once per episode (until a
  * request is answered again); stuck: the worker still holds its request.
  */
-static void timed_out(struct coscheml_answer *ans, int stuck)
+static void timed_out(struct coscheml_answer *ans, int stuck, int ms)
 {
 	char msg[256];
 	int first;
@@ -182,7 +198,7 @@ static void timed_out(struct coscheml_answer *ans, int stuck)
 		return;
 	snprintf(msg, sizeof(msg),
 		 "coscheml: no decision within %d ms, job left unchanged%s",
-		 cq_timeout_ms,
+		 ms,
 		 stuck ? "; jobs pass through unchanged until the decision in progress ends" : "");
 	ans->log = strdup(msg);
 }
@@ -193,7 +209,7 @@ int coscheml_decide(const struct coscheml_job *job,
 	struct cq_req *r;
 	pthread_condattr_t ca;
 	struct timespec until;
-	int rc;
+	int rc, ms = __atomic_load_n(&cq_timeout_ms, __ATOMIC_RELAXED);
 
 	/* Written only when the caller's struct is as large as ours (see abi.h). */
 	if (!ans || ans->size < sizeof(*ans))
@@ -234,7 +250,7 @@ int coscheml_decide(const struct coscheml_job *job,
 		free_req(r);
 		return COSCHEML_UNCHANGED;
 	}
-	deadline(&until);
+	deadline(&until, ms);
 
 	pthread_mutex_lock(&cq_lock);
 	if (cq_fd < 0 || cq_stopping) {
@@ -267,13 +283,13 @@ int coscheml_decide(const struct coscheml_job *job,
 		unlink_req(r);
 		pthread_mutex_unlock(&cq_lock);
 		free_req(r);
-		timed_out(ans, 0);
+		timed_out(ans, 0, ms);
 		return COSCHEML_UNCHANGED;
 	default: /* CQ_TAKEN: the worker frees it when done */
 		r->state = CQ_ABANDONED;
 		cq_stuck++;
 		pthread_mutex_unlock(&cq_lock);
-		timed_out(ans, 1);
+		timed_out(ans, 1, ms);
 		return COSCHEML_UNCHANGED;
 	}
 }

@@ -40,7 +40,16 @@ int cq_start(int fd);
 struct cq_req *cq_next(struct cq_req *done, int rc, int *stop);
 void cq_stop(void);
 
-/* How long a caller waits for the worker before it passes the job through. */
+/*
+ * How long a caller waits for the worker before it passes the job through:
+ * the configuration's decide_timeout, bounded by cq_set_timeout_ms to
+ * CQ_MIN..CQ_MAX_TIMEOUT_MS (pkg/config validates the same range).
+ */
+#define CQ_DEFAULT_TIMEOUT_MS 500
+#define CQ_MIN_TIMEOUT_MS 1
+#define CQ_MAX_TIMEOUT_MS 10000
 extern int cq_timeout_ms;
+void cq_set_timeout_ms(int ms);
+int cq_get_timeout_ms(void);
 
 #endif /* COSCHEML_QUEUE_H */

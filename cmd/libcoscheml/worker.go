@@ -71,10 +71,12 @@ func stopWorker() {
 func work(f *os.File, done chan struct{}) {
 	defer close(done)
 	var (
-		buf  [8]byte
-		prev *C.struct_cq_req
-		rc   C.int
+		buf     [8]byte
+		prev    *C.struct_cq_req
+		rc      C.int
+		timeout int // the decide_timeout handed to queue.c (0: not yet)
 	)
+	applyTimeout(&timeout)
 	for {
 		var stop C.int
 		req := C.cq_next(prev, rc, &stop)
@@ -94,5 +96,29 @@ func work(f *os.File, done chan struct{}) {
 		}
 		rc = decideInto(req.jobp, &req.ans)
 		prev = req
+		applyTimeout(&timeout)
 	}
 }
+
+// applyTimeout hands the engine's decide_timeout to queue.c when it differs
+// from *cur (a cgo call only then): a reloaded configuration applies from
+// the calls after the next decision.
+func applyTimeout(cur *int) {
+	e := engine.Load()
+	if e == nil {
+		return
+	}
+	ms := timeoutMS(e.DecideTimeout())
+	if ms != *cur {
+		C.cq_set_timeout_ms(C.int(ms))
+		*cur = ms
+	}
+}
+
+// timeoutMS is d in milliseconds within queue.c's bounds.
+func timeoutMS(d time.Duration) int {
+	return int(min(max(d.Milliseconds(), C.CQ_MIN_TIMEOUT_MS), C.CQ_MAX_TIMEOUT_MS))
+}
+
+// queueTimeoutMS is the timeout callers wait now (for tests).
+func queueTimeoutMS() int { return int(C.cq_get_timeout_ms()) }

@@ -67,6 +67,9 @@ type Config struct {
 	// that `coscheml redecide --loop` can re-decide it (scontrol update) before it
 	// falls back to its whole-GPU request (0 = off: a wait runs on a whole GPU).
 	WaitDefer time.Duration `yaml:"wait_defer"`
+	// DecideTimeout: how long slurmctld's submitting thread waits for a
+	// decision before it passes the job through unchanged (fail open).
+	DecideTimeout time.Duration `yaml:"decide_timeout"`
 
 	Cluster   ClusterSpec   `yaml:"cluster"`
 	Profiling ProfilingSpec `yaml:"profiling"`
@@ -138,6 +141,7 @@ func Default() Config {
 		RawRequests:      RawRefuse,
 		ShardPinning:     PinFirstFit,
 		ShardTypePrefix:  "g",
+		DecideTimeout:    500 * time.Millisecond,
 		Profiling:        ProfilingSpec{Enabled: true, Backend: "nvml", Interval: 500 * time.Millisecond, StaleAfter: 30 * 24 * time.Hour},
 	}
 }

@@ -383,6 +383,9 @@ func (c Config) Validate() error {
 	if c.WaitDefer != 0 && (c.WaitDefer < time.Second || c.WaitDefer > time.Hour) {
 		bad("wait_defer", "%s is out of range: want 0 (off) or 1s..1h", c.WaitDefer)
 	}
+	if c.DecideTimeout < time.Millisecond || c.DecideTimeout > 10*time.Second {
+		bad("decide_timeout", "%s is out of range: want 1ms..10s", c.DecideTimeout)
+	}
 	if c.Profiling.Interval < 10*time.Millisecond || c.Profiling.Interval > time.Hour {
 		bad("profiling.interval", "%s is out of range: want 10ms..1h", c.Profiling.Interval)
 	}

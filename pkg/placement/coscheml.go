@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -43,6 +44,8 @@ type CoScheML struct {
 	memo  memo
 
 	cy cycle // the decision in progress; Place starts a new one
+
+	note string // floorNote's words
 
 	// prediction scratch, reused
 	co, others []*profile.Profile
@@ -143,16 +146,29 @@ func (p *CoScheML) Place(c *Cluster, r *Request) Decision {
 	d := p.e.decisionFor(c, chosen)
 	var b strings.Builder
 	b.Grow(256)
-	fmt.Fprintf(&b, "%s: %s: job %s (%s, %s)", p.name, d.Action, profile.Sanitize(r.JobID), tagOf(r), profile.Sanitize(string(classOf(r.Class, r.Profile))))
+	// Appends rather than fmt, as in explainGPU: the same words as
+	// "%s: %s: job %s (%s, %s)".
+	b.WriteString(p.name)
+	b.WriteString(": ")
+	b.WriteString(d.Action.String())
+	b.WriteString(": job ")
+	b.WriteString(profile.Sanitize(r.JobID))
+	b.WriteString(" (")
+	b.WriteString(tagOf(r))
+	b.WriteString(", ")
+	b.WriteString(profile.Sanitize(string(classOf(r.Class, r.Profile))))
+	b.WriteByte(')')
 	for i, cd := range chosen {
 		b.WriteString("; ")
 		if i == 0 && len(chosen) > 1 {
-			fmt.Fprintf(&b, "speed of its slowest GPU %.2f; ", d.PredictedSpeed)
+			b.WriteString("speed of its slowest GPU ")
+			writeSpeed(&b, d.PredictedSpeed)
+			b.WriteString("; ")
 		}
 		b.WriteString(p.explainGPU(c, r, cd.gi))
 	}
 	b.WriteString("; ")
-	b.WriteString(p.rule(chosen, r))
+	p.rule(&b, chosen, r)
 	if d.Action == ActionExclusive {
 		p.e.rejectSummary(&b, "; other GPUs: ")
 	}
@@ -162,7 +178,7 @@ func (p *CoScheML) Place(c *Cluster, r *Request) Decision {
 }
 
 // rule words why the chosen GPUs won, from their tiers.
-func (p *CoScheML) rule(chosen []cand, r *Request) string {
+func (p *CoScheML) rule(b *strings.Builder, chosen []cand, r *Request) {
 	high, low := 0, 0
 	for i := range chosen {
 		switch {
@@ -174,17 +190,24 @@ func (p *CoScheML) rule(chosen []cand, r *Request) string {
 		}
 	}
 	prefer := p.opts.PreferShareSpeed
+	// Appends rather than fmt (%.2f is writeSpeed).
 	switch {
 	case r.Profile == nil:
-		return "no profile: interference unknown, so a whole idle GPU"
+		b.WriteString("no profile: interference unknown, so a whole idle GPU")
 	case low > 0:
-		return fmt.Sprintf("every predicted speed above its floor but some below %.2f: shared for want of idle GPUs", prefer)
+		b.WriteString("every predicted speed above its floor but some below ")
+		writeSpeed(b, prefer)
+		b.WriteString(": shared for want of idle GPUs")
 	case high > 0:
-		return fmt.Sprintf("every predicted speed >= %.2f: sharing preferred to opening an idle GPU", prefer)
+		b.WriteString("every predicted speed >= ")
+		writeSpeed(b, prefer)
+		b.WriteString(": sharing preferred to opening an idle GPU")
 	case p.cy.lowShare:
-		return fmt.Sprintf("idle GPU: sharing would slow a job below %.2f", prefer)
+		b.WriteString("idle GPU: sharing would slow a job below ")
+		writeSpeed(b, prefer)
+	default:
+		b.WriteString("idle GPU: no GPU could be shared within the floors")
 	}
-	return "idle GPU: no GPU could be shared within the floors"
 }
 
 func tagOf(r *Request) string {
@@ -257,7 +280,17 @@ type setResult struct {
 	minRes float64 // lowest resident after joining
 	cost   float64 // summed speed lost by all affected jobs
 	margin float64 // lowest (speed - floor) over affected jobs; < 0 or NaN: refused
+	// after: each resident's speed after joining, in canonical order (see
+	// compute), kept for sets of up to len(after) residents so the reason
+	// (explainGPU) words the memoized predictions instead of predicting again.
+	after [explained]float64
 }
+
+// explained is how many residents' speeds a set result keeps for the reason: at
+// most one other resident besides the one worded, so the co-runners a resident's
+// speed was predicted with are the same in any order (the default max_corunners
+// of 2 leaves one resident on a GPU a job joins).
+const explained = 2
 
 // predicted returns the set result for gpu's residents, from the memo when the
 // same request already met the same resident set on this cluster.
@@ -280,14 +313,7 @@ func (p *CoScheML) predicted(gpu *GPU, st *gpuState, r *Request) setResult {
 // same set in different orders get bit-identical results: float sums depend on
 // order, and GPUs in one bucket (or one memo entry) share one result.
 func (p *CoScheML) compute(res []Resident, r *Request) setResult {
-	ord := p.ord[:0]
-	for i := range res {
-		ord = append(ord, int32(i))
-		for j := len(ord) - 1; j > 0 && residentLess(&res[ord[j]], &res[ord[j-1]]); j-- {
-			ord[j], ord[j-1] = ord[j-1], ord[j]
-		}
-	}
-	p.ord = ord
+	ord := p.order(res)
 	co := p.co[:0]
 	for _, i := range ord {
 		co = append(co, res[i].Profile)
@@ -297,7 +323,7 @@ func (p *CoScheML) compute(res []Resident, r *Request) setResult {
 	out := setResult{speed: speed, minRes: 1}
 	out.cost = 1 - out.speed
 	out.margin = sure - p.cy.floorNew
-	for _, i := range ord {
+	for k, i := range ord {
 		others := p.others[:0]
 		for _, j := range ord {
 			if j != i {
@@ -312,6 +338,9 @@ func (p *CoScheML) compute(res []Resident, r *Request) setResult {
 		p.others = others
 		floor := p.opts.Floors.For(classOf(res[i].Class, res[i].Profile))
 		after, sure := p.predict(res[i].Profile, others, floor)
+		if k < explained {
+			out.after[k] = after
+		}
 		out.cost += before - after
 		out.minRes = min(out.minRes, after)
 		out.margin = min(out.margin, sure-floor)
@@ -350,7 +379,13 @@ func (p *CoScheML) explainGPU(c *Cluster, r *Request, gi int32) string {
 	b.WriteString(gpuName(c, n, g))
 	b.WriteString(" with ")
 	describeResidents(&b, gpu)
-	res := p.compute(gpu.Residents, r)
+	var res setResult
+	if c.indexed() {
+		res = p.predicted(gpu, &c.ix.gpus[gi], r) // the score stage's, from the memo
+	} else {
+		res = p.compute(gpu.Residents, r)
+	}
+	canonical := p.order(gpu.Residents)
 	// Appends rather than fmt: this runs in every sharing decision, inside
 	// slurmctld's submit call.
 	b.WriteString(": predicted speed new job ")
@@ -360,18 +395,16 @@ func (p *CoScheML) explainGPU(c *Cluster, r *Request, gi int32) string {
 	b.WriteByte(')')
 	for i := range gpu.Residents {
 		rs := &gpu.Residents[i]
-		others := p.others[:0]
-		for j := range gpu.Residents {
-			if j != i {
-				others = append(others, gpu.Residents[j].Profile)
-			}
-		}
-		others = append(others, r.Profile)
-		p.others = others[:0]
 		b.WriteString(", job ")
 		b.WriteString(profile.Sanitize(rs.JobID))
 		b.WriteByte(' ')
-		writeSpeed(&b, p.pred.PredictSpeed(rs.Profile, others))
+		if len(gpu.Residents) <= explained {
+			// The speed compute predicted with the same co-runners: with at
+			// most one other resident their order cannot differ.
+			writeSpeed(&b, res.after[slices.Index(canonical, int32(i))])
+		} else {
+			writeSpeed(&b, p.predictAfter(gpu.Residents, i, r))
+		}
 		b.WriteString(" (floor ")
 		writeSpeed(&b, p.opts.Floors.For(classOf(rs.Class, rs.Profile)))
 		b.WriteByte(')')
@@ -380,13 +413,50 @@ func (p *CoScheML) explainGPU(c *Cluster, r *Request, gi int32) string {
 	writeSpeed(&b, res.cost)
 	if p.lower != nil {
 		// Otherwise a wait with every prediction above its floor would read as a bug.
+		b.WriteString(p.floorNote())
+	}
+	return b.String()
+}
+
+// floorNote words how floors are tested with a calibrated lower bound (the
+// options are fixed for the policy's life: worded once).
+func (p *CoScheML) floorNote() string {
+	if p.note == "" {
 		cov := "the model's default coverage for each floor"
 		if p.opts.FloorConfidence > 0 {
 			cov = fmt.Sprintf("coverage %.3g", p.opts.FloorConfidence)
 		}
-		fmt.Fprintf(&b, "; floors tested at the prediction less its calibrated margin (floor_confidence: %s)", cov)
+		p.note = fmt.Sprintf("; floors tested at the prediction less its calibrated margin (floor_confidence: %s)", cov)
 	}
-	return b.String()
+	return p.note
+}
+
+// predictAfter is resident i's predicted speed next to the GPU's other
+// residents, in their order, and r (a set too large for setResult.after).
+func (p *CoScheML) predictAfter(res []Resident, i int, r *Request) float64 {
+	others := p.others[:0]
+	for j := range res {
+		if j != i {
+			others = append(others, res[j].Profile)
+		}
+	}
+	others = append(others, r.Profile)
+	p.others = others[:0]
+	return p.pred.PredictSpeed(res[i].Profile, others)
+}
+
+// order returns the canonical order of res (indexes; see residentLess), in the
+// policy's scratch: an insertion sort, as residents per GPU are few.
+func (p *CoScheML) order(res []Resident) []int32 {
+	ord := p.ord[:0]
+	for i := range res {
+		ord = append(ord, int32(i))
+		for j := len(ord) - 1; j > 0 && residentLess(&res[ord[j]], &res[ord[j-1]]); j-- {
+			ord[j], ord[j-1] = ord[j-1], ord[j]
+		}
+	}
+	p.ord = ord
+	return ord
 }
 
 // writeSpeed writes x as %.2f does, without fmt's allocations.

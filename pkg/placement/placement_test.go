@@ -798,3 +798,111 @@ func TestRegistryComplete(t *testing.T) {
 		}
 	}
 }
+
+// TestExplainFromMemo: the reason words each resident's speed after joining
+// as the predictor gives it next to the other residents and the new job (the
+// test predicts it itself), whatever the residents' order on the GPU; a second
+// decision on the same state words it from the memo without predicting.
+func TestExplainFromMemo(t *testing.T) {
+	light := prof("light", profile.ClassTrain, 10, 1000)
+	mid := prof("mid", profile.ClassTrain, 20, 1000)
+	other := prof("other", profile.ClassTrain, 15, 1000)
+	newJob := prof("new", profile.ClassTrain, 5, 1000)
+	tests := []struct {
+		name      string
+		residents []*profile.Profile
+	}{
+		{"one resident", []*profile.Profile{mid}},
+		{"two in canonical order", []*profile.Profile{light, mid}},
+		{"two against canonical order", []*profile.Profile{mid, light}},
+		{"three (predicted for the reason)", []*profile.Profile{mid, other, light}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls := 0
+			pred := countingPred{fakePred{0.5}, &calls}
+			p, err := NewCoScheML(pred, Options{MaxCoRunners: 4, ShareSlots: 1, Floors: Floors{Train: 0.1, HPC: 0.1, Infer: 0.1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := NewCluster(1, 1, 81920, 8)
+			for i, rp := range tt.residents {
+				put(c, fmt.Sprintf("r%d", i), rp, 0, 0, 1)
+			}
+			var want []string
+			for i, rp := range tt.residents {
+				var co []*profile.Profile
+				for j, o := range tt.residents {
+					if j != i {
+						co = append(co, o)
+					}
+				}
+				speed := fakePred{0.5}.PredictSpeed(rp, append(co, newJob))
+				want = append(want, fmt.Sprintf(", job r%d %.2f (floor", i, speed))
+			}
+			for round := range 2 {
+				calls = 0
+				d := p.Place(c, req("x", newJob, 1))
+				if d.Action != ActionShare {
+					t.Fatalf("round %d: %v: %s", round, d.Action, d.Reason)
+				}
+				for _, w := range want {
+					if !strings.Contains(d.Reason, w) {
+						t.Errorf("round %d: reason lacks %q:\n%s", round, w, d.Reason)
+					}
+				}
+				if round == 1 && len(tt.residents) <= explained && calls != 0 {
+					t.Errorf("second decision on the same state made %d predictions, want 0", calls)
+				}
+			}
+		})
+	}
+}
+
+// TestPlaceReasonWording: the reason built by appends words the header, the
+// slowest-GPU note and the rule exactly as the fmt formats they replaced.
+func TestPlaceReasonWording(t *testing.T) {
+	light := prof("light", profile.ClassTrain, 10, 1000)
+	heavy := prof("heavy", profile.ClassTrain, 90, 1000)
+	mid := prof("mid", profile.ClassTrain, 30, 1000) // shared: 0.85, above the floor, below 0.9
+	opts := Options{PreferShareSpeed: 0.9}
+	tests := []struct {
+		name     string
+		resident *profile.Profile // on the first busy GPUs of the one node (nil: idle)
+		busy     int
+		gpus     int
+		job      *profile.Profile
+		rule     string
+	}{
+		{"share above prefer", light, 2, 1, light, fmt.Sprintf("every predicted speed >= %.2f: sharing preferred to opening an idle GPU", 0.9)},
+		{"idle, sharing below prefer", mid, 2, 1, mid, fmt.Sprintf("idle GPU: sharing would slow a job below %.2f", 0.9)},
+		{"shared below prefer, no idle GPU", mid, 4, 1, mid, fmt.Sprintf("every predicted speed above its floor but some below %.2f: shared for want of idle GPUs", 0.9)},
+		{"idle, no sharing within floors", heavy, 2, 1, heavy, "idle GPU: no GPU could be shared within the floors"},
+		{"no profile", nil, 0, 1, nil, "no profile: interference unknown, so a whole idle GPU"},
+		{"several GPUs", light, 2, 2, light, fmt.Sprintf("every predicted speed >= %.2f: sharing preferred to opening an idle GPU", 0.9)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := NewCoScheML(fakePred{0.5}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := NewCluster(1, 4, 81920, DefaultSlots)
+			for g := range tt.busy {
+				put(c, fmt.Sprintf("r%d", g), tt.resident, 0, g, 2)
+			}
+			r := req("j\"1", tt.job, tt.gpus)
+			d := p.Place(c, r)
+			head := fmt.Sprintf("%s: %s: job %s (%s, %s); ", p.Name(), d.Action, profile.Sanitize(r.JobID), tagOf(r), profile.Sanitize(string(classOf(r.Class, r.Profile))))
+			if tt.gpus > 1 {
+				head += fmt.Sprintf("speed of its slowest GPU %.2f; ", d.PredictedSpeed)
+			}
+			if !strings.HasPrefix(d.Reason, head) {
+				t.Errorf("reason does not start with %q:\n%s", head, d.Reason)
+			}
+			if !strings.Contains(d.Reason, "; "+tt.rule) {
+				t.Errorf("reason lacks the rule %q:\n%s", tt.rule, d.Reason)
+			}
+		})
+	}
+}

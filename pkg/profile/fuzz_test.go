@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -146,6 +147,20 @@ func FuzzDecode(f *testing.F) {
 		}
 		if _, err := s.Get("fuzz"); err != nil && !strings.Contains(err.Error(), path) {
 			t.Fatalf("store error does not name the file: %v", err)
+		}
+	})
+}
+
+// tagRE is the tag grammar as a regular expression: tagShape's definition.
+var tagRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?$`)
+
+func FuzzTagShape(f *testing.F) {
+	for _, s := range []string{"", "a", "a-", "-a", "a.b_c-d", "0", "a\x00b", "A", "é", "ab", "a b", "z9"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := tagShape(s), tagRE.MatchString(s); got != want {
+			t.Fatalf("tagShape(%q) = %v, the grammar says %v", s, got, want)
 		}
 	})
 }

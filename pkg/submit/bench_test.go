@@ -194,21 +194,55 @@ func TestDecideLatencyAt8192(t *testing.T) {
 	l, _ = measureDecide(t, f, tags, 3000, false)
 	t.Logf("8,192 GPUs, half running + %d reservations, warm memo: %v", kept, l)
 
-	// The background loop rebuilds the cluster after every residency change (every
-	// 500 ms on a busy site): time the first decisions after each rebuild.
+	// The background loop refreshes the cluster after every residency change
+	// (every 500 ms on a busy site): time the first decisions after each. A
+	// change of a few jobs is applied in place (delta.go); a full rebuild
+	// (a restart, a change of more than maxDeltaJobs jobs) walks every GPU.
 	reinstall := func(entries []residency.Entry) {
 		f.e.bgMu.Lock()
 		f.e.install(f.e.snap.Load(), entries, nil, f.now)
 		f.e.bgMu.Unlock()
 	}
-	rebuilt := measureAfterEach(t, f, tags, 10, 100, func() { reinstall(f.e.entries) })
-	t.Logf("8,192 GPUs, first 100 decisions after each of 10 residency rebuilds: %v", rebuilt)
+	round := 0
+	changed := measureAfterEach(t, f, tags, 10, 100, func() {
+		round++
+		reinstall(churn(f.e.entries, 16, round))
+	})
+	t.Logf("8,192 GPUs, first 100 decisions after each of 10 residency changes (16 jobs ended, 16 started): %v", changed)
+	rebuilt := measureAfterEach(t, f, tags, 10, 100, func() {
+		f.e.builtFor = nil // as after a change too large for an update in place
+		reinstall(f.e.entries)
+	})
+	t.Logf("8,192 GPUs, first 100 decisions after each of 10 full rebuilds: %v", rebuilt)
+
+	// In slurmctld the worker sleeps between two submissions while slurmctld
+	// works: the decision's data and code are then out of the CPU's caches.
+	// Time single decisions each after writing twice this machine's per-core
+	// L2 (2 x 4 MiB).
+	evict := make([]byte, 8<<20)
+	cold := measureAfterEach(t, f, tags, 300, 1, func() {
+		for i := range evict {
+			evict[i]++
+		}
+	})
+	t.Logf("8,192 GPUs, 300 decisions each after 8 MiB written (cold caches): %v", cold)
 
 	// Each reload builds a new policy, so its memo starts empty: time the first
 	// decisions after it, over several reloads.
 	running := f.e.entries // the fixture's residency, installed without files
-	cold := measureAfterEach(t, f, tags, 10, 100, func() { f.e.Reload(); reinstall(running) })
-	t.Logf("8,192 GPUs, same residency, first 100 decisions after each of 10 reloads (cold memo): %v", cold)
+	reloaded := measureAfterEach(t, f, tags, 10, 100, func() { f.e.Reload(); reinstall(running) })
+	t.Logf("8,192 GPUs, same residency, first 100 decisions after each of 10 reloads (cold memo): %v", reloaded)
+}
+
+// churn returns entries with the first n jobs ended and n new ones started
+// on their GPUs (a residency change between two refreshes).
+func churn(entries []residency.Entry, n, round int) []residency.Entry {
+	out := slices.Clone(entries)
+	for i := range out[:n] {
+		out[i].JobID = fmt.Sprintf("%d%03d", 900000+round, i)
+		out[i].Tag = entries[(i+round)%len(entries)].Tag
+	}
+	return out
 }
 
 // measureAfterEach runs before, then times n decisions, rounds times, and pools
@@ -236,7 +270,26 @@ func BenchmarkInstall1000x8(b *testing.B) {
 	st, entries := f.e.snap.Load(), f.e.entries
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		f.e.builtFor = nil // a full rebuild, not an update in place
 		f.e.install(st, entries, nil, f.now)
+	}
+}
+
+// BenchmarkInstallDelta1000x8 is the background refresh after a residency
+// change of 16 jobs ended and 16 started, applied in place (delta.go).
+func BenchmarkInstallDelta1000x8(b *testing.B) {
+	f, _ := bigFixture(b)
+	f.e.bgMu.Lock()
+	defer f.e.bgMu.Unlock()
+	st, a := f.e.snap.Load(), f.e.entries
+	c := churn(a, 16, 1)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 {
+			f.e.install(st, c, nil, f.now)
+		} else {
+			f.e.install(st, a, nil, f.now)
+		}
 	}
 }
 

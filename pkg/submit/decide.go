@@ -651,8 +651,27 @@ func formatLog(r *decisionlog.Record) string {
 		b = append(append(b, " tres="...), profile.Sanitize(r.TresIn)...)
 		b = append(append(b, "->"...), profile.Sanitize(r.TresOut)...)
 	}
-	b = strconv.AppendQuote(append(b, " reason="...), sanitizeLong(r.Reason))
+	b = appendQuote(append(b, " reason="...), sanitizeLong(r.Reason))
 	return string(b)
+}
+
+// appendQuote is strconv.AppendQuote with a fast path for printable ASCII (what
+// a reason is after sanitizing), where Go quoting escapes only '"' and '\\':
+// strconv's rune-by-rune walk was a tenth of a decision run with cold caches.
+func appendQuote(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e {
+			return strconv.AppendQuote(b, s)
+		}
+	}
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, s[i])
+	}
+	return append(b, '"')
 }
 
 // sanitizeLong bounds a reason (ours, but it may quote user input).

@@ -1,8 +1,14 @@
 package submit
 
 import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -270,4 +276,32 @@ func FuzzScreen(f *testing.F) {
 			t.Fatalf("other words changed: %q -> %q", c, clean)
 		}
 	})
+}
+
+// TestIDMACMatchesHMAC: the cached keyed HMAC (macs) gives the MAC a fresh
+// HMAC-SHA256 of the id's fields gives, also when decisions alternate keys
+// (a reload with a new decision key, an engine without one).
+func TestIDMACMatchesHMAC(t *testing.T) {
+	k1, k2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 64)
+	tests := []struct {
+		key    []byte
+		base   string
+		shards int
+		uid    uint32
+		jobID  string
+	}{
+		{k1, "c1-1", 2, 1000, ""},
+		{k1, "c1-2", 4, 0, "77"},
+		{k2, "c1-2", 4, 0, "77"},
+		{k1, "c1-zz", 0, 4294967295, "4294967295"},
+		{k2, strings.Repeat("x", 200), 1, 1, ""}, // longer than idMAC's stack buffer
+	}
+	for _, tt := range tests {
+		h := hmac.New(sha256.New, tt.key)
+		io.WriteString(h, "coscheml-id v1\x00"+tt.base+"\x00"+strconv.Itoa(tt.shards)+"\x00"+strconv.FormatUint(uint64(tt.uid), 10)+"\x00"+tt.jobID)
+		want := hex.EncodeToString(h.Sum(nil))[:macLen]
+		if got := idMAC(tt.key, tt.base, tt.shards, tt.uid, tt.jobID); got != want {
+			t.Errorf("idMAC(%x..., %q, %d, %d, %q) = %s, want %s", tt.key[:1], tt.base, tt.shards, tt.uid, tt.jobID, got, want)
+		}
+	}
 }

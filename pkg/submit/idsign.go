@@ -7,11 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/coscheml/coscheml/pkg/comment"
 	"github.com/coscheml/coscheml/pkg/safeopen"
@@ -37,9 +39,40 @@ const (
 )
 
 func idMAC(key []byte, base string, shards int, uid uint32, jobID string) string {
-	h := hmac.New(sha256.New, key)
-	io.WriteString(h, "coscheml-id v1\x00"+base+"\x00"+strconv.Itoa(shards)+"\x00"+strconv.FormatUint(uint64(uid), 10)+"\x00"+jobID)
-	return hex.EncodeToString(h.Sum(nil))[:macLen]
+	var buf [160]byte
+	msg := append(buf[:0], "coscheml-id v1\x00"...)
+	msg = append(append(msg, base...), 0)
+	msg = append(strconv.AppendInt(msg, int64(shards), 10), 0)
+	msg = append(strconv.AppendUint(msg, uint64(uid), 10), 0)
+	msg = append(msg, jobID...)
+	var sum [sha256.Size]byte
+	mac := macs.sum(key, msg, sum[:0])
+	return hex.EncodeToString(mac[:macLen/2])
+}
+
+// macs keeps the HMAC of the last key used: hmac.New hashes the key's pads and
+// allocates two SHA-256 states, which every decision (and every token check)
+// paid; Reset restores the keyed state instead. Decisions run one at a time in
+// slurmctld (the worker), so the lock is uncontended.
+var macs macCache
+
+type macCache struct {
+	mu  sync.Mutex
+	key string
+	h   hash.Hash
+}
+
+// sum appends the HMAC-SHA256 of msg under key to out.
+func (m *macCache) sum(key, msg, out []byte) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.h == nil || m.key != string(key) {
+		m.h, m.key = hmac.New(sha256.New, key), string(key)
+	} else {
+		m.h.Reset()
+	}
+	m.h.Write(msg)
+	return m.h.Sum(out)
 }
 
 // signID returns the signed form of an unsigned id.

@@ -79,6 +79,43 @@ type reservation struct {
 // returns the cluster it replaced, which no decision reaches from then on (they
 // read the cluster under mu only).
 func (v *clusterView) install(snap *Snapshot, c *placement.Cluster, entries []residency.Entry, done []string, now time.Time) (old *placement.Cluster) {
+	running, confirm := v.indexEntries(entries, done)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	old = v.cluster
+	v.spareRun, v.spareConf = v.running, v.confirm
+	v.cluster, v.snap, v.resErr = c, snap, nil
+	v.running, v.confirm = running, confirm
+	v.expireLocked(now)
+	for i := range v.reserved {
+		v.applyLocked(&v.reserved[i])
+	}
+	return old
+}
+
+// update is install for a small residency change: the installed cluster, built
+// for snap, is brought to the new entries in place (applyDelta, under mu)
+// instead of replaced; the pending reservations stay applied. It returns false,
+// changing nothing, when the installed cluster is not snap's.
+func (v *clusterView) update(snap *Snapshot, changed map[string]bool, entries []residency.Entry, done []string, now time.Time) bool {
+	running, confirm := v.indexEntries(entries, done)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.cluster == nil || v.snap != snap {
+		v.spareRun, v.spareConf = running, confirm
+		return false
+	}
+	applyDelta(v.cluster, snap, changed, entries)
+	v.spareRun, v.spareConf = v.running, v.confirm
+	v.running, v.confirm, v.resErr = running, confirm, nil
+	v.expireLocked(now)
+	return true
+}
+
+// indexEntries fills the spare running and confirm maps from entries and done
+// (outside mu: only install and update, on the background goroutine, use the
+// spares).
+func (v *clusterView) indexEntries(entries []residency.Entry, done []string) (map[string]bool, map[string][]confirmation) {
 	running, confirm := v.spareRun, v.spareConf
 	if running == nil || confirm == nil {
 		running = make(map[string]bool, len(entries))
@@ -95,17 +132,7 @@ func (v *clusterView) install(snap *Snapshot, c *placement.Cluster, entries []re
 	for _, id := range done {
 		confirm[id] = append(confirm[id], confirmation{}) // started and already ended
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	old = v.cluster
-	v.spareRun, v.spareConf = v.running, v.confirm
-	v.cluster, v.snap, v.resErr = c, snap, nil
-	v.running, v.confirm = running, confirm
-	v.expireLocked(now)
-	for i := range v.reserved {
-		v.applyLocked(&v.reserved[i])
-	}
-	return old
+	return running, confirm
 }
 
 // setErr marks the residency unreadable: decisions pass jobs through.
@@ -332,30 +359,41 @@ func buildCluster(st *Snapshot, entries []residency.Entry, spare *placement.Clus
 		}
 		c.Nodes[i] = placement.Node{Name: name, GPUs: gpus}
 	}
-	for _, en := range entries {
-		n, ok := st.nodeIdx[en.Node]
+	for i := range entries {
+		n, res, ok := residentOf(st, &entries[i])
 		if !ok {
 			continue
 		}
-		var prof *profile.Profile
-		if en.Tag != "" {
-			prof = st.catalog[en.Tag]
-		}
-		class := en.Class
-		if class == "" && prof != nil {
-			class = prof.Class
-		}
-		held := en.Shards
-		if held <= 0 || held > slots {
-			held = slots // whole GPU, or more shards than we think a GPU has
-		}
-		for _, g := range en.GPUs {
-			if g < len(c.Nodes[n].GPUs) {
+		for _, g := range entries[i].GPUs {
+			if g >= 0 && g < len(c.Nodes[n].GPUs) {
 				gpu := &c.Nodes[n].GPUs[g]
-				gpu.Residents = append(gpu.Residents, placement.Resident{JobID: en.JobID, Profile: prof, Class: class, Slots: held})
+				gpu.Residents = append(gpu.Residents, res)
 			}
 		}
 	}
 	c.Reindex()
 	return c
+}
+
+// residentOf is the resident entry en makes on each of its GPUs, and the index
+// of its node (ok false: a node not in the inventory).
+func residentOf(st *Snapshot, en *residency.Entry) (node int, res placement.Resident, ok bool) {
+	n, ok := st.nodeIdx[en.Node]
+	if !ok {
+		return 0, res, false
+	}
+	var prof *profile.Profile
+	if en.Tag != "" {
+		prof = st.catalog[en.Tag]
+	}
+	class := en.Class
+	if class == "" && prof != nil {
+		class = prof.Class
+	}
+	slots := st.cfg.SlotsPerGPU
+	held := en.Shards
+	if held <= 0 || held > slots {
+		held = slots // whole GPU, or more shards than we think a GPU has
+	}
+	return n, placement.Resident{JobID: en.JobID, Profile: prof, Class: class, Slots: held}, true
 }

@@ -184,6 +184,13 @@ int main(void)
 	}
 	printf("concurrent calls=%d wrong=%d direct=%d\n", THREADS * PER_THREAD,
 	       wrong, direct_calls);
+	/* decide_timeout is bounded whatever the configuration says. */
+	cq_set_timeout_ms(0);
+	int lo = __atomic_load_n(&cq_timeout_ms, __ATOMIC_RELAXED);
+	cq_set_timeout_ms(1 << 30);
+	printf("timeoutbounds lo=%d hi=%d\n", lo,
+	       __atomic_load_n(&cq_timeout_ms, __ATOMIC_RELAXED));
+	cq_set_timeout_ms(CQ_DEFAULT_TIMEOUT_MS);
 
 	/* Size checks: a short answer is never written; a short job is refused. */
 	struct coscheml_answer small = {.size = 8, .log = (char *)"keep"};
@@ -200,7 +207,7 @@ int main(void)
 	free(a.log);
 
 	/* A decision slower than the timeout: the caller passes the job. */
-	cq_timeout_ms = 50;
+	cq_set_timeout_ms(50);
 	strcpy(c.comment, "slow-1");
 	call(&c);
 	printf("timeout rc=%d tres=%s log=%s fast=%d\n", c.rc, s(c.tres),
@@ -234,7 +241,7 @@ int main(void)
 
 	/* cq_stop: queued calls get "unchanged" at once, the one in progress
 	 * its answer; then the worker leaves and calls are decided directly. */
-	cq_timeout_ms = 5000;
+	cq_set_timeout_ms(5000);
 	struct call inflight = {.comment = "slow-3"}, q[3];
 	pthread_t ti, tqs[3];
 	pthread_create(&ti, NULL, call_thread, &inflight);
