@@ -7,6 +7,7 @@
 #   make shim-check   the plugin against every Slurm header set + C harness (+ ASan)
 #   make integration  the Slurm integration suite alone (real daemons, root; COSCHEML_SLURM_PREFIX)
 #   make integration-matrix  the integration suite on every Slurm release (root)
+#   make integration-repeat  the suite REPEAT times in a row on one Slurm, stops at the first failure (root)
 #   make e2e          replay a trace on the real-daemon cluster: exclusive, blind, coscheml beside the simulator (root; E2E_JOBS, E2E_SEEDS, E2E_COMPRESS; e2e-report/)
 #   make demo         the simulator on the shipped data: comparison table + report
 #   make bench        benchmarks, short
@@ -54,7 +55,7 @@ export CGO_CFLAGS
 PROGRAMS := coscheml coscheml-train coscheml-node
 BINS     := $(addprefix bin/,$(PROGRAMS))
 
-.PHONY: all build programs libcoscheml plugin test vet unit race fuzz-short integration integration-matrix \
+.PHONY: all build programs libcoscheml plugin test vet unit race fuzz-short integration integration-matrix integration-repeat \
         shim-check bench fuzz demo e2e install install-data uninstall package test-deb-suite clean help
 
 all: build
@@ -132,6 +133,14 @@ integration:
 # E2E_TRACE (philly | generic:FILE | alibaba:FILE) and E2E_REPORT pass through.
 e2e:
 	E2E=1 flock /tmp/coscheml-integration.lock $(GO) test -tags integration -count=1 -timeout 120m -v -run '^TestE2E$$' ./slurm/integration/
+
+# The suite REPEAT times in a row against one Slurm (COSCHEML_SLURM_PREFIX, default
+# Debian's /usr), stopping at the first failing run; prints "K of N passed".
+# REPEAT_TESTS is a -run pattern (e.g. '^TestSlurm$$').
+REPEAT ?= 10
+REPEAT_TESTS ?= .
+integration-repeat:
+	COSCHEML_REPEAT_TESTS='$(REPEAT_TESTS)' .ci/integration-repeat $(REPEAT)
 
 # The suite on Debian's Slurm and on every source release (built into
 # /var/cache/coscheml/slurm when missing), MATRIX_RUNS times each.

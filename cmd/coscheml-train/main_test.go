@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,5 +152,46 @@ func TestExitCodesAndErrors(t *testing.T) {
 	code, _, stderr := runCLI(t, "eval", "--obs", missingTag, "--skip-unknown")
 	if code != exitOK || !strings.Contains(stderr, "skipped 1 observations") {
 		t.Fatalf("--skip-unknown: exit %d, %s", code, stderr)
+	}
+}
+
+// train stores a default coverage per floor in both calibrations and prints
+// the per-floor table; --class-weighted-coverage stores none. Read back from
+// the model file.
+func TestTrainFloorCoverage(t *testing.T) {
+	dir, solo, pairs := writeData(t)
+	tests := []struct {
+		name     string
+		extra    []string
+		perFloor bool
+	}{
+		{"default: per floor", nil, true},
+		{"--class-weighted-coverage", []string{"--class-weighted-coverage"}, false},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(dir, fmt.Sprintf("m%d.model", i))
+			args := append(append([]string{"train", "--solo", solo, "--pairs", pairs, "--out", out}, fastTrain...), tc.extra...)
+			code, stdout, stderr := runCLI(t, args...)
+			if code != exitOK {
+				t.Fatalf("train: exit %d, stderr %s", code, stderr)
+			}
+			m, err := model.Load(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, cal := range []model.Calibration{m.Calibration, m.SeenCalibration} {
+				if got := len(cal.FloorCoverage) > 0; got != tc.perFloor {
+					t.Fatalf("per-floor coverage %v, want %v", cal.FloorCoverage, tc.perFloor)
+				}
+				if tc.perFloor && (cal.FloorCoverage[0].Floor != 0.75 || cal.FloorCoverage[1].Floor != 0.9 ||
+					cal.FloorCoverage[0].Coverage != cal.DefaultCoverage || cal.CoverageAt(0.9) < cal.CoverageAt(0.75)) {
+					t.Fatalf("per-floor coverage %v (default %v)", cal.FloorCoverage, cal.DefaultCoverage)
+				}
+			}
+			if printed := strings.Contains(stdout, "floor 0.90: below/acc"); printed != tc.perFloor {
+				t.Errorf("per-floor table printed %v, want %v:\n%s", printed, tc.perFloor, stdout)
+			}
+		})
 	}
 }

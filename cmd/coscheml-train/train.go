@@ -47,7 +47,7 @@ func trainCommand() *cli.Command {
 		Usage: "train a model, report cross-validation, write the model file",
 		UsageText: "coscheml-train train --out M [--solo S.csv --pairs P.csv] [--generic-profiles F.csv] [--obs OBS.csv]\n" +
 			"                     [--forest N] [--max-depth D] [--min-leaf L] [--max-features K] [--features NAMES|all]\n" +
-			"                     [--bins B] [--seed S] [--folds K] [--skip-cv] [--skip-unknown] [--exclude-families F,...]",
+			"                     [--bins B] [--seed S] [--folds K] [--skip-cv] [--skip-unknown] [--exclude-families F,...] [--class-weighted-coverage]",
 		Description: "Reads solo profiles and co-located observations, runs K-fold and leave-applications-out\n" +
 			"cross-validation (an application is a model family: all batch sizes and precisions of\n" +
 			"e.g. resnet18 are held out together, and no training sample contains them), prints both\n" +
@@ -57,6 +57,7 @@ func trainCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Usage: "write the model to `FILE` (required)"},
 			&cli.IntFlag{Name: "folds", Value: 5, Usage: "`K` for k-fold cross-validation"},
 			&cli.BoolFlag{Name: "skip-cv", Usage: "train without cross-validation (the model file then records none)"},
+			&cli.BoolFlag{Name: "class-weighted-coverage", Usage: "store no default coverage per floor: every floor (infer's too) is tested at the class-weighted default, as before issue 9 follow-up 4 (less JCT, infer less protected; docs/model.md)"},
 			&cli.StringFlag{Name: "exclude-families", Usage: "leave out every observation involving these comma-separated `FAMILIES` (e.g. resnet18,mobilenetv3): a model that has never seen them, for the unseen-applications benchmark (docs/evaluation.md)"},
 		),
 		Action: func(c *cli.Context) error {
@@ -104,18 +105,20 @@ func trainCommand() *cli.Command {
 				}
 				printReport(w, describe(p), kf, lao)
 				var ch training.CoverageChoice
-				if cal, ch, err = training.Calibrate(lao.OutOfFold, training.CalibrationOptions{}); err != nil {
+				copts := training.CalibrationOptions{NoFloorCoverage: c.Bool("class-weighted-coverage")}
+				if cal, ch, err = training.Calibrate(lao.OutOfFold, copts); err != nil {
 					return err
 				}
 				printCalibration(w, cal, ch)
 				end = stage(c.App.ErrWriter, fmt.Sprintf("leave-pairs-out cross-validation (%d models)", training.SeenPairsFolds))
-				seen, sch, err = training.CalibrateSeen(td.ds, p, training.CalibrationOptions{})
+				seen, sch, err = training.CalibrateSeen(td.ds, p, copts)
 				end()
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(w, "seen-pairs margins (both applications in the training data): default coverage %.3g, margin %.3f at 0.75, %.3f at 0.90 (nested violation %.2f%%)\n",
 					seen.DefaultCoverage, seen.Margins[levelIndex(seen, seen.DefaultCoverage)][75], seen.Margins[levelIndex(seen, seen.DefaultCoverage)][90], 100*sch.Violation[levelIndex(seen, seen.DefaultCoverage)])
+				printFloorCoverage(w, sch)
 				fmt.Fprintf(w, "cross-validation took %v\n", time.Since(t0).Round(time.Millisecond))
 				cv = model.CVSummary{KFold: kf.Metrics, KFoldK: k, LeaveAppsOut: lao.Metrics, Apps: len(lao.Folds)}
 			}
@@ -155,7 +158,34 @@ func printCalibration(w io.Writer, cal model.Calibration, ch training.CoverageCh
 		}
 		fmt.Fprintf(w, "%-9.3g %12.3f %12.3f %11.2f%% %9.1f%%%s\n", lv, m.Margin(0.75, lv), m.Margin(0.9, lv), 100*ch.Violation[l], 100*ch.Accepted[l], mark)
 	}
-	fmt.Fprintf(w, "(below floor: share of accepted held-out co-locations measured below their floor, nested leave-families-out; default = lowest coverage with at most %.1f%%)\n\n", 100*ch.Target)
+	fmt.Fprintf(w, "(below floor: share of accepted held-out co-locations measured below their floor, nested leave-families-out; default = lowest coverage with at most %.1f%%)\n", 100*ch.Target)
+	printFloorCoverage(w, ch)
+	fmt.Fprintln(w)
+}
+
+// printFloorCoverage shows, per floor, the nested below-floor share of
+// accepted co-locations at each level and the coverage chosen for the floor.
+func printFloorCoverage(w io.Writer, ch training.CoverageChoice) {
+	if len(ch.FloorChosen) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%-9s", "per floor")
+	for _, f := range ch.Floors {
+		fmt.Fprintf(w, " %22s", fmt.Sprintf("floor %.2f: below/acc", f))
+	}
+	fmt.Fprintln(w)
+	for l, lv := range ch.Levels {
+		fmt.Fprintf(w, "%-9.3g", lv)
+		for f := range ch.Floors {
+			mark := " "
+			if ch.FloorChosen[f] == lv {
+				mark = "*"
+			}
+			fmt.Fprintf(w, " %12.2f%% %7.1f%%%s", 100*ch.FloorViolation[f][l], 100*ch.FloorAccepted[f][l], mark)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprint(w, "(* the default coverage for that floor: a stricter floor gets the lowest coverage at which at most the looser floor's share of its accepted co-locations is below it)\n")
 }
 
 func describe(p model.Params) string {

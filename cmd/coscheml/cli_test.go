@@ -125,8 +125,11 @@ func TestPlaceExamples(t *testing.T) {
 		{name: "same job waits at the default coverage", state: trainVariant, tag: "resnet18-bs32", action: "wait"},
 		{name: "same job shares with a train resident at coverage 0.5", state: trainVariant, tag: "resnet18-bs32", coverage: 0.5, action: "share", node: "n1", gpu: 0},
 		// Both applications are in the training data: the seen-pairs margins'
-		// default coverage (0.925) lets it share; at 0.975 it takes an idle GPU.
-		{name: "new infer job of known applications shares at the default coverage", state: example("share-light.yaml"), tag: "ppo-bs64", extra: []string{"--class", "infer"}, action: "share", node: "n1", gpu: 0},
+		// default coverage for hpc/train's floor (0.925) lets a train job share;
+		// infer's floor is cleared at its own default (0.99, per-floor coverage),
+		// so an infer job takes an idle GPU, as at 0.975.
+		{name: "new train job of known applications shares at the default coverage", state: example("share-light.yaml"), tag: "ppo-bs64", extra: []string{"--class", "train"}, action: "share", node: "n1", gpu: 0},
+		{name: "new infer job of known applications takes an idle GPU at the default coverage", state: example("share-light.yaml"), tag: "ppo-bs64", extra: []string{"--class", "infer"}, action: "exclusive", node: "n1", gpu: 1},
 		{name: "new infer job takes an idle GPU at coverage 0.975", state: example("share-light.yaml"), tag: "ppo-bs64", coverage: 0.975, extra: []string{"--class", "infer"}, action: "exclusive", node: "n1", gpu: 1},
 		{name: "new infer job shares above its floor at coverage 0.5", state: example("share-light.yaml"), tag: "ppo-bs64", coverage: 0.5, extra: []string{"--class", "infer"}, action: "share", node: "n1", gpu: 0},
 	}

@@ -2,8 +2,10 @@ package decisionlog
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +90,47 @@ func TestLogNeverBlocks(t *testing.T) {
 	}
 	if w.Dropped() == 0 {
 		t.Fatal("want dropped records")
+	}
+}
+
+// TestLinger: with a linger, the first record after a pause reaches the file
+// at once; the rest of a burst waits for the linger (here an hour, so only
+// Close can write them), and Close writes every queued record without waiting.
+func TestLinger(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "decisions.log")
+	w := NewWriterLinger(path, 0, 0, time.Hour)
+	w.Log(Record{ID: "first", Time: time.Now(), Op: "submit", Outcome: "rewrite", Action: "share"})
+	// The first record is written without waiting for the linger.
+	deadline := time.Now().Add(10 * time.Second)
+	var recs []Record
+	for time.Now().Before(deadline) {
+		var err error
+		if recs, err = Since(path, time.Time{}); err == nil && len(recs) == 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(recs) != 1 || recs[0].ID != "first" {
+		t.Fatalf("the first record is not in the log: %+v", recs)
+	}
+	for i := range 5 {
+		w.Log(Record{ID: fmt.Sprintf("burst-%d", i), Time: time.Now(), Op: "submit", Outcome: "rewrite", Action: "share"})
+	}
+	time.Sleep(50 * time.Millisecond)
+	// A burst's first record is written at once, the others wait.
+	if recs, err := Since(path, time.Time{}); err != nil || len(recs) > 2 {
+		t.Errorf("during the linger the log holds %d records (%v), want at most 2", len(recs), err)
+	}
+	w.Close() // must not wait for the hour
+	recs, err := Since(path, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, r.ID)
+	}
+	if want := []string{"first", "burst-0", "burst-1", "burst-2", "burst-3", "burst-4"}; !slices.Equal(ids, want) {
+		t.Errorf("records after Close %v, want %v", ids, want)
 	}
 }

@@ -41,6 +41,19 @@ type Calibration struct {
 	DefaultCoverage float64 `codec:"default_coverage" json:"default_coverage"`
 	// Method says how the residuals and the default were obtained, in words.
 	Method string `codec:"method" json:"method"`
+	// FloorCoverage is the default coverage per floor (ascending floors,
+	// non-decreasing coverage), chosen at training time so that a stricter
+	// floor's accepted co-locations fall below it no more often than a looser
+	// floor's (infer is protected most; docs/model.md, "Per-floor coverage").
+	// Empty in older files: every floor then uses DefaultCoverage.
+	FloorCoverage []FloorCoverage `codec:"floor_coverage,omitempty" json:"floor_coverage,omitempty"`
+}
+
+// FloorCoverage is the default coverage for a speed floor: a floor tested at
+// coverage 0 uses the entry with the highest Floor at or below it.
+type FloorCoverage struct {
+	Floor    float64 `codec:"floor" json:"floor"`
+	Coverage float64 `codec:"coverage" json:"coverage"`
 }
 
 // GridSteps is the resolution of the predicted-speed grid: margins are kept
@@ -74,7 +87,36 @@ func (c *Calibration) Valid() error {
 	if c.DefaultCoverage != 0 && !(c.DefaultCoverage > 0 && c.DefaultCoverage < 1) {
 		return fmt.Errorf("calibration: default coverage %v outside (0, 1)", c.DefaultCoverage)
 	}
+	if len(c.FloorCoverage) > 64 {
+		return fmt.Errorf("calibration: %d floor coverages, want at most 64", len(c.FloorCoverage))
+	}
+	for i, fc := range c.FloorCoverage {
+		if !(fc.Floor > 0 && fc.Floor <= 1) || !(fc.Coverage > 0 && fc.Coverage < 1) {
+			return fmt.Errorf("calibration: floor coverage %v at floor %v: want a floor in (0, 1] and a coverage in (0, 1)", fc.Coverage, fc.Floor)
+		}
+		// ascending floors with non-decreasing coverage: a stricter floor is
+		// never tested at a lower coverage than a looser one
+		if i > 0 && !(fc.Floor > c.FloorCoverage[i-1].Floor && fc.Coverage >= c.FloorCoverage[i-1].Coverage) {
+			return fmt.Errorf("calibration: floor coverage %v at floor %v after %v at %v: want ascending floors and non-decreasing coverage",
+				fc.Coverage, fc.Floor, c.FloorCoverage[i-1].Coverage, c.FloorCoverage[i-1].Floor)
+		}
+	}
 	return nil
+}
+
+// CoverageAt is the default coverage for a job whose floor is floor: the
+// FloorCoverage entry with the highest floor at or below it, never below
+// DefaultCoverage (a floor under every entry, or a calibration without
+// entries, gets DefaultCoverage). 0 without calibration.
+func (c *Calibration) CoverageAt(floor float64) float64 {
+	cov := c.DefaultCoverage
+	for _, fc := range c.FloorCoverage {
+		if fc.Floor > floor+1e-9 {
+			break
+		}
+		cov = max(cov, fc.Coverage)
+	}
+	return cov
 }
 
 // Calibrated reports whether the model carries conformal margins.
@@ -117,16 +159,40 @@ func (c *Calibration) margin(speed, coverage float64) float64 {
 // (0: the model's default): the prediction less Margin. Placement tests the
 // floors against the lower bound. Like PredictSpeed it does not allocate.
 func (m *Model) PredictSpeedLower(job *profile.Profile, co []*profile.Profile, coverage float64) (speed, lower float64) {
+	// floor 0: below every per-floor entry, so coverage 0 is DefaultCoverage
+	return m.PredictSpeedLowerFloor(job, co, coverage, 0)
+}
+
+// PredictSpeedLowerFloor is PredictSpeedLower for a job whose speed floor is
+// floor: coverage 0 asks for the default coverage the calibration chose for
+// that floor (Calibration.CoverageAt), so a stricter floor (infer's) is
+// cleared with a wider margin. A coverage > 0 applies as given. It does not
+// allocate.
+func (m *Model) PredictSpeedLowerFloor(job *profile.Profile, co []*profile.Profile, coverage, floor float64) (speed, lower float64) {
 	var x featureVec
 	computeFeatures(job, co, &x)
 	if x[fCoCount] == 0 || len(m.Trees) == 0 {
-		return 1, 1 // alone: 1 by definition, no error to allow for
+		return 1, 1
 	}
 	speed, _ = m.predictVec(&x)
+	cal := &m.Calibration
 	if m.seen(job, co) {
-		return speed, speed - m.SeenCalibration.margin(speed, coverage)
+		cal = &m.SeenCalibration
 	}
-	return speed, speed - m.Margin(speed, coverage)
+	if coverage <= 0 {
+		coverage = cal.CoverageAt(floor)
+	}
+	return speed, speed - cal.margin(speed, coverage)
+}
+
+// DefaultCoverageForFloor is DefaultCoverageFor for a job whose floor is
+// floor: the default coverage of the calibration that bounds job next to co,
+// for that floor.
+func (m *Model) DefaultCoverageForFloor(job *profile.Profile, co []*profile.Profile, floor float64) float64 {
+	if job != nil && !slices.Contains(co, nil) && m.seen(job, co) {
+		return m.SeenCalibration.CoverageAt(floor)
+	}
+	return m.Calibration.CoverageAt(floor)
 }
 
 // DefaultCoverageFor is the default coverage of the calibration that bounds

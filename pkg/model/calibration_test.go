@@ -229,3 +229,149 @@ func TestSeenMargins(t *testing.T) {
 		t.Error("invalid seen-pairs calibration accepted")
 	}
 }
+
+// A calibration with a default coverage per floor clears a stricter floor at
+// its higher coverage; the per-floor choice survives the file round trip, and
+// a calibration without one (older files) tests every floor at the default.
+func TestFloorCoverage(t *testing.T) {
+	m := smallModel(t)
+	m.Calibration = rampCalibration() // default 0.9
+	m.Calibration.FloorCoverage = []FloorCoverage{{0.75, 0.9}, {0.9, 0.99}}
+	seen := rampCalibration()
+	seen.DefaultCoverage = 0.5
+	seen.FloorCoverage = []FloorCoverage{{0.75, 0.5}, {0.9, 0.9}}
+	m.SeenCalibration = seen
+	m.Tags = []string{"a", "j"}
+	if err := m.Compile(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "f.model")
+	if err := m.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := got.Info(); len(in.FloorCoverage) != 2 || in.SeenFloorCoverage[1] != (FloorCoverage{0.9, 0.9}) ||
+		!strings.Contains(in.String(), "default coverage per floor: 0.75 -> 0.9, 0.90 -> 0.99") {
+		t.Fatalf("info after reload: %+v\n%s", in, in)
+	}
+	j, a, x := prof("j", 70, 40, 4000), prof("a", 60, 30, 3000), prof("x", 60, 30, 3000)
+	tests := []struct {
+		name            string
+		co              []*profile.Profile
+		coverage, floor float64
+		seen            bool
+		wantCov         float64
+	}{
+		{"unseen, hpc/train floor", []*profile.Profile{x}, 0, 0.75, false, 0.9},
+		{"unseen, infer floor", []*profile.Profile{x}, 0, 0.9, false, 0.99},
+		{"unseen, a floor above every entry", []*profile.Profile{x}, 0, 0.95, false, 0.99},
+		{"unseen, a floor between entries: the lower entry's", []*profile.Profile{x}, 0, 0.8, false, 0.9},
+		{"unseen, a floor below every entry: the default", []*profile.Profile{x}, 0, 0.5, false, 0.9},
+		{"unseen, floor 0: the default", []*profile.Profile{x}, 0, 0, false, 0.9},
+		{"seen, hpc/train floor", []*profile.Profile{a}, 0, 0.75, true, 0.5},
+		{"seen, infer floor", []*profile.Profile{a}, 0, 0.9, true, 0.9},
+		{"a set coverage applies to every floor", []*profile.Profile{x}, 0.5, 0.9, false, 0.5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cal := &got.Calibration
+			if tc.seen {
+				cal = &got.SeenCalibration
+			}
+			speed, lower := got.PredictSpeedLowerFloor(j, tc.co, tc.coverage, tc.floor)
+			if want := speed - cal.margin(speed, tc.wantCov); math.Abs(lower-want) > 1e-12 {
+				t.Errorf("lower %v, want %v (the margin at coverage %v)", lower, want, tc.wantCov)
+			}
+			if tc.coverage == 0 {
+				if c := got.DefaultCoverageForFloor(j, tc.co, tc.floor); c != tc.wantCov {
+					t.Errorf("default coverage for the floor %v, want %v", c, tc.wantCov)
+				}
+			}
+		})
+	}
+	// PredictSpeedLower is the floor-less question: the class-weighted default
+	if s, l := got.PredictSpeedLower(j, []*profile.Profile{x}, 0); math.Abs(s-l-got.Margin(s, 0.9)) > 1e-12 {
+		t.Errorf("PredictSpeedLower margin %v, want the default coverage's %v", s-l, got.Margin(s, 0.9))
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = got.PredictSpeedLowerFloor(j, []*profile.Profile{a}, 0, 0.9) }); n != 0 {
+		t.Fatalf("PredictSpeedLowerFloor allocates %v times per call", n)
+	}
+	// without per-floor coverage (a file written before it): every floor at the default
+	got.Calibration.FloorCoverage = nil
+	old := filepath.Join(t.TempDir(), "old.model")
+	if err := got.Save(old); err != nil {
+		t.Fatal(err)
+	}
+	o, err := Load(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []float64{0.75, 0.9} {
+		if c := o.Calibration.CoverageAt(f); c != 0.9 {
+			t.Errorf("no per-floor coverage: floor %v at %v, want the default 0.9", f, c)
+		}
+	}
+}
+
+// Per-floor coverage that is out of range or would test a stricter floor at a
+// lower coverage than a looser one is refused when the file is read.
+func TestFloorCoverageInvalid(t *testing.T) {
+	m := smallModel(t)
+	tests := []struct {
+		name string
+		fc   []FloorCoverage
+	}{
+		{"coverage 1", []FloorCoverage{{0.9, 1}}},
+		{"coverage 0", []FloorCoverage{{0.9, 0}}},
+		{"floor 0", []FloorCoverage{{0, 0.9}}},
+		{"floor above 1", []FloorCoverage{{1.5, 0.9}}},
+		{"NaN", []FloorCoverage{{math.NaN(), 0.9}}},
+		{"floors not ascending", []FloorCoverage{{0.9, 0.95}, {0.75, 0.99}}},
+		{"a stricter floor at a lower coverage", []FloorCoverage{{0.75, 0.99}, {0.9, 0.95}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m.Calibration = rampCalibration()
+			m.Calibration.FloorCoverage = tc.fc
+			b, err := m.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Decode(b); err == nil || !strings.Contains(err.Error(), "floor coverage") {
+				t.Fatalf("error %v, want a refusal naming the floor coverage", err)
+			}
+		})
+	}
+}
+
+// A format 2 file written before per-floor coverage (testdata: the shipped
+// model of main at 28116f6, cut to 2 trees, saved by that code) still loads,
+// and tests every floor at each calibration's class-weighted default.
+func TestReadsClassWeightedFormat2(t *testing.T) {
+	m, err := Load(filepath.Join("testdata", "format2-class-weighted.model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Calibrated() || len(m.Calibration.FloorCoverage) != 0 || len(m.SeenCalibration.FloorCoverage) != 0 || len(m.Tags) == 0 {
+		t.Fatalf("old file: calibrated %v, floor coverage %v / %v, %d tags", m.Calibrated(), m.Calibration.FloorCoverage, m.SeenCalibration.FloorCoverage, len(m.Tags))
+	}
+	job := prof("j", 70, 40, 4000)
+	co := []*profile.Profile{prof("a", 60, 30, 3000)}
+	seenJob := &profile.Profile{Tag: m.Tags[0], SMUtil: profile.Stat{Mean: 60}, MemBWUtil: profile.Stat{Mean: 30}, MemUsedMiB: 4000}
+	seenCo := []*profile.Profile{{Tag: m.Tags[1], SMUtil: profile.Stat{Mean: 50}, MemBWUtil: profile.Stat{Mean: 40}, MemUsedMiB: 3000}}
+	for _, floor := range []float64{0.75, 0.9} {
+		for _, c := range []struct {
+			job *profile.Profile
+			co  []*profile.Profile
+		}{{job, co}, {seenJob, seenCo}} {
+			s1, l1 := m.PredictSpeedLower(c.job, c.co, 0)
+			s2, l2 := m.PredictSpeedLowerFloor(c.job, c.co, 0, floor)
+			if s1 != s2 || l1 != l2 || m.DefaultCoverageForFloor(c.job, c.co, floor) != m.DefaultCoverageFor(c.job, c.co) {
+				t.Errorf("floor %v, job %s: (%v, %v) at the floor, (%v, %v) without", floor, c.job.Tag, s2, l2, s1, l1)
+			}
+		}
+	}
+}

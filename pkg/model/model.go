@@ -119,8 +119,9 @@ type CVSummary struct {
 }
 
 var (
-	_ Predictor      = (*Model)(nil)
-	_ LowerPredictor = (*Model)(nil)
+	_ Predictor           = (*Model)(nil)
+	_ LowerPredictor      = (*Model)(nil)
+	_ FloorLowerPredictor = (*Model)(nil)
 )
 
 // PredictSpeed predicts job's normalized speed (1.0 = as fast as alone) on a GPU
@@ -263,12 +264,16 @@ type Info struct {
 	MarginAt075     float64 `json:"margin_at_0_75"`
 	MarginAt090     float64 `json:"margin_at_0_90"`
 	Residuals       int     `json:"calibration_residuals"`
+	// FloorCoverage is the default coverage per floor (empty: DefaultCoverage
+	// for every floor).
+	FloorCoverage []FloorCoverage `json:"floor_coverage,omitempty"`
 	// Seen-pairs margins (co-locations of the Tags applications): the same,
 	// zero when the model has none.
-	SeenTags            int     `json:"seen_tags,omitempty"`
-	SeenDefaultCoverage float64 `json:"seen_default_coverage,omitempty"`
-	SeenMarginAt075     float64 `json:"seen_margin_at_0_75,omitempty"`
-	SeenMarginAt090     float64 `json:"seen_margin_at_0_90,omitempty"`
+	SeenTags            int             `json:"seen_tags,omitempty"`
+	SeenDefaultCoverage float64         `json:"seen_default_coverage,omitempty"`
+	SeenMarginAt075     float64         `json:"seen_margin_at_0_75,omitempty"`
+	SeenMarginAt090     float64         `json:"seen_margin_at_0_90,omitempty"`
+	SeenFloorCoverage   []FloorCoverage `json:"seen_floor_coverage,omitempty"`
 }
 
 // Info summarises the model.
@@ -286,10 +291,12 @@ func (m *Model) Info() Info {
 		in.DefaultCoverage = m.Calibration.DefaultCoverage
 		in.MarginAt075, in.MarginAt090 = m.Margin(0.75, 0), m.Margin(0.9, 0)
 		in.Residuals = m.Calibration.Residuals
+		in.FloorCoverage = append([]FloorCoverage(nil), m.Calibration.FloorCoverage...)
 	}
 	if len(m.SeenCalibration.Levels) > 0 && len(m.Tags) > 0 {
 		in.SeenTags, in.SeenDefaultCoverage = len(m.Tags), m.SeenCalibration.DefaultCoverage
 		in.SeenMarginAt075, in.SeenMarginAt090 = m.SeenMargin(0.75, 0), m.SeenMargin(0.9, 0)
+		in.SeenFloorCoverage = append([]FloorCoverage(nil), m.SeenCalibration.FloorCoverage...)
 	}
 	for i := range m.Trees {
 		in.Nodes += len(m.Trees[i].Feature)
@@ -326,12 +333,14 @@ func (in Info) String() string {
 	if in.DefaultCoverage > 0 {
 		s += fmt.Sprintf("  calibrated margins (%d leave-families-out residuals): default coverage %.3g, margin %.3f at speed 0.75, %.3f at 0.90\n",
 			in.Residuals, in.DefaultCoverage, in.MarginAt075, in.MarginAt090)
+		s += floorCoverageLine(in.FloorCoverage)
 	} else {
 		s += "  no calibrated margins: floors are tested against the prediction itself (retrain with cross-validation)\n"
 	}
 	if in.SeenTags > 0 {
 		s += fmt.Sprintf("  seen-pairs margins (co-locations of its %d trained applications; leave-pairs-out): default coverage %.3g, margin %.3f at speed 0.75, %.3f at 0.90\n",
 			in.SeenTags, in.SeenDefaultCoverage, in.SeenMarginAt075, in.SeenMarginAt090)
+		s += floorCoverageLine(in.SeenFloorCoverage)
 	}
 	s += "  features computed: "
 	for i, f := range in.Features {
@@ -339,6 +348,22 @@ func (in Info) String() string {
 			s += ", "
 		}
 		s += f
+	}
+	return s + "\n"
+}
+
+// floorCoverageLine words a calibration's per-floor default coverage ("" when
+// it has none: every floor at the default coverage).
+func floorCoverageLine(fc []FloorCoverage) string {
+	if len(fc) == 0 {
+		return ""
+	}
+	s := "    default coverage per floor:"
+	for i, f := range fc {
+		if i > 0 {
+			s += ","
+		}
+		s += fmt.Sprintf(" %.2f -> %.3g", f.Floor, f.Coverage)
 	}
 	return s + "\n"
 }

@@ -30,6 +30,17 @@ type LowerPredictor interface {
 	PredictSpeedLower(job *profile.Profile, coRunners []*profile.Profile, coverage float64) (speed, lower float64)
 }
 
+// FloorLowerPredictor is a LowerPredictor whose default coverage depends on
+// the floor the bound is tested against (a calibration that protects a
+// stricter floor more, docs/model.md "Per-floor coverage"). Placement calls it
+// with the floor of the job whose speed it bounds.
+type FloorLowerPredictor interface {
+	LowerPredictor
+	// PredictSpeedLowerFloor is PredictSpeedLower where coverage 0 means the
+	// default coverage for floor. It must not allocate.
+	PredictSpeedLowerFloor(job *profile.Profile, coRunners []*profile.Profile, coverage, floor float64) (speed, lower float64)
+}
+
 // Versioned is a Predictor whose answers change over time (the pair memory
 // learns from observations): Version changes whenever they may have, so a
 // caller that caches predictions knows to drop its cache.

@@ -70,6 +70,12 @@ type Options struct {
 	// the model calibration that applies to it. For comparisons
 	// (TestTuneFloorTarget); the default is off.
 	UniformCoverage bool
+	// KnownPairsClassWeighted keeps a known pair's bound at the coverage of
+	// the model calibration for the co-location at its class-weighted default
+	// for every floor, instead of that calibration's coverage for the job's
+	// floor (model.Calibration.FloorCoverage). For comparisons
+	// (TestTuneLevers); the default is off.
+	KnownPairsClassWeighted bool
 	// MaxUsersPerPair bounds the users tracked per pair (default 64); later users
 	// are ignored for that pair, so memory stays bounded.
 	MaxUsersPerPair int
@@ -419,12 +425,20 @@ type Predictor struct {
 	mem   *Memory
 	def   float64       // coverage used when asked for 0
 	cov   coverageModel // the model's default coverage per co-location, when it has one
+	flo   model.FloorLowerPredictor
+	cal   *model.Calibration // the model's leave-families-out calibration, when it has one
 }
 
 // coverageModel is a model whose default coverage depends on the co-location
 // (*model.Model: seen pairs or unseen families).
 type coverageModel interface {
 	DefaultCoverageFor(job *profile.Profile, co []*profile.Profile) float64
+}
+
+// floorCoverageModel is a model whose default coverage also depends on the
+// floor tested (*model.Model with per-floor coverage).
+type floorCoverageModel interface {
+	DefaultCoverageForFloor(job *profile.Profile, co []*profile.Profile, floor float64) float64
 }
 
 // NewPredictor wraps m with mem. Coverage 0 is passed to the model as 0 (each
@@ -437,15 +451,18 @@ func NewPredictor(m model.Predictor, mem *Memory) (*Predictor, error) {
 	p := &Predictor{model: m, mem: mem, def: 0.9}
 	p.lower, _ = m.(model.LowerPredictor)
 	p.cov, _ = m.(coverageModel)
+	p.flo, _ = m.(model.FloorLowerPredictor)
 	if mm, ok := m.(*model.Model); ok && mm.Calibration.DefaultCoverage > 0 {
 		p.def = mm.Calibration.DefaultCoverage
+		p.cal = &mm.Calibration
 	}
 	return p, nil
 }
 
 var (
-	_ model.LowerPredictor = (*Predictor)(nil)
-	_ model.Versioned      = (*Predictor)(nil)
+	_ model.LowerPredictor      = (*Predictor)(nil)
+	_ model.FloorLowerPredictor = (*Predictor)(nil)
+	_ model.Versioned           = (*Predictor)(nil)
 )
 
 // PredictSpeed is the memory's estimate for a known pair, else the model's.
@@ -457,6 +474,15 @@ func (p *Predictor) PredictSpeed(job *profile.Profile, co []*profile.Profile) fl
 // PredictSpeedLower returns the memory's estimate and lower bound for a known
 // pair, else the model's (the model's prediction itself when it has no bound).
 func (p *Predictor) PredictSpeedLower(job *profile.Profile, co []*profile.Profile, coverage float64) (speed, lower float64) {
+	return p.PredictSpeedLowerFloor(job, co, coverage, 0)
+}
+
+// PredictSpeedLowerFloor is PredictSpeedLower for a job whose speed floor is
+// floor: at coverage 0 the model bounds at its default coverage for that floor
+// (model.Calibration.FloorCoverage: infer's stricter floor is cleared at a
+// higher coverage), and so do the memory's own bounds that stand in for the
+// model's. Floor 0 is PredictSpeedLower.
+func (p *Predictor) PredictSpeedLowerFloor(job *profile.Profile, co []*profile.Profile, coverage, floor float64) (speed, lower float64) {
 	// The model gets the coverage as asked: 0 lets each of its calibrations
 	// (leave-families-out, seen pairs) use its own default, as documented for
 	// floor_confidence 0. Before issue 9's follow-up 3 it got p.def, so seen
@@ -465,12 +491,20 @@ func (p *Predictor) PredictSpeedLower(job *profile.Profile, co []*profile.Profil
 	pairCov := coverage
 	if coverage <= 0 {
 		coverage = p.def
+		if p.cal != nil {
+			// residual corrections stand in for the leave-families-out bound
+			coverage = max(p.cal.CoverageAt(floor), p.def)
+		}
 		pairCov = coverage
 		// A known pair's bound stands in for the model's bound on this
 		// co-location: it holds at the coverage that bound would have (the
-		// seen-pairs default for trained applications).
+		// seen-pairs default for trained applications, for the job's floor).
 		if p.cov != nil && !p.mem.opts.UniformCoverage {
-			if c := p.cov.DefaultCoverageFor(job, co); c > 0 {
+			c := p.cov.DefaultCoverageFor(job, co)
+			if fc, ok := p.cov.(floorCoverageModel); ok && !p.mem.opts.KnownPairsClassWeighted {
+				c = fc.DefaultCoverageForFloor(job, co, floor)
+			}
+			if c > 0 {
 				pairCov = c
 			}
 		}
@@ -482,7 +516,9 @@ func (p *Predictor) PredictSpeedLower(job *profile.Profile, co []*profile.Profil
 			return e.Speed, e.Lower
 		}
 	}
-	if p.lower != nil {
+	if p.flo != nil {
+		speed, lower = p.flo.PredictSpeedLowerFloor(job, co, modelCov, floor)
+	} else if p.lower != nil {
 		speed, lower = p.lower.PredictSpeedLower(job, co, modelCov)
 	} else {
 		speed = p.model.PredictSpeed(job, co)

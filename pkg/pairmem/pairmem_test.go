@@ -436,3 +436,109 @@ func TestKnownPairCoverage(t *testing.T) {
 		})
 	}
 }
+
+// floorCovModel is constModel with a default coverage per floor, like a
+// calibrated model with per-floor coverage: 0.6 below 0.9, 0.99 from 0.9 on.
+type floorCovModel struct {
+	constModel
+	askedFloor *float64
+}
+
+func (c floorCovModel) cov(floor float64) float64 {
+	if floor >= 0.9 {
+		return 0.99
+	}
+	return 0.6
+}
+
+func (c floorCovModel) DefaultCoverageFor(job *profile.Profile, co []*profile.Profile) float64 {
+	return 0.6
+}
+
+func (c floorCovModel) DefaultCoverageForFloor(job *profile.Profile, co []*profile.Profile, floor float64) float64 {
+	return c.cov(floor)
+}
+
+func (c floorCovModel) PredictSpeedLowerFloor(job *profile.Profile, co []*profile.Profile, coverage, floor float64) (float64, float64) {
+	*c.askedFloor = floor
+	return c.PredictSpeedLower(job, co, coverage)
+}
+
+// With per-floor coverage, the memory hands the job's floor to the model and
+// bounds a known pair at the model's coverage for that floor (infer's floor
+// at the higher one); KnownPairsClassWeighted keeps the co-location's
+// class-weighted default; a set coverage applies to every floor.
+func TestKnownPairFloorCoverage(t *testing.T) {
+	a, b, c := prof("a"), prof("b"), prof("c")
+	tests := []struct {
+		name            string
+		classWeighted   bool
+		coverage, floor float64
+		wantCov         float64
+	}{
+		{"hpc/train floor: its coverage", false, 0, 0.75, 0.6},
+		{"infer floor: its higher coverage", false, 0, 0.9, 0.99},
+		{"infer floor, KnownPairsClassWeighted", true, 0, 0.9, 0.6},
+		{"floor 0 (PredictSpeedLower)", false, 0, 0, 0.6},
+		{"a set coverage is used as set", false, 0.95, 0.9, 0.95},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := New(Options{KnownPairsClassWeighted: tc.classWeighted})
+			asked := -1.0
+			p, err := NewPredictor(floorCovModel{constModel{0.9, 0.05}, &asked}, mem)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range []string{"u1", "u2"} {
+				if err := mem.Add("a", "b", u, 0.95); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e, ok := mem.Estimate("a", "b", tc.wantCov)
+			if !ok {
+				t.Fatal("pair not known after two users")
+			}
+			speed, lower := p.PredictSpeedLowerFloor(a, []*profile.Profile{b}, tc.coverage, tc.floor)
+			if speed != e.Speed || math.Abs(lower-e.Lower) > 1e-12 {
+				t.Fatalf("known pair (%v, %v), want the memory's (%v, %v) at coverage %v", speed, lower, e.Speed, e.Lower, tc.wantCov)
+			}
+			// a pair the memory does not know: the model, asked at the job's floor
+			if _, lower := p.PredictSpeedLowerFloor(a, []*profile.Profile{c}, tc.coverage, tc.floor); asked != tc.floor || lower != 0.85 {
+				t.Fatalf("unknown pair: model asked at floor %v (want %v), lower %v", asked, tc.floor, lower)
+			}
+		})
+	}
+}
+
+// With the shipped model (per-floor coverage), a co-location the memory
+// knows nothing about gets the model's bound for the job's floor through the
+// memory, as from the model alone, and infer's floor is cleared with a margin
+// at least as wide as hpc/train's.
+func TestPredictorFloorCoverageShipped(t *testing.T) {
+	m, err := model.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Tags) < 2 {
+		t.Skip("the shipped model has no trained applications")
+	}
+	job := &profile.Profile{Tag: m.Tags[0], SMUtil: profile.Stat{Mean: 60}, MemBWUtil: profile.Stat{Mean: 30}, MemUsedMiB: 4000}
+	co := []*profile.Profile{{Tag: m.Tags[1], SMUtil: profile.Stat{Mean: 50}, MemBWUtil: profile.Stat{Mean: 40}, MemUsedMiB: 3000}}
+	p, err := NewPredictor(m, New(Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lows []float64
+	for _, floor := range []float64{0.75, 0.9} {
+		ws, wl := m.PredictSpeedLowerFloor(job, co, 0, floor)
+		gs, gl := p.PredictSpeedLowerFloor(job, co, 0, floor)
+		if gs != ws || gl != wl {
+			t.Fatalf("floor %v: through the memory (%v, %v), model alone (%v, %v)", floor, gs, gl, ws, wl)
+		}
+		lows = append(lows, gl)
+	}
+	if !(lows[1] <= lows[0]) {
+		t.Fatalf("infer's floor bound %v above hpc/train's %v", lows[1], lows[0])
+	}
+}

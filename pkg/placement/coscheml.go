@@ -35,9 +35,10 @@ import (
 type CoScheML struct {
 	name  string
 	pred  model.Predictor
-	lower model.LowerPredictor // pred's calibrated lower bound, when it has one (the oracle's truth has none)
-	ver   model.Versioned      // pred's version, when its answers change over time (pair memory)
-	seen  uint64               // ver's value the memo's entries were computed with
+	lower model.LowerPredictor      // pred's calibrated lower bound, when it has one (the oracle's truth has none)
+	flo   model.FloorLowerPredictor // the same with a default coverage per floor, when it has one
+	ver   model.Versioned           // pred's version, when its answers change over time (pair memory)
+	seen  uint64                    // ver's value the memo's entries were computed with
 	opts  Options
 	e     engine
 	memo  memo
@@ -90,6 +91,7 @@ func newCoScheML(name string, pred model.Predictor, opts Options) (*CoScheML, er
 	if lp, ok := pred.(model.LowerPredictor); ok {
 		p.lower = lp
 	}
+	p.flo, _ = pred.(model.FloorLowerPredictor)
 	p.ver, _ = pred.(model.Versioned)
 	return p, nil
 }
@@ -98,10 +100,15 @@ func newCoScheML(name string, pred model.Predictor, opts Options) (*CoScheML, er
 // clear the floor: the predictor's lower bound at coverage FloorConfidence (the
 // model's calibrated margin; 0 = the model's default coverage), or the
 // prediction itself for a predictor without one (the oracle's true speeds).
-func (p *CoScheML) predict(job *profile.Profile, co []*profile.Profile) (speed, sure float64) {
-	if p.lower == nil {
+// floor is the job's floor: a predictor with a default coverage per floor
+// clears a stricter floor (infer's) at a higher coverage (docs/model.md).
+func (p *CoScheML) predict(job *profile.Profile, co []*profile.Profile, floor float64) (speed, sure float64) {
+	switch {
+	case p.lower == nil:
 		speed = p.pred.PredictSpeed(job, co)
 		return speed, speed
+	case p.flo != nil:
+		return p.flo.PredictSpeedLowerFloor(job, co, p.opts.FloorConfidence, floor)
 	}
 	return p.lower.PredictSpeedLower(job, co, p.opts.FloorConfidence)
 }
@@ -312,7 +319,7 @@ func (p *CoScheML) compute(res []Resident, r *Request) setResult {
 		co = append(co, res[i].Profile)
 	}
 	p.co = co
-	speed, sure := p.predict(r.Profile, co)
+	speed, sure := p.predict(r.Profile, co, p.cy.floorNew)
 	out := setResult{speed: speed, minRes: 1}
 	out.cost = 1 - out.speed
 	out.margin = sure - p.cy.floorNew
@@ -329,13 +336,14 @@ func (p *CoScheML) compute(res []Resident, r *Request) setResult {
 		}
 		others = append(others, r.Profile)
 		p.others = others
-		after, sure := p.predict(res[i].Profile, others)
+		floor := p.opts.Floors.For(classOf(res[i].Class, res[i].Profile))
+		after, sure := p.predict(res[i].Profile, others, floor)
 		if k < explained {
 			out.after[k] = after
 		}
 		out.cost += before - after
 		out.minRes = min(out.minRes, after)
-		out.margin = min(out.margin, sure-p.opts.Floors.For(classOf(res[i].Class, res[i].Profile)))
+		out.margin = min(out.margin, sure-floor)
 	}
 	return out
 }
@@ -414,7 +422,7 @@ func (p *CoScheML) explainGPU(c *Cluster, r *Request, gi int32) string {
 // options are fixed for the policy's life: worded once).
 func (p *CoScheML) floorNote() string {
 	if p.note == "" {
-		cov := "the model's default coverage"
+		cov := "the model's default coverage for each floor"
 		if p.opts.FloorConfidence > 0 {
 			cov = fmt.Sprintf("coverage %.3g", p.opts.FloorConfidence)
 		}

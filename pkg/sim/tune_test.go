@@ -2,11 +2,13 @@ package sim
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/coscheml/coscheml/models"
@@ -88,14 +90,19 @@ func TestTuneFloorTarget(t *testing.T) {
 	targets := []float64{0.005, 0.0075, 0.01, 0.02, 0.03, 0.05}
 	seeds := []int64{1, 2, 3}
 	const nodes, perNode, n, load = 8, 8, 2000, 2.0
-	type agg struct{ below, jobs, ratio, runs float64 }
+	type agg struct {
+		below, jobs, ratio, runs float64
+		cb, cj                   [3]float64 // per class: infer, train, hpc
+	}
+	classes := [3]profile.Class{profile.ClassInfer, profile.ClassTrain, profile.ClassHPC}
 	mechs := []struct {
-		name string
-		opts pairmem.Options
-		seen bool // seen-pairs margins (Model.SeenCalibration)
+		name    string
+		opts    pairmem.Options
+		seen    bool // seen-pairs margins (Model.SeenCalibration)
+		noFloor bool // every floor at the class-weighted default (CalibrationOptions.NoFloorCoverage)
 	}{
-		{"default (known pairs bounded at the coverage of the model's calibration for the co-location)", pairmem.Options{}, true},
-		{"known pairs bounded at the unseen families' coverage (before follow-up 3)", pairmem.Options{UniformCoverage: true}, true},
+		{"default (per-floor coverage)", pairmem.Options{}, true, false},
+		{"every floor at the class-weighted coverage (before per-floor coverage)", pairmem.Options{}, true, true},
 	}
 	res := make([][]agg, len(mechs))
 	worst := make([][]float64, len(mechs))
@@ -128,15 +135,15 @@ func TestTuneFloorTarget(t *testing.T) {
 		}
 		oracle := map[int64]float64{}
 		for ti, target := range targets {
-			cal, _, err := training.Calibrate(lfo.OutOfFold, training.CalibrationOptions{Target: target})
-			if err != nil {
-				t.Fatal(err)
-			}
-			seen, _, err := training.Calibrate(lpo.OutOfFold, training.CalibrationOptions{Target: target})
-			if err != nil {
-				t.Fatal(err)
-			}
 			for mi, mech := range mechs {
+				cal, _, err := training.Calibrate(lfo.OutOfFold, training.CalibrationOptions{Target: target, NoFloorCoverage: mech.noFloor})
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen, _, err := training.Calibrate(lpo.OutOfFold, training.CalibrationOptions{Target: target, NoFloorCoverage: mech.noFloor})
+				if err != nil {
+					t.Fatal(err)
+				}
 				mm := *m
 				mm.Calibration = cal
 				if mech.seen {
@@ -168,6 +175,10 @@ func TestTuneFloorTarget(t *testing.T) {
 					b += float64(r.Overall.BelowFloor)
 					j += float64(r.Overall.Jobs)
 					rs += r.Overall.AvgJCT/oracle[r.Seed] - 1
+					for ci, c := range classes {
+						res[mi][ti].cb[ci] += float64(r.ByClass[c].BelowFloor)
+						res[mi][ti].cj[ci] += float64(r.ByClass[c].Jobs)
+					}
 				}
 				a := &res[mi][ti]
 				a.below += b
@@ -185,8 +196,10 @@ func TestTuneFloorTarget(t *testing.T) {
 	for mi, mech := range mechs {
 		for ti, target := range targets {
 			below := res[mi][ti].below / res[mi][ti].jobs
-			t.Logf("%s, target %.4g: below floor %.2f%% (worst family %.2f%%), avg JCT vs oracle %+.1f%%",
-				mech.name, target, 100*below, 100*worst[mi][ti], 100*res[mi][ti].ratio/res[mi][ti].runs)
+			a := res[mi][ti]
+			t.Logf("%s, target %.4g: below floor %.2f%% (worst family %.2f%%; infer %.2f%%, train %.2f%%, hpc %.2f%%), avg JCT vs oracle %+.1f%%",
+				mech.name, target, 100*below, 100*worst[mi][ti], 100*a.cb[0]/max(a.cj[0], 1), 100*a.cb[1]/max(a.cj[1], 1), 100*a.cb[2]/max(a.cj[2], 1),
+				100*a.ratio/a.runs)
 			if mi == 0 && !stop {
 				if below > 0.005 || worst[mi][ti] > 0.01 {
 					stop = true
@@ -226,24 +239,43 @@ func TestTuneLevers(t *testing.T) {
 		}
 		return o
 	}
+	// classWeighted is the shipped model with every floor at its
+	// calibrations' class-weighted default coverage (before per-floor coverage)
+	classWeighted := *m
+	classWeighted.Calibration.FloorCoverage = nil
+	classWeighted.SeenCalibration.FloorCoverage = nil
+	if err := classWeighted.Compile(); err != nil {
+		t.Fatal(err)
+	}
 	variants := []struct {
-		name string
-		opts placement.Options
-		mem  pairmem.Options
+		name  string
+		opts  placement.Options
+		mem   pairmem.Options
+		model *model.Model // nil: the shipped model
 	}{
-		{"default", opts(nil), pairmem.Options{}},
-		{"known pairs at the unseen families' coverage (before follow-up 3)", opts(nil), pairmem.Options{UniformCoverage: true}},
-		{"floor_confidence 0.5 (margins about 0)", opts(func(o *placement.Options) { o.FloorConfidence = 0.5 }), pairmem.Options{}},
-		{"MinEvidence 1 (one user makes a pair known)", opts(nil), pairmem.Options{MinEvidence: 1}},
-		{"AppMinEvidence 3", opts(nil), pairmem.Options{AppMinEvidence: 3}},
-		{"prefer_share_speed 0.75", opts(func(o *placement.Options) { o.PreferShareSpeed = 0.75 }), pairmem.Options{}},
-		{"prefer_share_speed 0.95", opts(func(o *placement.Options) { o.PreferShareSpeed = 0.95 }), pairmem.Options{}},
-		{"prefer_share_speed 1 (an idle GPU before any share)", opts(func(o *placement.Options) { o.PreferShareSpeed = 1 }), pairmem.Options{}},
+		{"default", opts(nil), pairmem.Options{}, nil},
+		{"every floor at the class-weighted coverage (before per-floor coverage)", opts(nil), pairmem.Options{}, &classWeighted},
+		{"per-floor coverage for the model only (known pairs class-weighted)", opts(nil), pairmem.Options{KnownPairsClassWeighted: true}, nil},
+		{"known pairs at the unseen families' coverage (before follow-up 3)", opts(nil), pairmem.Options{UniformCoverage: true}, nil},
+		{"floor_confidence 0.5 (margins about 0)", opts(func(o *placement.Options) { o.FloorConfidence = 0.5 }), pairmem.Options{}, nil},
+		{"MinEvidence 1 (one user makes a pair known)", opts(nil), pairmem.Options{MinEvidence: 1}, nil},
+		{"AppMinEvidence 3", opts(nil), pairmem.Options{AppMinEvidence: 3}, nil},
+		{"prefer_share_speed 0.75", opts(func(o *placement.Options) { o.PreferShareSpeed = 0.75 }), pairmem.Options{}, nil},
+		{"prefer_share_speed 0.95", opts(func(o *placement.Options) { o.PreferShareSpeed = 0.95 }), pairmem.Options{}, nil},
+		{"prefer_share_speed 1 (an idle GPU before any share)", opts(func(o *placement.Options) { o.PreferShareSpeed = 1 }), pairmem.Options{}, nil},
 	}
 	base := map[int64]float64{}
+	only := os.Getenv("TUNE_VARIANTS") // comma-separated variant numbers (0 always runs: the baseline)
 	for vi, v := range variants {
+		if vi > 0 && only != "" && !slices.Contains(strings.Split(only, ","), strconv.Itoa(vi)) {
+			continue
+		}
+		vm := m
+		if v.model != nil {
+			vm = v.model
+		}
 		exp := Experiment{
-			Config: Config{Nodes: nodes, GPUsPerNode: perNode}, Truth: tt, Model: m,
+			Config: Config{Nodes: nodes, GPUsPerNode: perNode}, Truth: tt, Model: vm,
 			PairMemory: true, MemoryOptions: v.mem, Options: v.opts, Policies: []string{"coscheml", "oracle"}, Seeds: seeds,
 			Jobs: func(seed int64) ([]trace.Job, error) { return syntheticJobs(n, nodes*perNode, load, seed) },
 		}
@@ -260,6 +292,8 @@ func TestTuneLevers(t *testing.T) {
 		}
 		var cos, ora []float64
 		below, jobs := 0.0, 0.0
+		classes := []profile.Class{profile.ClassInfer, profile.ClassTrain, profile.ClassHPC}
+		cb, cj := make([]float64, len(classes)), make([]float64, len(classes))
 		for _, r := range runs {
 			ratio := r.Overall.AvgJCT/base[r.Seed] - 1
 			if r.Policy == "oracle" {
@@ -269,9 +303,17 @@ func TestTuneLevers(t *testing.T) {
 			cos = append(cos, ratio)
 			below += float64(r.Overall.BelowFloor)
 			jobs += float64(r.Overall.Jobs)
+			for i, c := range classes {
+				cb[i] += float64(r.ByClass[c].BelowFloor)
+				cj[i] += float64(r.ByClass[c].Jobs)
+			}
 		}
 		c, o := StatOf(cos), StatOf(ora)
-		t.Logf("%-66s coscheml %+6.1f%% ± %4.1f, below floor %.2f%% (%.1f per seed); its oracle %+5.1f%%",
-			v.name, 100*c.Mean, 100*c.SD, 100*below/jobs, below/float64(len(seeds)), 100*o.Mean)
+		per := ""
+		for i, cl := range classes {
+			per += fmt.Sprintf(" %s %.2f%%", cl, 100*cb[i]/max(cj[i], 1))
+		}
+		t.Logf("%-72s coscheml %+6.1f%% ± %4.1f, below floor %.2f%% (%.1f per seed;%s); its oracle %+5.1f%%",
+			v.name, 100*c.Mean, 100*c.SD, 100*below/jobs, below/float64(len(seeds)), per, 100*o.Mean)
 	}
 }

@@ -166,3 +166,55 @@ func residentDiff(a, b *placement.Cluster) string {
 	}
 	return ""
 }
+
+// TestInPlaceUpdateWhileDeciding: residency changes applied in place by the
+// background goroutine while decisions reserve and drop GPUs on another leave
+// the cluster as a fresh build of the last residency with the reservations
+// still pending (run under -race too).
+func TestInPlaceUpdateWhileDeciding(t *testing.T) {
+	f, tags := bigFixtureNodes(t, 32)
+	st := f.e.snap.Load()
+	base := cloneEntries(f.e.entries)
+	f.e.view.mu.Lock()
+	installed := f.e.view.cluster
+	f.e.view.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			f.e.bgMu.Lock()
+			f.e.install(st, churn(base, 1+i%8, i), nil, f.now)
+			f.e.bgMu.Unlock()
+		}
+	}()
+	kept := 0
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+			f.e.view.mu.Lock()
+			defer f.e.view.mu.Unlock()
+			c := f.e.view.cluster
+			if c != installed {
+				t.Fatal("the updates replaced the cluster instead of updating it in place")
+			}
+			if err := c.Check(); err != nil {
+				t.Fatalf("caches after concurrent updates: %v", err)
+			}
+			want := buildCluster(st, f.e.entries, nil)
+			for j := range f.e.view.reserved {
+				applyReservation(want, &f.e.view.reserved[j])
+			}
+			if diff := residentDiff(c, want); diff != "" {
+				t.Fatalf("after %d decisions (%d kept) and 200 updates, %s", i, kept, diff)
+			}
+			return
+		default:
+		}
+		if i%3 == 0 {
+			f.e.Decide(job("coscheml:app=" + tags[i%len(tags)])) // kept: a pending reservation
+			kept++
+		} else {
+			decideAndForget(f, job("coscheml:app="+tags[i%len(tags)]))
+		}
+	}
+}

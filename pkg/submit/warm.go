@@ -18,12 +18,14 @@ const warmMaxProfiles = 512
 // built from entries and the pending reservations; placing changes nothing, and nobody else holds the policy
 // yet, so this runs on the background goroutine without the decision lock. The
 // cluster shares the snapshot's interner, so the memo stays valid for the
-// cluster the engine installs next.
-func warmPolicy(l *Snapshot, entries []residency.Entry, reserved []reservation) {
+// cluster the engine installs next. It is built into spare, a cluster no
+// decision reaches (the engine's, under bgMu; nil: a new one), so a reload
+// does not leave 8,192 GPUs of garbage for the next decisions' GC assist.
+func warmPolicy(l *Snapshot, entries []residency.Entry, reserved []reservation, spare *placement.Cluster) {
 	if l.policy == nil || l.polErr != nil || l.catErr != nil || l.clusterErr != nil || len(l.catalog) == 0 {
 		return
 	}
-	c := buildCluster(l, entries, nil)
+	c := buildCluster(l, entries, spare)
 	for i := range reserved {
 		applyReservation(c, &reserved[i])
 	}

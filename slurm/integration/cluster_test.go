@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -331,6 +332,9 @@ func (tp topology) String() string {
 	return strings.Join(parts, ", ")
 }
 
+// startMu serialises cluster start-ups (port choice to daemons bound).
+var startMu sync.Mutex
+
 // newCluster writes the cluster folder and starts slurmctld and the slurmd; all of
 // it is stopped by t.Cleanup.
 func newCluster(t *testing.T, a artifacts, plugin bool, edit func(*config.Config)) *cluster {
@@ -357,6 +361,16 @@ func newClusterTopo(t *testing.T, a artifacts, plugin bool, topo topology, edit 
 		}
 		os.RemoveAll(dir)
 	})
+	// Clusters started at once (TestPinning with COSCHEML_PINNING_PARALLEL) must
+	// not pick the same free ports: one start-up at a time, until the daemons
+	// hold theirs.
+	startMu.Lock()
+	started := false
+	defer func() {
+		if !started {
+			startMu.Unlock()
+		}
+	}()
 	ports := freePorts(t, 1+numNodes)
 	c.ctldPort, c.nodePorts = ports[0], ports[1:]
 	for i := 1; i <= numNodes; i++ {
@@ -374,6 +388,8 @@ func newClusterTopo(t *testing.T, a artifacts, plugin bool, topo topology, edit 
 		c.startSlurmd(n)
 	}
 	c.waitIdle(60 * time.Second)
+	started = true
+	startMu.Unlock()
 	// The daemon-name trap shows as Gres=(null): the GPUs must be there.
 	// (With Cores=, newer releases add the sockets: gpu:h200:4(S:0-1).)
 	want := regexp.MustCompile(fmt.Sprintf(`Gres=gpu:h200:%d(\(S:[0-9-]+\))?,shard:`, gpusPerNode))
@@ -1029,19 +1045,47 @@ func (c *cluster) startJob(comment, gres string) job {
 	marker := c.path("jobs", fmt.Sprintf("started.%d", time.Now().UnixNano()))
 	args = append(args, "--wrap=touch "+marker+"; exec sleep 300")
 	id := c.mustSbatch(args...)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(marker); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("job %d did not start within 30s:\n%s", id, c.showJob(id).Raw)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !c.waitStarted(id, marker, 30*time.Second) {
+		c.t.Fatalf("job %d did not start within 30s (nor after a Slurm requeue):\n%s", id, c.showJob(id).Raw)
 	}
 	j := c.showJob(id)
 	c.checkPlacement(j)
 	return j
+}
+
+// requeueWait bounds the wait for a job Slurm requeued itself (a failed batch
+// launch: "requeue JobId=... per user/system request", Restarts>0). Slurm makes
+// a requeued batch job eligible again only after the credential lifetime
+// (AuthInfo cred_expire, 120 s by default; 25.11+ also requeue_delay) plus one
+// second, so the retry starts about two minutes later.
+const requeueWait = 150 * time.Second
+
+// waitStarted waits up to d for the marker file job id's script touches first.
+// When d passes and Slurm has requeued the job (Restarts>0), the job is Slurm's
+// own retry, not a lost one: the wait is extended once by requeueWait and the
+// requeue logged. It reports whether the marker appeared.
+func (c *cluster) waitStarted(id int, marker string, d time.Duration) bool {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	extended := false
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			return true
+		}
+		if time.Now().After(deadline) {
+			if extended {
+				return false
+			}
+			j := c.showJob(id)
+			if j.Restarts == 0 {
+				return false
+			}
+			c.t.Logf("job %d was requeued by Slurm (Restarts=%d, %s, reason %s): waiting up to %v for its retry",
+				id, j.Restarts, j.State, j.Reason, requeueWait)
+			deadline, extended = time.Now().Add(requeueWait), true
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // countLog counts slurmctld log lines containing every one of subs.

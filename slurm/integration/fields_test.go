@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -82,11 +83,31 @@ func testDrained(t *testing.T, c *cluster) {
 	if _, err := c.run("scontrol", "update", "nodename=n2", "state=drain", "reason=coscheml-test"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(statesPoll)
+
+	// The plugin sees the drain at its next node-state poll (every 5 s; later
+	// on a loaded machine). Wait for that instead of a fixed time: a probe's
+	// decision counts every GPU (n1, n3, n4 excluded, n2 drained) "on a node the
+	// job may not use" once it has. (Not "is the probe unpinned": the probes
+	// made before the poll hold n2's GPUs until their reservations age out, so
+	// a later one waits unpinned whether or not the drain was seen.)
+	allMasked := fmt.Sprintf("%d on a node the job may not use", numNodes*gpusPerNode)
+	sawDrain := func(j job) bool {
+		return strings.Contains(c.lastLogLine("decision="+decisionID(j.Comment)+" "), allMasked)
+	}
+	deadline := time.Now().Add(statesPoll + 20*time.Second)
+	after := submit()
+	for !sawDrain(after) && time.Now().Before(deadline) {
+		c.cancel(after.ID)
+		time.Sleep(time.Second)
+		after = submit()
+	}
+	if !sawDrain(after) {
+		t.Fatalf("the plugin did not see n2 drained within %v: job %d's decision: %s", statesPoll+20*time.Second, after.ID,
+			c.lastLogLine("decision="+decisionID(after.Comment)+" "))
+	}
 
 	// A new job whose only node drained is not pinned there: all shards of one
 	// GPU, any node it allows (it waits for n2 as Slurm decides).
-	after := submit()
 	if after.ReqNodeList != "(null)" || !strings.Contains(after.TresPerNode, "shard:"+slots) {
 		t.Errorf("job %d after the drain: ReqNodeList=%s TresPerNode=%s, want (null) and shard:%s", after.ID, after.ReqNodeList, after.TresPerNode, slots)
 	}
@@ -99,8 +120,8 @@ func testDrained(t *testing.T, c *cluster) {
 	if out, err := c.run("scontrol", "update", "JobId="+strconv.Itoa(before.ID), "Comment="+before.Comment, "TresPerNode="+m[1]); err != nil {
 		t.Fatalf("re-decision of job %d: %v\n%s", before.ID, err, out)
 	}
-	if j := c.showJob(before.ID); j.ReqNodeList != "(null)" {
-		t.Errorf("job %d pinned to drained n2 still pinned after its re-decision: ReqNodeList=%s TresPerNode=%s\n%s",
+	if j := c.showJob(before.ID); j.ReqNodeList != "(null)" || !sawDrain(j) {
+		t.Errorf("job %d pinned to drained n2: its re-decision keeps the pin or does not count n2 as unusable: ReqNodeList=%s TresPerNode=%s\n%s",
 			before.ID, j.ReqNodeList, j.TresPerNode, c.lastLogLine("modify job="+strconv.Itoa(before.ID)+" "))
 	}
 	if n := c.countLog("node states unknown"); n > 0 {

@@ -105,24 +105,19 @@ func report(t *testing.T, line string) {
 }
 
 // startSoft submits a sleeping job and waits until it runs; ok is false (and the
-// job cancelled) when it is still pending after d.
+// job cancelled) when it is still pending after d (a Slurm requeue extends d,
+// waitStarted).
 func (c *cluster) startSoft(args []string, d time.Duration) (job, bool) {
 	c.t.Helper()
 	marker := c.path("jobs", fmt.Sprintf("started.%d", time.Now().UnixNano()))
 	args = append(append([]string{"--time=10", "-o", "/dev/null"}, args...), "--wrap=touch "+marker+"; exec sleep 300")
 	id := c.mustSbatch(args...)
-	deadline := time.Now().Add(d)
-	for {
-		if _, err := os.Stat(marker); err == nil {
-			return c.showJob(id), true
-		}
-		if time.Now().After(deadline) {
-			j := c.showJob(id)
-			c.cancel(id)
-			return j, false
-		}
-		time.Sleep(100 * time.Millisecond)
+	if c.waitStarted(id, marker, d) {
+		return c.showJob(id), true
 	}
+	j := c.showJob(id)
+	c.cancel(id)
+	return j, false
 }
 
 // measureSlurmPick asks Slurm itself (no plugin) whether a steering rule holds on
@@ -219,11 +214,20 @@ func TestPinning(t *testing.T) {
 	needRoot(t)
 	a := build(t)
 	ensureMunge(t)
+	par := pinningParallel(t)
+	slots := make(chan struct{}, par)
 	for _, pc := range pinningCases {
 		t.Run(pc.name, func(t *testing.T) {
 			if !a.slurm.atLeast(pc.since[0], pc.since[1]) {
 				t.Skipf("%s needs Slurm %d.%02d or newer (this is %s)", pc.topo, pc.since[0], pc.since[1], a.slurm.version)
 			}
+			if par > 1 {
+				t.Parallel()
+			}
+			// The slot is given back after the cluster stopped (cleanups run
+			// last-registered first).
+			slots <- struct{}{}
+			t.Cleanup(func() { <-slots })
 			c := newClusterTopo(t, a, true, pc.topo, nil)
 			// What the plugin should conclude from this cluster's files.
 			sc, err := slurmconf.LoadWithGres(c.path("slurm.conf"))
@@ -305,6 +309,23 @@ func TestPinning(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pinningParallel is how many of TestPinning's clusters run at once:
+// COSCHEML_PINNING_PARALLEL (default 1, one after the other). Each cluster is
+// independent (own folder, ports, daemons); the suite's time is mostly waiting
+// for Slurm, so two at a time roughly halve TestPinning on two cores. go test's
+// -parallel (default GOMAXPROCS) caps it too.
+func pinningParallel(t *testing.T) int {
+	v := os.Getenv("COSCHEML_PINNING_PARALLEL")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("COSCHEML_PINNING_PARALLEL=%q: want a whole number >= 1", v)
+	}
+	return n
 }
 
 // pluginSeries submits n tagged single-GPU jobs of random Lucid setups, one at a

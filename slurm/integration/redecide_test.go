@@ -48,13 +48,20 @@ func testRedecide(t *testing.T, c *cluster) {
 		t.Fatalf("good pair %s + %s not co-located (%s, %s): the scenario needs them on one GPU", tags.goodA, tags.goodB, where(a), where(b))
 	}
 	// ... and untagged jobs every other GPU.
-	var markers []string
+	fillers := map[int]string{}
 	for i := 0; i < numNodes*gpusPerNode-1; i++ {
 		m := c.path("jobs", fmt.Sprintf("filler.%d.%d", time.Now().UnixNano(), i))
-		markers = append(markers, m)
-		ids = append(ids, c.mustSbatch("--gres=gpu:1", "--time=10", "-o", "/dev/null", "--wrap=touch "+m+"; exec sleep 300"))
+		id := c.mustSbatch("--gres=gpu:1", "--time=10", "-o", "/dev/null", "--wrap=touch "+m+"; exec sleep 300")
+		ids = append(ids, id)
+		fillers[id] = m
 	}
-	waitFiles(t, markers, 40*time.Second)
+	// One deadline for all; a filler Slurm requeued gets its retry's time.
+	deadline := time.Now().Add(40 * time.Second)
+	for id, m := range fillers {
+		if !c.waitStarted(id, m, max(time.Until(deadline), 0)) {
+			t.Fatalf("filler job %d did not start within 40 s:\n%s", id, c.showJob(id).Raw)
+		}
+	}
 	time.Sleep(residencySettle)
 
 	// The busy queue: nothing fits the next tagged job, so it is deferred with
@@ -74,19 +81,32 @@ func testRedecide(t *testing.T, c *cluster) {
 
 	// Nothing frees for longer than a refresh (wait_defer/2): the loop defers it
 	// again, so it neither starts on a whole GPU nor stops being re-decided.
-	time.Sleep(cfg.WaitDefer/2 + 2*time.Second)
+	// Wait for the loop's new decision (its pass every second may run late on a
+	// loaded machine), bounded by a whole wait_defer plus slack.
+	deferredAt := time.Now()
+	redecided := deferredAt.Add(cfg.WaitDefer + 20*time.Second)
+	var again string
+	for {
+		xj = c.showJob(x)
+		if again = decisionID(xj.Comment); again != first || time.Now().After(redecided) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 	// (Reason reads None between an update and the scheduler's next pass on
 	// newer releases; the decision line says it was deferred again.)
-	xj = c.showJob(x)
-	again := decisionID(xj.Comment)
 	if l := c.lastLogLine("decision=" + again + " "); xj.State != "PENDING" || again == first || !strings.Contains(l, "modify job=") || !strings.Contains(l, "deferred") {
-		t.Errorf("job %d after %s with nothing free: state %s reason %s, decision %s (first %s: %s): want deferred again by the loop",
-			x, cfg.WaitDefer/2+2*time.Second, xj.State, xj.Reason, again, first, l)
+		t.Errorf("job %d %.0f s after it was deferred, with nothing free: state %s reason %s, decision %s (first %s: %s): want deferred again by the loop",
+			x, time.Since(deferredAt).Seconds(), xj.State, xj.Reason, again, first, l)
+	} else {
+		t.Logf("job %d deferred again by the loop after %.1f s (wait_defer %v)", x, time.Since(deferredAt).Seconds(), cfg.WaitDefer)
 	}
 
 	// Capacity frees: b ends, and the loop re-decides x next to a.
 	c.cancel(b.ID)
-	waitFiles(t, []string{xm}, 30*time.Second)
+	if !c.waitStarted(x, xm, 30*time.Second) {
+		t.Fatalf("re-decided job %d did not start within 30 s after job %d ended:\n%s", x, b.ID, c.showJob(x).Raw)
+	}
 	xj = c.showJob(x)
 	c.checkPlacement(xj)
 	if where(xj) != where(a) || !strings.Contains(xj.TresPerNode, "shard:2") {
@@ -127,22 +147,5 @@ func (c *cluster) startRedecide(interval time.Duration) (stop func()) {
 				t.Logf("redecide loop's log:\n%s", tail(b, 2000))
 			}
 		})
-	}
-}
-
-// waitFiles waits until every path exists.
-func waitFiles(t *testing.T, paths []string, d time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for _, p := range paths {
-		for {
-			if _, err := os.Stat(p); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not there after %v", p, d)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
 	}
 }

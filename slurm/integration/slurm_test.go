@@ -368,7 +368,17 @@ func testPrologEpilog(t *testing.T, c *cluster) {
 	var p *profile.Profile
 	var obsFile string
 	deadline := time.Now().Add(45 * time.Second)
-	for time.Now().Before(deadline) && (p == nil || obsFile == "") {
+	extended := false
+	for p == nil || obsFile == "" {
+		if time.Now().After(deadline) {
+			// A job Slurm requeued (failed launch) runs again about two minutes
+			// later: Slurm's retry, waited for once.
+			if j := c.showJob(id); extended || j.Restarts == 0 {
+				break
+			}
+			t.Logf("job %d was requeued by Slurm: waiting up to %v for its retry", id, requeueWait)
+			deadline, extended = time.Now().Add(requeueWait), true
+		}
 		time.Sleep(250 * time.Millisecond)
 		if p == nil {
 			p, _ = store.Get(tag)

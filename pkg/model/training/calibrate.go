@@ -39,8 +39,40 @@ type CalibrationOptions struct {
 	// infer 0.9, weighted 0.2 / 0.6 / 0.2 as the simulator's class mix).
 	Floors []FloorWeight
 	// Target is the largest share of accepted co-locations allowed to fall
-	// below their floor when choosing the default coverage (default 0.01).
+	// below their floor when choosing the default coverage (default
+	// DefaultTarget).
 	Target float64
+	// NoFloorCoverage leaves Calibration.FloorCoverage empty: every floor is
+	// tested at the class-weighted default (the rule before per-floor
+	// coverage; for comparisons).
+	NoFloorCoverage bool
+}
+
+// FloorCoverageRule chooses a default coverage per floor (floors ascending,
+// violation[f][l] the nested share of floor f's accepted held-out
+// co-locations below it at levels[l]): the loosest floor keeps the
+// class-weighted default chosen; each stricter floor gets the lowest level,
+// not below the previous floor's, at which its violation share is at most the
+// previous floor's at that floor's coverage (the highest level when none is).
+// So the below-floor rate of accepted co-locations is ordered stricter floor
+// <= looser floor on the training data: infer (0.9) is protected at least as
+// well as hpc/train (0.75) per co-location, and, sharing less, more per job.
+func FloorCoverageRule(levels []float64, chosen float64, violation [][]float64) []float64 {
+	out := make([]float64, len(violation))
+	if len(violation) == 0 || len(levels) == 0 {
+		return out
+	}
+	prev := max(slices.Index(levels, chosen), 0)
+	out[0] = levels[prev]
+	for f := 1; f < len(violation); f++ {
+		budget := violation[f-1][prev]
+		l := prev
+		for l < len(levels)-1 && violation[f][l] > budget {
+			l++
+		}
+		out[f], prev = levels[l], l
+	}
+	return out
 }
 
 func (o CalibrationOptions) withDefaults() CalibrationOptions {
@@ -69,6 +101,13 @@ type CoverageChoice struct {
 	Accepted  []float64 // accepted / tested, class-weighted
 	Chosen    float64
 	Target    float64
+	// Per distinct floor (ascending; classes with the same floor pooled):
+	// FloorViolation[f][l] and FloorAccepted[f][l] as above for that floor
+	// alone, and the default coverage chosen for it (FloorCoverageRule).
+	Floors         []float64
+	FloorViolation [][]float64
+	FloorAccepted  [][]float64
+	FloorChosen    []float64
 }
 
 // Calibrate builds conformal margins from out-of-fold predictions (normally
@@ -112,6 +151,17 @@ func Calibrate(oof []OutOfFold, opts CalibrationOptions) (model.Calibration, Cov
 	acc := make([]float64, len(cal.Levels))
 	bad := make([]float64, len(cal.Levels))
 	tested := 0.0
+	for _, fw := range o.Floors {
+		if !slices.Contains(ch.Floors, fw.Floor) {
+			ch.Floors = append(ch.Floors, fw.Floor)
+		}
+	}
+	slices.Sort(ch.Floors)
+	nf := len(ch.Floors)
+	fAcc, fBad, fTested := make([][]float64, nf), make([][]float64, nf), make([]float64, nf)
+	for i := range ch.Floors {
+		fAcc[i], fBad[i] = make([]float64, len(cal.Levels)), make([]float64, len(cal.Levels))
+	}
 	for _, f := range folds {
 		var rest, held []OutOfFold
 		for _, r := range oof {
@@ -127,12 +177,16 @@ func Calibrate(oof []OutOfFold, opts CalibrationOptions) (model.Calibration, Cov
 		inner := model.Model{Calibration: model.Calibration{Levels: cal.Levels, Margins: margins(rest, o)}}
 		for _, r := range held {
 			for _, fw := range o.Floors {
+				fi := slices.Index(ch.Floors, fw.Floor)
 				tested += fw.Weight
+				fTested[fi] += fw.Weight
 				for l, lv := range cal.Levels {
 					if r.Pred-inner.Margin(r.Pred, lv) >= fw.Floor {
 						acc[l] += fw.Weight
+						fAcc[fi][l] += fw.Weight
 						if r.Truth < fw.Floor {
 							bad[l] += fw.Weight
+							fBad[fi][l] += fw.Weight
 						}
 					}
 				}
@@ -155,6 +209,24 @@ func Calibrate(oof []OutOfFold, opts CalibrationOptions) (model.Calibration, Cov
 		}
 	}
 	cal.DefaultCoverage = ch.Chosen
+	ch.FloorViolation, ch.FloorAccepted = make([][]float64, nf), make([][]float64, nf)
+	for i := range ch.Floors {
+		ch.FloorViolation[i], ch.FloorAccepted[i] = make([]float64, len(cal.Levels)), make([]float64, len(cal.Levels))
+		for l := range cal.Levels {
+			if fTested[i] > 0 {
+				ch.FloorAccepted[i][l] = fAcc[i][l] / fTested[i]
+			}
+			if fAcc[i][l] > 0 {
+				ch.FloorViolation[i][l] = fBad[i][l] / fAcc[i][l]
+			}
+		}
+	}
+	if tested > 0 && !o.NoFloorCoverage {
+		ch.FloorChosen = FloorCoverageRule(cal.Levels, ch.Chosen, ch.FloorViolation)
+		for i, f := range ch.Floors {
+			cal.FloorCoverage = append(cal.FloorCoverage, model.FloorCoverage{Floor: f, Coverage: ch.FloorChosen[i]})
+		}
+	}
 	if err := cal.Valid(); err != nil {
 		return model.Calibration{}, ch, fmt.Errorf("calibrate: %w", err)
 	}
