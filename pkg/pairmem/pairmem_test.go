@@ -420,15 +420,7 @@ func TestKnownPairCoverage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, u := range []string{"u1", "u2"} {
-				if err := mem.Add("a", "b", u, 0.95); err != nil {
-					t.Fatal(err)
-				}
-			}
-			e, ok := mem.Estimate("a", "b", tc.wantCov)
-			if !ok {
-				t.Fatal("pair not known after two users")
-			}
+			e := knownPair(t, mem, tc.wantCov)
 			speed, lower := p.PredictSpeedLower(a, []*profile.Profile{b}, tc.coverage)
 			if speed != e.Speed || math.Abs(lower-e.Lower) > 1e-12 {
 				t.Fatalf("(%v, %v), want the memory's (%v, %v) at coverage %v", speed, lower, e.Speed, e.Lower, tc.wantCov)
@@ -490,15 +482,7 @@ func TestKnownPairFloorCoverage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, u := range []string{"u1", "u2"} {
-				if err := mem.Add("a", "b", u, 0.95); err != nil {
-					t.Fatal(err)
-				}
-			}
-			e, ok := mem.Estimate("a", "b", tc.wantCov)
-			if !ok {
-				t.Fatal("pair not known after two users")
-			}
+			e := knownPair(t, mem, tc.wantCov)
 			speed, lower := p.PredictSpeedLowerFloor(a, []*profile.Profile{b}, tc.coverage, tc.floor)
 			if speed != e.Speed || math.Abs(lower-e.Lower) > 1e-12 {
 				t.Fatalf("known pair (%v, %v), want the memory's (%v, %v) at coverage %v", speed, lower, e.Speed, e.Lower, tc.wantCov)
@@ -541,4 +525,20 @@ func TestPredictorFloorCoverageShipped(t *testing.T) {
 	if !(lows[1] <= lows[0]) {
 		t.Fatalf("infer's floor bound %v above hpc/train's %v", lows[1], lows[0])
 	}
+}
+
+// knownPair makes the pair (a, b) known to mem through two users' 0.95 and
+// returns the memory's estimate at coverage.
+func knownPair(t *testing.T, mem *Memory, coverage float64) Estimate {
+	t.Helper()
+	for _, u := range []string{"u1", "u2"} {
+		if err := mem.Add("a", "b", u, 0.95); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, ok := mem.Estimate("a", "b", coverage)
+	if !ok {
+		t.Fatal("pair not known after two users")
+	}
+	return e
 }
