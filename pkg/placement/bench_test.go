@@ -221,3 +221,16 @@ func (c *Cluster) states() int {
 	}
 	return n
 }
+
+// BenchmarkWithReach: the first-fit view a re-decision builds on releases that
+// refuse typed updates (one per re-decision, not per submission).
+func BenchmarkWithReach(b *testing.B) {
+	c := busyCluster(1000, catalog(50, 1), 2)
+	b.ReportAllocs()
+	cpu, n := cpuTimeNS(), 0
+	for b.Loop() {
+		_ = c.WithReach(ReachFirstFit)
+		n++
+	}
+	reportCPU(b, cpu, n)
+}
