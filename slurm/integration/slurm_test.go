@@ -554,6 +554,10 @@ func testSurvives(t *testing.T, c *cluster) {
 	}
 	submit(400)
 	quiesce("scontrol reconfigure")
+	if c.a.slurm.atLeast(23, 11) {
+		// 23.11+ re-executes slurmctld on reconfigure: a stop, for the accounting.
+		c.ctldStops = append(c.ctldStops, time.Now())
+	}
 	if _, err := c.run("scontrol", "reconfigure"); err != nil {
 		t.Fatal(err)
 	}
