@@ -169,7 +169,8 @@ func TestConservation(t *testing.T) {
 	models := []struct {
 		name   string
 		submit *SubmitModel
-	}{{"at-start", nil}, {"submit-loop", &SubmitModel{Redecide: 30}}, {"submit-no-loop", &SubmitModel{}}}
+	}{{"at-start", nil}, {"submit-loop", &SubmitModel{Redecide: 30}}, {"submit-no-loop", &SubmitModel{}},
+		{"submit-loop-untyped", &SubmitModel{Redecide: 30, UntypedUpdates: true, StartDelay: 20}}}
 	for _, mc := range models {
 		for _, name := range placement.Names() {
 			cfg := base
@@ -278,6 +279,88 @@ func TestSubmitModel(t *testing.T) {
 	}
 	if _, err := Run(Config{Nodes: 1, GPUsPerNode: 1, Submit: &SubmitModel{Redecide: math.NaN()}}, jobs, tb, mustPolicy(t, "blind", nil)); err == nil {
 		t.Fatal("NaN re-decide interval accepted")
+	}
+}
+
+// scripted places A and B on GPU 0 (2 slots each) and answers C "wait" at
+// submit, then GPU 1 with 2 slots; it records the reach of the cluster C's
+// re-decision saw.
+type scripted struct{ reach []placement.Reach }
+
+func (*scripted) Name() string { return "scripted" }
+func (p *scripted) Place(c *placement.Cluster, r *placement.Request) placement.Decision {
+	slot := func(g int) placement.Decision {
+		return placement.Decision{Action: placement.ActionShare, Placement: []placement.Slot{{Node: 0, GPU: g, Slots: 2}}, PredictedSpeed: 1, MinResidentSpeed: 1}
+	}
+	if r.JobID != "C" {
+		return slot(0)
+	}
+	p.reach = append(p.reach, c.Reach)
+	if len(p.reach) == 1 {
+		return placement.Decision{Action: placement.ActionWait}
+	}
+	return slot(1)
+}
+
+// TestSubmitModelUntyped: Slurm 22.05's re-decisions, by hand, on one node of
+// two GPUs. A (1.5 s) and B (1 s) share GPU 0 from 0; C (at 0.5) is deferred.
+// B ends at 1/0.9 = 1.11, A at 1.61. The loop's pass at 1.2 re-decides C onto
+// GPU 1. With typed updates C gets GPU 1 and its 2 slots. With untyped ones the
+// policy sees the first-fit view, and C asks for 3 untyped shards (more than
+// GPU 0's 2 free, so only GPU 1 holds them now); Slurm starts it after the
+// start delay where first fit puts 3 shards: GPU 1 while A runs, GPU 0 once A
+// has ended (redirected).
+func TestSubmitModelUntyped(t *testing.T) {
+	tb := handTruth(t)
+	jobs := []trace.Job{
+		{ID: "A", Submit: 0, Duration: 1.5, GPUs: 1, Tag: "b", Class: profile.ClassTrain},
+		{ID: "B", Submit: 0, Duration: 1, GPUs: 1, Tag: "b", Class: profile.ClassTrain},
+		{ID: "C", Submit: 0.5, Duration: 10, GPUs: 1, Tag: "b", Class: profile.ClassTrain},
+	}
+	aEnd := 1/0.9 + 0.5
+	cases := []struct {
+		name         string
+		untyped      bool
+		delay        float64
+		reach        placement.Reach // C's re-decision's view
+		gpu, slots   int
+		redirected   int
+		startBetween [2]float64
+	}{
+		{"typed, at once", false, 0, placement.ReachTyped, 1, 2, 0, [2]float64{1.2, 1.2}},
+		{"typed, late", false, 100, placement.ReachTyped, 1, 2, 0, [2]float64{1.2, 101.2}},
+		{"untyped, at once", true, 0, placement.ReachFirstFit, 1, 3, 0, [2]float64{1.2, 1.2}},
+		{"untyped, before A ends", true, 0.01, placement.ReachFirstFit, 1, 3, 0, [2]float64{1.2, 1.21}},
+		{"untyped, after A ends: first fit on GPU 0", true, 100, placement.ReachFirstFit, 0, 3, 1, [2]float64{aEnd, 101.2}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got placement.Slot
+			pol := &scripted{}
+			cfg := Config{Nodes: 1, GPUsPerNode: 2, Submit: &SubmitModel{Redecide: 0.1, UntypedUpdates: tc.untyped, StartDelay: tc.delay},
+				OnStart: func(id string, d placement.Decision) {
+					if id == "C" {
+						got = d.Placement[0]
+					}
+				}}
+			res, err := Run(cfg, jobs, tb, pol)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := res.Jobs[2]
+			if got.GPU != tc.gpu || got.Slots != tc.slots || res.Redirected != tc.redirected || res.Redecided != 1 {
+				t.Fatalf("C on GPU %d with %d slots, %d of %d redirected; want GPU %d, %d slots, %d of 1", got.GPU, got.Slots, res.Redirected, res.Redecided, tc.gpu, tc.slots, tc.redirected)
+			}
+			if c.Start < tc.startBetween[0]-1e-9 || c.Start > tc.startBetween[1]+1e-9 {
+				t.Fatalf("C started at %v, want in %v", c.Start, tc.startBetween)
+			}
+			if len(pol.reach) != 2 || pol.reach[0] != placement.ReachTyped || pol.reach[1] != tc.reach {
+				t.Fatalf("C decided on reaches %v, want typed then %v", pol.reach, tc.reach)
+			}
+		})
+	}
+	if _, err := Run(Config{Nodes: 1, GPUsPerNode: 2, Submit: &SubmitModel{StartDelay: -1}}, jobs, tb, &scripted{}); err == nil {
+		t.Fatal("negative start delay accepted")
 	}
 }
 

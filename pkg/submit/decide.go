@@ -399,7 +399,7 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	req := placement.Request{JobID: label, Tag: in.prof.Tag, Profile: in.prof, Class: in.class, GPUs: 1, Nodes: mask}
 	typed := c.Reach == placement.ReachTyped
 	at := c
-	if typed && q.j.Modify && !typedUpdates(q.version) {
+	if typed && q.j.Modify && !TypedUpdates(q.version) {
 		// The update cannot name a GPU (below): choose among the GPUs an untyped
 		// count reaches, as under first-fit pinning, rather than one it cannot
 		// reach (such a job used to be deferred pass after pass: 53 of 200 jobs
@@ -410,7 +410,7 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	k, untyped := 0, false
 	if d.Action != placement.ActionWait && len(d.Placement) > 0 {
 		k = d.Placement[0].Slots
-		if typed && q.j.Modify && !typedUpdates(q.version) {
+		if typed && q.j.Modify && !TypedUpdates(q.version) {
 			// Slurm 22.05 refuses a typed shard request in an update of a pending
 			// job ("Invalid GRES specification", measured), so a re-decision asks
 			// for untyped shards that only the chosen GPU of the node can hold,
@@ -469,9 +469,10 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 // and keep the untyped steering (docs/compatibility.md).
 const slurmTypedUpdate = 26<<16 | 5<<8
 
-// typedUpdates reports whether Slurm release v (0: unknown) takes a typed shard
-// request in an update; unknown counts as no (the untyped steering works on all).
-func typedUpdates(v uint32) bool { return v >= slurmTypedUpdate }
+// TypedUpdates reports whether Slurm release v (SLURM_VERSION_NUMBER, 0:
+// unknown) takes a typed shard request in an update; unknown counts as no (the
+// untyped steering works on all). The e2e replay's simulator twin reads it too.
+func TypedUpdates(v uint32) bool { return v >= slurmTypedUpdate }
 
 // usedSlots is the shards a GPU's residents hold.
 func usedSlots(g *placement.GPU) int {
