@@ -194,10 +194,12 @@ type Result struct {
 	Kernel    float64     `json:"kernel_gpu_seconds"` // GPU-seconds of kernel time (truth.GPUUtil)
 	Events    int         `json:"events"`             // events processed (arrivals + finishes)
 	Decisions int         `json:"decisions"`          // policy.Place calls
-	// Redecided: jobs placed by a re-decision (SubmitModel); Redirected: those
-	// that Slurm's first fit started on another GPU than the decision's.
+	// SubmitModel: Redecided, jobs placed by a re-decision; Redirected, those
+	// that Slurm's first fit started on another GPU than the decision's;
+	// Whole, jobs left to Slurm's queue on a whole GPU (no GPU chosen).
 	Redecided  int           `json:"redecided,omitempty"`
 	Redirected int           `json:"redirected,omitempty"`
+	Whole      int           `json:"whole,omitempty"`
 	Timeline   []Sample      `json:"timeline"`
 	Wall       time.Duration `json:"wall_ns"`
 }
@@ -380,6 +382,11 @@ func Run(cfg Config, jobs []trace.Job, tt *truth.Table, pol placement.Policy) (*
 	out.Events = s.events
 	out.Decisions = s.decisions
 	out.Redecided, out.Redirected = s.redecided, s.redirected
+	for i := range s.st {
+		if s.st[i].whole {
+			out.Whole++
+		}
+	}
 	out.Timeline = s.tl.samples(n)
 	out.Wall = time.Since(start)
 	return out, nil

@@ -260,10 +260,12 @@ func TestSubmitModel(t *testing.T) {
 		submit     *SubmitModel
 		wantStart  float64
 		wantShared bool
+		redecided  int // J3 placed by the loop
+		whole      int // J3 on a whole GPU from Slurm's queue
 	}{
-		{"at start", nil, j2End, true},
-		{"at submit, loop every 4 s", &SubmitModel{Redecide: 4}, 56, true},
-		{"at submit, no loop", &SubmitModel{}, j2End + 50, false},
+		{"at start", nil, j2End, true, 0, 0},
+		{"at submit, loop every 4 s", &SubmitModel{Redecide: 4}, 56, true, 1, 0},
+		{"at submit, no loop", &SubmitModel{}, j2End + 50, false, 0, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -274,6 +276,9 @@ func TestSubmitModel(t *testing.T) {
 			j3 := res.Jobs[2]
 			if math.Abs(j3.Start-tc.wantStart) > 1e-9 || j3.Shared != tc.wantShared {
 				t.Fatalf("J3 started at %v shared=%v, want %v shared=%v (%+v)", j3.Start, j3.Shared, tc.wantStart, tc.wantShared, res.Jobs)
+			}
+			if res.Redecided != tc.redecided || res.Whole != tc.whole || res.Redirected != 0 {
+				t.Fatalf("%d re-decided, %d whole, %d redirected; want %d, %d, 0", res.Redecided, res.Whole, res.Redirected, tc.redecided, tc.whole)
 			}
 		})
 	}
