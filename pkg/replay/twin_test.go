@@ -26,6 +26,7 @@ import (
 type compared struct {
 	cos, orc placement.Policy
 	n        map[string]int
+	refused  map[string]string // job -> the first share refused that the oracle takes: "infer" or "other"
 }
 
 func (c *compared) Name() string { return c.cos.Name() }
@@ -41,10 +42,15 @@ func (c *compared) Place(cl *placement.Cluster, r *placement.Request) placement.
 	case o.Action == placement.ActionShare:
 		// the resident the oracle would have joined (single-GPU jobs)
 		res := cl.Nodes[o.Placement[0].Node].GPUs[o.Placement[0].GPU].Residents
+		side := "other"
 		if r.Class == profile.ClassInfer || slices.ContainsFunc(res, func(x placement.Resident) bool { return x.Class == profile.ClassInfer }) {
 			k += ", an infer job on either side"
+			side = "infer"
 		} else {
 			k += ", no infer job"
+		}
+		if _, ok := c.refused[r.JobID]; !ok {
+			c.refused[r.JobID] = side
 		}
 	}
 	c.n[k]++
@@ -106,7 +112,11 @@ func TestSimTwin(t *testing.T) {
 	rows := []row{{"exclusive", false}, {"blind", false}, {"coscheml", false}, {"oracle", false}, {"coscheml", true}, {"oracle", true}}
 	type acc struct{ jct, below, shared float64 }
 	sum := make([]acc, len(rows))
-	diff := map[string]int{}
+	byClass := make([]map[profile.Class]float64, len(rows)) // avg JCT per class, mean over seeds
+	for i := range byClass {
+		byClass[i] = map[profile.Class]float64{}
+	}
+	diff, refused := map[string]int{}, map[string]string{}
 	for seed := int64(1); seed <= int64(seeds); seed++ {
 		jobs, err := Prepare(tr.Jobs, tt.Tags(), Spec{Jobs: n, Seed: seed, MaxDuration: 24 * 3600, Load: 2, GPUs: 16, Compress: 500, MinWork: 2})
 		if err != nil {
@@ -121,6 +131,7 @@ func TestSimTwin(t *testing.T) {
 			o := opts
 			o.Seed = uint64(seed)
 			var pol placement.Policy
+			var cmp *compared
 			switch r.policy {
 			case "coscheml":
 				// as sim.Experiment with the pair memory, the comparison around it
@@ -141,7 +152,8 @@ func TestSimTwin(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					pol = &compared{cos: cos, orc: orc, n: diff}
+					cmp = &compared{cos: cos, orc: orc, n: diff, refused: map[string]string{}}
+					pol = cmp
 				}
 			default:
 				if pol, err = placement.ByName(r.policy, tt, o); err != nil {
@@ -152,7 +164,15 @@ func TestSimTwin(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			all, _ := sim.Summarize(res)
+			if cmp != nil {
+				for j, side := range cmp.refused {
+					refused[fmt.Sprint(seed, "/", j)] = side
+				}
+			}
+			all, by := sim.Summarize(res)
+			for cl, mt := range by {
+				byClass[i][cl] += mt.AvgJCT / float64(seeds)
+			}
 			if all.Jobs != len(jobs) {
 				t.Fatalf("%s seed %d: %d of %d jobs ended", r.policy, seed, all.Jobs, len(jobs))
 			}
@@ -182,6 +202,20 @@ func TestSimTwin(t *testing.T) {
 	slices.Sort(keys)
 	for _, k := range keys {
 		fmt.Fprintf(&b, "| %s | %d |\n", k, diff[k])
+	}
+	jobsBy := map[string]int{}
+	for _, side := range refused {
+		jobsBy[side]++
+	}
+	fmt.Fprintf(&b, "\nJobs refused at least one share the oracle takes: %d of %d (with an infer job on either side: %d)\n",
+		len(refused), n*seeds, jobsBy["infer"])
+	b.WriteString("\n| policy | decided | avg JCT infer (s) | train | hpc |\n|---|---|---|---|---|\n")
+	for i, r := range rows {
+		at := "at start"
+		if r.submit {
+			at = "at submit + loop (1 s)"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f | %.2f |\n", r.policy, at, byClass[i][profile.ClassInfer], byClass[i][profile.ClassTrain], byClass[i][profile.ClassHPC])
 	}
 	t.Log("\n" + b.String())
 }
