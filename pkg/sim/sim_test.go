@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -170,11 +171,17 @@ func TestConservation(t *testing.T) {
 		name   string
 		submit *SubmitModel
 	}{{"at-start", nil}, {"submit-loop", &SubmitModel{Redecide: 30}}, {"submit-no-loop", &SubmitModel{}},
-		{"submit-loop-untyped", &SubmitModel{Redecide: 30, UntypedUpdates: true, StartDelay: 20}}}
+		{"submit-loop-untyped", &SubmitModel{Redecide: 30, UntypedUpdates: true, StartDelay: 20}},
+		{"submit-loop-untyped-at-once", &SubmitModel{Redecide: 30, UntypedUpdates: true}},
+		{"submit-loop-first-fit-at-once", &SubmitModel{Redecide: 30}}}
 	for _, mc := range models {
+		redecided := 0 // over the policies: the loop's models must exercise it
 		for _, name := range placement.Names() {
 			cfg := base
 			cfg.Submit = mc.submit
+			if strings.HasPrefix(mc.name, "submit-loop-first-fit") {
+				cfg.Reach = placement.ReachFirstFit
+			}
 			t.Run(mc.name+"/"+name, func(t *testing.T) {
 				var pred model.Predictor
 				switch name {
@@ -190,6 +197,12 @@ func TestConservation(t *testing.T) {
 				if len(res.Jobs)+res.Dropped != len(jobs) {
 					t.Fatalf("%d results + %d dropped for %d jobs", len(res.Jobs), res.Dropped, len(jobs))
 				}
+				// Started at once, in decision order, a re-decided job's untyped
+				// count lands where the decision steered it.
+				if mc.submit != nil && mc.submit.StartDelay == 0 && res.Redirected != 0 {
+					t.Errorf("%d of %d re-decided jobs redirected with no start delay", res.Redirected, res.Redecided)
+				}
+				redecided += res.Redecided
 				seen := map[string]bool{}
 				work, held, last, kern := 0.0, 0.0, 0.0, 0.0
 				for _, j := range res.Jobs {
@@ -234,6 +247,9 @@ func TestConservation(t *testing.T) {
 					t.Errorf("timeline integrates to %v, want %v", got, res.AllocGPUS)
 				}
 			})
+		}
+		if mc.submit != nil && mc.submit.Redecide > 0 && redecided == 0 {
+			t.Errorf("%s: no job was re-decided", mc.name)
 		}
 	}
 }
