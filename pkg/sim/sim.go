@@ -111,9 +111,10 @@ type SubmitModel struct {
 	// lands on the chosen GPU now.
 	UntypedUpdates bool
 	// StartDelay bounds the time from a re-decision to the job's start, in
-	// seconds of the trace's time: each re-decided job starts after a delay
-	// drawn uniformly in (0, StartDelay] (seeded by Seed), as Slurm's backfill
-	// pass, every bf_interval, starts an updated job. 0: at once.
+	// seconds of the trace's time: the jobs one pass of the loop re-decides
+	// start together, in decision order, after a delay drawn uniformly in
+	// (0, StartDelay] (seeded by Seed), as Slurm's next backfill pass, every
+	// bf_interval, starts the updated jobs in priority order. 0: at once.
 	StartDelay float64
 }
 
@@ -632,6 +633,7 @@ func (s *simulator) arrive(j int) {
 // order, decided again on the cluster now, as the plugin's job_modify decides
 // it (see SubmitModel). A placed job is queued for Slurm to start (pending).
 func (s *simulator) redecide() {
+	start := s.now + s.startDelay() // Slurm's next pass, for every job updated now
 	kept := s.deferred[:0]
 	for _, j := range s.deferred {
 		st := &s.st[j]
@@ -668,13 +670,14 @@ func (s *simulator) redecide() {
 		rq.Kind = placement.Reserved
 		s.cl.Apply(&rq, d)
 		p := d.Placement[0]
-		s.pending = append(s.pending, pendingStart{t: s.now + s.startDelay(), j: j, node: p.Node, g: p.GPU, k: p.Slots, untyped: untyped})
+		s.pending = append(s.pending, pendingStart{t: start, j: j, node: p.Node, g: p.GPU, k: p.Slots, untyped: untyped})
 	}
 	s.deferred = kept
 	s.startPending()
 }
 
-// startDelay draws one re-decided job's wait for Slurm's next scheduling pass.
+// startDelay draws the wait of a pass's re-decided jobs for Slurm's next
+// scheduling pass.
 func (s *simulator) startDelay() float64 {
 	if d := s.cfg.Submit.StartDelay; d > 0 {
 		return d * (1 - s.delays.Float64()) // in (0, d]
