@@ -279,7 +279,7 @@ type Info struct {
 // Info summarises the model.
 func (m *Model) Info() Info {
 	in := Info{
-		Format: FormatVersion, Kind: "tree", Trees: len(m.Trees),
+		Format: int(m.formatVersion()), Kind: "tree", Trees: len(m.Trees),
 		Features: append([]string(nil), m.Features...), Params: m.Params,
 		TrainDigest: m.TrainDigest, TrainSamples: m.TrainSamples, TrainMean: m.TrainMean,
 		CV: m.CV, Source: m.Source, CreatedAt: m.CreatedAt,
