@@ -78,6 +78,7 @@ func TestJobScaleMargins(t *testing.T) {
 		t.Fatalf("PredictSpeedLowerFloor allocates %v times per call", n)
 	}
 	plain := smallModel(t)
+	plain.SeenCalibration = rampCalibration()
 	b, err := plain.Encode()
 	if err != nil {
 		t.Fatal(err)
