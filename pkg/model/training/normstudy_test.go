@@ -172,6 +172,32 @@ func TestTuneTagScale(t *testing.T) {
 	jobfam := func(r OutOfFold) []string {
 		return []string{model.Family(ds.Samples[r.Index].Tag), "co:" + model.Family(ds.Samples[r.Index].CoTags[0])}
 	}
+	// hierarchical: the job application next to the co-runner's family,
+	// shrunk toward the job application's scale (itself shrunk toward the
+	// overall mean)
+	hier := func(k1, k2 float64) func(r OutOfFold, ex map[string]bool) float64 {
+		return func(r OutOfFold, ex map[string]bool) float64 {
+			tag := ds.Samples[r.Index].Tag
+			pair := tag + "|" + model.Family(ds.Samples[r.Index].CoTags[0])
+			var gs, gn, ts, tn, ps, pn float64
+			for _, x := range oof {
+				if ex[x.Fold] {
+					continue
+				}
+				d := math.Abs(x.Pred - x.Truth)
+				gs, gn = gs+d, gn+1
+				xt := ds.Samples[x.Index].Tag
+				if xt == tag {
+					ts, tn = ts+d, tn+1
+					if xt+"|"+model.Family(ds.Samples[x.Index].CoTags[0]) == pair {
+						ps, pn = ps+d, pn+1
+					}
+				}
+			}
+			js := (ts + k1*gs/gn) / (tn + k1)
+			return (ps + k2*js) / (pn + k2)
+		}
+	}
 	one := func(OutOfFold, map[string]bool) float64 { return 1 }
 	spread := func(r OutOfFold, _ map[string]bool) float64 { return r.Spread + 0.02 }
 	for _, v := range []struct {
@@ -180,6 +206,8 @@ func TestTuneTagScale(t *testing.T) {
 		scale  func(OutOfFold, map[string]bool) float64
 	}{
 		{"plain", 0.05, one}, {"spread+0.02 global", 1, spread},
+		{"job tag k20", 0.05, tagScale(job, 20)},
+		{"job tag next to co family, k20 then k5", 0.05, hier(20, 5)}, {"job tag next to co family, k20 then k2", 0.05, hier(20, 2)},
 		{"job tag k5", 0.05, tagScale(job, 5)}, {"job tag k5 global", 1, tagScale(job, 5)},
 		{"job+co tag k5", 0.05, tagScale(jobco, 5)}, {"job+co tag k5 global", 1, tagScale(jobco, 5)},
 		{"job+co tag k20", 0.05, tagScale(jobco, 20)},
