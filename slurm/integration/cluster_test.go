@@ -359,6 +359,12 @@ func newClusterTopo(t *testing.T, a artifacts, plugin bool, topo topology, edit 
 	c := &cluster{t: t, a: a, dir: dir, host: host, plugin: plugin, topo: topo, slurmd: map[string]*proc{}}
 	t.Cleanup(func() {
 		if t.Failed() || os.Getenv("COSCHEML_INTEGRATION_KEEP") != "" {
+			// A decision slower than decide_timeout (a starved machine) passes
+			// the job through unchanged, by design: name it, so that a test
+			// failing on an unchanged job is not read as a placement bug.
+			if l := c.logLines("no decision within"); len(l) > 0 {
+				t.Logf("slurmctld passed jobs through on decide_timeout (machine overloaded?): %s", strings.Join(l, "\n"))
+			}
 			t.Logf("cluster folder kept for inspection: %s", dir)
 			return
 		}
