@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coscheml/coscheml/pkg/comment"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/submit"
 )
@@ -317,7 +318,9 @@ func TestCShim(t *testing.T) {
 
 // TestCQueue drives queue.c (the hand-off from slurmctld's threads to the Go
 // worker) with a C worker whose timing the test controls (testdata/queue.c):
-// concurrent callers, the timeout (the job passes, the late answer is freed by
+// concurrent callers, the untagged pass window (jobs answered in C, the rest
+// reaching the worker; the window's end, Go shutting it, cq_stop shutting it),
+// the timeout (the job passes, the late answer is freed by
 // the worker, later jobs pass at once until it ends), a timeout in the queue,
 // cq_stop with calls queued and in progress, a restart. Under AddressSanitizer
 // with leak checks (no Go runtime in this program) and under ThreadSanitizer.
@@ -325,6 +328,18 @@ func TestCQueue(t *testing.T) {
 	wants := []string{
 		"noworker rc=0 log=direct direct=1",
 		"concurrent calls=4000 wrong=0 direct=1",
+		"pass plain rc=0 worker=0 log=NULL",
+		"pass nocomment rc=0 worker=0 log=NULL",
+		"pass tagged rc=1 worker=1",
+		"pass tagcase rc=1 worker=1",
+		"pass token rc=1 worker=1",
+		"pass shard rc=1 worker=1",
+		"pass shardjob rc=1 worker=1",
+		"pass shardtask rc=1 worker=1",
+		"pass shardsocket rc=1 worker=1",
+		"pass modify rc=1 worker=1",
+		"pass expired rc=1",
+		"pass shut rc=1",
 		"timeoutbounds lo=1 hi=10000",
 		"shortanswer rc=0 untouched=1",
 		"shortjob rc=0 log=worker: job of 8 bytes",
@@ -481,4 +496,32 @@ func TestCallCostReport(t *testing.T) {
 			t.Errorf("paced %s: %d result lines, want 2", job, n)
 		}
 	}
+}
+
+// FuzzMentions holds queue.c's cq_mentions, which lets untagged jobs pass in C,
+// to what the Go side reads: it finds "coscheml" exactly where pkg/comment's
+// test (strings.EqualFold on every window) does, and a comment it finds
+// nothing in parses as no directive and no token.
+func FuzzMentions(f *testing.F) {
+	for _, s := range []string{"", "coscheml:app=a", "x CoScHeMl", "coſcheml", "cosche\xffml", "COSCHEMLcoscheml",
+		"cosch", "coscheml-id=a-1:2", "\u212aoscheml", "c0scheml"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if strings.IndexByte(s, 0) >= 0 {
+			return // a C string ends there; Slurm's comments hold no NUL
+		}
+		want := false
+		for i := 0; i+len("coscheml") <= len(s); i++ {
+			if strings.EqualFold(s[i:i+len("coscheml")], "coscheml") {
+				want = true
+			}
+		}
+		if got := cMentions(s, "coscheml"); got != want {
+			t.Fatalf("cq_mentions(%q) = %v, Go finds %v", s, got, want)
+		}
+		if d := comment.ParseComment(s); !want && d != (comment.Directive{}) {
+			t.Fatalf("%q: no mention, but it parses as %+v", s, d)
+		}
+	})
 }
