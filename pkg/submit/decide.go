@@ -118,6 +118,10 @@ func (e *Engine) decideLocked(q *query) outcome {
 		q.ctx = e.view.ctxLocked(q.prevID)
 	}
 	in, out, ok := prepare(q)
+	if ok && !q.j.Modify {
+		j := q.j
+		e.view.lastPlaced = &j
+	}
 	if ok {
 		// job_modify decides again: without the job's earlier reservation (the
 		// one its verified token names, or the one bound to its job id).

@@ -619,6 +619,7 @@ func (e *Engine) install(st *Snapshot, entries []residency.Entry, done []string,
 			e.builtFor = nil
 			if e.view.update(st, changed, entries, done, now) {
 				e.entries, e.builtFor = entries, st
+				e.warmDecision()
 				return
 			}
 		}
@@ -630,6 +631,7 @@ func (e *Engine) install(st *Snapshot, entries []residency.Entry, done []string,
 		c, e.spare = buildCluster(st, entries, e.spare), nil
 	}
 	e.spare = e.view.install(st, c, entries, done, now)
+	e.warmDecision()
 }
 
 func (e *Engine) setResErr(err error) {
