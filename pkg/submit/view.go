@@ -34,7 +34,8 @@ type clusterView struct {
 	spareConf map[string][]confirmation
 	// lastPlaced: the last new submission placed on the cluster, replayed
 	// without effect after each refresh that changed the view (warmDecision).
-	lastPlaced *JobFields
+	lastPlaced JobFields
+	hasPlaced  bool
 }
 
 // viewState is what a decision reads from the view (never writes).

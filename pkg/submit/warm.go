@@ -66,10 +66,10 @@ func (e *Engine) warmDecision() {
 	q := query{snap: st, now: now, idPfx: e.idPfx, version: e.opts.SlurmVersion(), key: e.keyFor(st), down: e.downNow(now)}
 	e.view.mu.Lock()
 	defer e.view.mu.Unlock()
-	if e.view.lastPlaced == nil {
+	if !e.view.hasPlaced {
 		return
 	}
-	q.j, q.view, q.seq = *e.view.lastPlaced, &e.view.viewState, e.idSeq+1
+	q.j, q.view, q.seq = e.view.lastPlaced, &e.view.viewState, e.idSeq+1
 	if in, _, ok := prepare(&q); ok {
 		place(&q, &in)
 	}

@@ -81,7 +81,7 @@ func TestWarmDecisionHasNoEffect(t *testing.T) {
 			t.Fatalf("%s: with the replay %+v, without %+v", tag, a, b)
 		}
 	}
-	if withWarm.e.view.lastPlaced == nil {
+	if !withWarm.e.view.hasPlaced {
 		t.Fatal("no submission remembered for the replay")
 	}
 	lines, err := os.ReadFile(withWarm.cfg.DecisionLog)
