@@ -46,6 +46,9 @@ func initGo(path string, slurmVer uint32, slurmConf string) (int, string) {
 	if old := engine.Swap(e); old != nil {
 		old.Close()
 	}
+	// Again: the old engine may have opened it between the first shut and
+	// the swap (its publishes are ignored from the swap on).
+	setPassWindow(nil, 0)
 	e.Start()
 	if !e.WaitReady(initWait) {
 		return 0, fmt.Sprintf("first load of %s still running after %v (shared file system slow?): "+
