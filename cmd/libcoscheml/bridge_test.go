@@ -77,6 +77,52 @@ func TestBridgeGo(t *testing.T) {
 	}
 }
 
+// TestPassWindowFromEngine: the engine opens queue.c's pass window once
+// loaded under untagged: pass, never under untagged: exclusive, and a
+// reconfigure and coscheml_fini shut it.
+func TestPassWindowFromEngine(t *testing.T) {
+	t.Cleanup(func() {
+		if e := engine.Swap(nil); e != nil {
+			e.Close()
+		}
+	})
+	waitOpen := func(want bool) bool {
+		for i := 0; i < 150; i++ { // the background refresh publishes every 500 ms
+			if passOpen() == want {
+				return true
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return false
+	}
+	if rc, _ := initGo(writeConfig(t, ""), 0x160508, ""); rc != 0 {
+		t.Fatalf("init: %d (%v)", rc, engine.Load().Problems())
+	}
+	if !waitOpen(true) {
+		t.Fatalf("untagged: pass, engine ready: the window stays shut (%v)", engine.Load().PassUntaggedFor())
+	}
+	if rc, _ := initGo(writeConfig(t, "untagged: exclusive\n"), 0x160508, ""); rc != 0 {
+		t.Fatalf("init: %d (%v)", rc, engine.Load().Problems())
+	}
+	if passOpen() {
+		t.Fatal("a reconfigure left the window open")
+	}
+	time.Sleep(1200 * time.Millisecond) // two refreshes
+	if passOpen() {
+		t.Fatal("untagged: exclusive opened the window")
+	}
+	if rc, _ := initGo(writeConfig(t, ""), 0x160508, ""); rc != 0 {
+		t.Fatalf("init: %d (%v)", rc, engine.Load().Problems())
+	}
+	if !waitOpen(true) {
+		t.Fatal("back to untagged: pass: the window stays shut")
+	}
+	coscheml_fini()
+	if passOpen() {
+		t.Fatal("coscheml_fini left the window open")
+	}
+}
+
 // TestDecideTimeout: the configuration's decide_timeout reaches the C queue
 // (what a waiting slurmctld thread reads), and a configuration without it
 // brings back the default.

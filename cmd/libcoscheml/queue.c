@@ -74,6 +74,14 @@ void cq_set_pass_ms(int64_t ms)
 	__atomic_store_n(&cq_pass_until, until, __ATOMIC_RELEASE);
 }
 
+/* cq_pass_open: the window is open now (for tests). */
+int cq_pass_open(void)
+{
+	int64_t until = __atomic_load_n(&cq_pass_until, __ATOMIC_ACQUIRE);
+
+	return until && mono_ns() < until;
+}
+
 /*
  * cq_mentions: s (read as the Go side reads it, at most CQ_MAX_INPUT bytes)
  * contains word in any ASCII letter case; word is lower case ASCII. Go's
@@ -430,13 +438,13 @@ void cq_stop(void)
 {
 	struct cq_req *r;
 
+	cq_set_pass_ms(0); /* the next engine opens it again */
 	pthread_mutex_lock(&cq_lock);
 	if (cq_fd < 0) {
 		pthread_mutex_unlock(&cq_lock);
 		return;
 	}
 	cq_stopping = 1;
-	cq_set_pass_ms(0); /* the next engine opens it again */
 	while ((r = pop())) {
 		/* Answered "unchanged" (its answer is empty): its waiter frees it. */
 		r->rc = COSCHEML_UNCHANGED;

@@ -57,6 +57,7 @@ int cq_get_timeout_ms(void);
  * new untagged submissions are answered "unchanged" without the worker.
  */
 void cq_set_pass_ms(int64_t ms);
+int cq_pass_open(void);
 int cq_mentions(const char *s, const char *word);
 
 #endif /* COSCHEML_QUEUE_H */

@@ -144,3 +144,6 @@ func cMentions(s, word string) bool {
 	defer C.free(unsafe.Pointer(cw))
 	return C.cq_mentions(cs, cw) != 0
 }
+
+// passOpen says whether queue.c's pass window is open now (for tests).
+func passOpen() bool { return C.cq_pass_open() != 0 }
