@@ -9,6 +9,7 @@
 #   make integration-matrix  the integration suite on every Slurm release (root)
 #   make integration-repeat  the suite REPEAT times in a row on one Slurm, stops at the first failure (root)
 #   make e2e          replay a trace on the real-daemon cluster: exclusive, blind, coscheml beside the simulator (root; E2E_JOBS, E2E_SEEDS, E2E_COMPRESS; e2e-report/)
+#   make e2e-sim      the simulator half of make e2e, no daemons: the same jobs under exclusive, blind, coscheml, oracle (E2E_JOBS, E2E_SEEDS)
 #   make demo         the simulator on the shipped data: comparison table + report
 #   make bench        benchmarks, short
 #   make fuzz         every fuzz target for FUZZTIME each
@@ -56,7 +57,7 @@ PROGRAMS := coscheml coscheml-train coscheml-node
 BINS     := $(addprefix bin/,$(PROGRAMS))
 
 .PHONY: all build programs libcoscheml plugin test vet unit race fuzz-short integration integration-matrix integration-repeat \
-        shim-check bench fuzz demo e2e install install-data uninstall package test-deb-suite clean help
+        shim-check bench fuzz demo e2e e2e-sim install install-data uninstall package test-deb-suite clean help
 
 all: build
 
@@ -133,6 +134,11 @@ integration:
 # E2E_TRACE (philly | generic:FILE | alibaba:FILE) and E2E_REPORT pass through.
 e2e:
 	E2E=1 flock /tmp/coscheml-integration.lock $(GO) test -tags integration -count=1 -timeout 120m -v -run '^TestE2E$$' ./slurm/integration/
+
+# The simulator's figures for make e2e's jobs, without daemons (seconds; no root):
+# where Co-scheML's decisions differ from the oracle's (docs/evaluation.md).
+e2e-sim:
+	E2E_SIM=1 $(GO) test -count=1 -v -run '^TestSimTwin$$' ./pkg/replay/
 
 # The suite REPEAT times in a row against one Slurm (COSCHEML_SLURM_PREFIX, default
 # Debian's /usr), stopping at the first failing run; prints "K of N passed".
