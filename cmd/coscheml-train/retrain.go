@@ -137,7 +137,7 @@ func retrain(c *cli.Context, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "calibrated margins from %d leave-families-out residuals; default coverage %.3g\n", cal.Residuals, cal.DefaultCoverage)
 	}
 	if m.Calibrated() {
-		if seen, _, err := training.CalibrateSeen(trainDS, params, training.CalibrationOptions{}); err != nil {
+		if seen, _, err := training.CalibrateSeen(trainDS, params, training.SeenCalibrationOptions()); err != nil {
 			fmt.Fprintf(stderr, "warning: no seen-pairs margins from this data (%v)\n", err)
 		} else {
 			m.SeenCalibration = seen

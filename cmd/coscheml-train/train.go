@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -47,7 +48,8 @@ func trainCommand() *cli.Command {
 		Usage: "train a model, report cross-validation, write the model file",
 		UsageText: "coscheml-train train --out M [--solo S.csv --pairs P.csv] [--generic-profiles F.csv] [--obs OBS.csv]\n" +
 			"                     [--forest N] [--max-depth D] [--min-leaf L] [--max-features K] [--features NAMES|all]\n" +
-			"                     [--bins B] [--seed S] [--folds K] [--skip-cv] [--skip-unknown] [--exclude-families F,...] [--class-weighted-coverage]",
+			"                     [--bins B] [--seed S] [--folds K] [--skip-cv] [--skip-unknown] [--exclude-families F,...] [--class-weighted-coverage]\n" +
+			"                     [--plain-seen-margins]",
 		Description: "Reads solo profiles and co-located observations, runs K-fold and leave-applications-out\n" +
 			"cross-validation (an application is a model family: all batch sizes and precisions of\n" +
 			"e.g. resnet18 are held out together, and no training sample contains them), prints both\n" +
@@ -58,6 +60,7 @@ func trainCommand() *cli.Command {
 			&cli.IntFlag{Name: "folds", Value: 5, Usage: "`K` for k-fold cross-validation"},
 			&cli.BoolFlag{Name: "skip-cv", Usage: "train without cross-validation (the model file then records none)"},
 			&cli.BoolFlag{Name: "class-weighted-coverage", Usage: "store no default coverage per floor: every floor (infer's too) is tested at the class-weighted default, as before issue 9 follow-up 4 (less JCT, infer less protected; docs/model.md)"},
+			&cli.BoolFlag{Name: "plain-seen-margins", Usage: "seen-pairs margins by predicted speed only, the same for every application (before issue 9 follow-up 6); by default they are normalized by the job application's scale (docs/model.md)"},
 			&cli.StringFlag{Name: "exclude-families", Usage: "leave out every observation involving these comma-separated `FAMILIES` (e.g. resnet18,mobilenetv3): a model that has never seen them, for the unseen-applications benchmark (docs/evaluation.md)"},
 		),
 		Action: func(c *cli.Context) error {
@@ -111,13 +114,18 @@ func trainCommand() *cli.Command {
 				}
 				printCalibration(w, cal, ch)
 				end = stage(c.App.ErrWriter, fmt.Sprintf("leave-pairs-out cross-validation (%d models)", training.SeenPairsFolds))
-				seen, sch, err = training.CalibrateSeen(td.ds, p, copts)
+				sopts := copts
+				if !c.Bool("plain-seen-margins") {
+					sopts = training.SeenCalibrationOptions()
+					sopts.NoFloorCoverage = copts.NoFloorCoverage
+				}
+				seen, sch, err = training.CalibrateSeen(td.ds, p, sopts)
 				end()
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(w, "seen-pairs margins (both applications in the training data): default coverage %.3g, margin %.3f at 0.75, %.3f at 0.90 (nested violation %.2f%%)\n",
-					seen.DefaultCoverage, seen.Margins[levelIndex(seen, seen.DefaultCoverage)][75], seen.Margins[levelIndex(seen, seen.DefaultCoverage)][90], 100*sch.Violation[levelIndex(seen, seen.DefaultCoverage)])
+				fmt.Fprintf(w, "seen-pairs margins (both applications in the training data): default coverage %.3g, margin %.3f at 0.75, %.3f at 0.90%s (nested violation %.2f%%)\n",
+					seen.DefaultCoverage, seen.MarginFor(0.75, "", 0), seen.MarginFor(0.9, "", 0), scaledNote(seen), 100*sch.Violation[levelIndex(seen, seen.DefaultCoverage)])
 				printFloorCoverage(w, sch)
 				fmt.Fprintf(w, "cross-validation took %v\n", time.Since(t0).Round(time.Millisecond))
 				cv = model.CVSummary{KFold: kf.Metrics, KFoldK: k, LeaveAppsOut: lao.Metrics, Apps: len(lao.Folds)}
@@ -186,6 +194,19 @@ func printFloorCoverage(w io.Writer, ch training.CoverageChoice) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprint(w, "(* the default coverage for that floor: a stricter floor gets the lowest coverage at which at most the looser floor's share of its accepted co-locations is below it)\n")
+}
+
+// scaledNote says that a normalized calibration's margins are shown at the
+// overall scale and how far the applications' scales range.
+func scaledNote(c model.Calibration) string {
+	if c.Scale <= 0 || len(c.JobScale) == 0 {
+		return ""
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, v := range c.JobScale {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	return fmt.Sprintf(" for an application of the overall scale %.4f (normalized by the job application's scale: %d applications, %.4f-%.4f)", c.Scale, len(c.JobScale), lo, hi)
 }
 
 func describe(p model.Params) string {

@@ -125,12 +125,15 @@ func TestPlaceExamples(t *testing.T) {
 		{name: "same job waits at the default coverage", state: trainVariant, tag: "resnet18-bs32", action: "wait"},
 		{name: "same job shares with a train resident at coverage 0.5", state: trainVariant, tag: "resnet18-bs32", coverage: 0.5, action: "share", node: "n1", gpu: 0},
 		// Both applications are in the training data: the seen-pairs margins'
-		// default coverage for hpc/train's floor (0.925) lets a train job share;
-		// infer's floor is cleared at its own default (0.99, per-floor coverage),
-		// so an infer job takes an idle GPU, as at 0.975.
+		// default coverage for hpc/train's floor (0.95) lets a train job share;
+		// infer's floor is cleared at its own default (0.975, per-floor
+		// coverage) with the margin of ppo, an application the model predicts
+		// well (seen-pairs margins normalized by the job application's scale),
+		// so an infer job shares too; an infer job of mobilenetv3-bs32, which the
+		// model often mispredicts, takes an idle GPU although predicted 1.05.
 		{name: "new train job of known applications shares at the default coverage", state: example("share-light.yaml"), tag: "ppo-bs64", extra: []string{"--class", "train"}, action: "share", node: "n1", gpu: 0},
-		{name: "new infer job of known applications takes an idle GPU at the default coverage", state: example("share-light.yaml"), tag: "ppo-bs64", extra: []string{"--class", "infer"}, action: "exclusive", node: "n1", gpu: 1},
-		{name: "new infer job takes an idle GPU at coverage 0.975", state: example("share-light.yaml"), tag: "ppo-bs64", coverage: 0.975, extra: []string{"--class", "infer"}, action: "exclusive", node: "n1", gpu: 1},
+		{name: "new infer job of a well-predicted application shares at the default coverage", state: example("share-light.yaml"), tag: "ppo-bs64", extra: []string{"--class", "infer"}, action: "share", node: "n1", gpu: 0},
+		{name: "new infer job of an often-mispredicted application takes an idle GPU", state: example("share-light.yaml"), tag: "mobilenetv3-bs32", extra: []string{"--class", "infer"}, action: "exclusive", node: "n1", gpu: 1},
 		{name: "new infer job shares above its floor at coverage 0.5", state: example("share-light.yaml"), tag: "ppo-bs64", coverage: 0.5, extra: []string{"--class", "infer"}, action: "share", node: "n1", gpu: 0},
 	}
 	e := newEnv(t)

@@ -60,11 +60,13 @@ func TestSimulateCommand(t *testing.T) {
 	}
 	// Decided at submit (the plugin's model), with or without the re-decide
 	// loop: these jobs never meet, so nothing changes.
-	for _, redecide := range []string{"2s", "0s"} {
-		code, out, errOut := e.run("simulate", "--trace", "generic", "--file", trace, "--nodes", "1", "--gpus-per-node", "2",
-			"--seeds", "1", "--policies", "coscheml,exclusive", "--decide-at", "submit", "--redecide", redecide)
+	for _, extra := range [][]string{{"--redecide", "2s"}, {"--redecide", "0s"},
+		{"--redecide", "2s", "--shard-pinning", "typed", "--untyped-updates", "--start-delay", "1s"}} {
+		args := append([]string{"simulate", "--trace", "generic", "--file", trace, "--nodes", "1", "--gpus-per-node", "2",
+			"--seeds", "1", "--policies", "coscheml,exclusive", "--decide-at", "submit"}, extra...)
+		code, out, errOut := e.run(args...)
 		if code != 0 || !strings.Contains(out, "| coscheml |") {
-			t.Fatalf("--decide-at submit --redecide %s: exit %d: %s\n%s", redecide, code, errOut, out)
+			t.Fatalf("--decide-at submit %v: exit %d: %s\n%s", extra, code, errOut, out)
 		}
 	}
 	for _, name := range []string{"summary.md", "results.json", "jct_cdf.svg", "utilization.svg", "kernel_util.svg", "improvement.svg"} {
@@ -85,6 +87,8 @@ func TestSimulateUsage(t *testing.T) {
 		{"simulate", "--decide-at", "later"},
 		{"simulate", "--redecide", "2s"}, // needs --decide-at submit
 		{"simulate", "--decide-at", "submit", "--redecide", "-1s"},
+		{"simulate", "--untyped-updates"}, // needs --decide-at submit
+		{"simulate", "--decide-at", "submit", "--start-delay", "-1s"},
 	} {
 		if code, _, errOut := e.run(args...); code != exitUsage {
 			t.Errorf("%v: exit %d (%s), want %d", args, code, errOut, exitUsage)

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/coscheml/coscheml/pkg/profile"
+	"github.com/coscheml/coscheml/pkg/safetext"
 )
 
 // Calibration holds conformal margins measured at training time: for each
@@ -47,6 +48,17 @@ type Calibration struct {
 	// floor's (infer is protected most; docs/model.md, "Per-floor coverage").
 	// Empty in older files: every floor then uses DefaultCoverage.
 	FloorCoverage []FloorCoverage `codec:"floor_coverage,omitempty" json:"floor_coverage,omitempty"`
+	// Scale > 0 makes the margins locally adaptive (normalized conformal
+	// prediction; format 3): Margins then hold quantiles of (prediction -
+	// measured) / scale, where scale is the job application's difficulty,
+	// JobScale[tag] (the mean |residual| of the calibration's residuals with
+	// that application as the job, shrunk toward the overall mean), or Scale
+	// (the overall mean) for an application without an entry; a margin is the
+	// quantile times that scale. So an application the model judges well gets
+	// a narrower margin than one it often misjudges. 0 (older files): Margins
+	// are in speed, the same for every application.
+	Scale    float64            `codec:"scale,omitempty" json:"scale,omitempty"`
+	JobScale map[string]float64 `codec:"job_scale,omitempty" json:"job_scale,omitempty"`
 }
 
 // FloorCoverage is the default coverage for a speed floor: a floor tested at
@@ -60,6 +72,14 @@ type FloorCoverage struct {
 // for predicted speeds 0, 0.01, ..., 1 (a prediction above 1 uses the last).
 const GridSteps = 100
 
+// MaxNormScore bounds a normalized calibration's quantiles (residual /
+// scale); a plain calibration's margins stay within [0, 10].
+const MaxNormScore = 1000
+
+// minScale is the smallest scale a normalized calibration may hold, so that a
+// quantile times its scale stays a number a floor test can use.
+const minScale = 1e-4
+
 // Valid checks the calibration's shape and numbers (an empty one is valid:
 // a model without calibration).
 func (c *Calibration) Valid() error {
@@ -68,6 +88,21 @@ func (c *Calibration) Valid() error {
 	}
 	if len(c.Levels) != len(c.Margins) || len(c.Levels) > 64 {
 		return fmt.Errorf("calibration: %d levels, %d margin rows", len(c.Levels), len(c.Margins))
+	}
+	if !(c.Scale >= 0 && c.Scale <= 1) || (c.Scale == 0 && len(c.JobScale) > 0) || len(c.JobScale) > maxTags {
+		return fmt.Errorf("calibration: scale %v with %d application scales: want a scale in [0, 1], positive when there are application scales, at most %d", c.Scale, len(c.JobScale), maxTags)
+	}
+	for tag, v := range c.JobScale {
+		if tag == "" || len(tag) > 256 || !(v >= minScale && v <= 1) {
+			return fmt.Errorf("calibration: application scale %v for %q: want a tag of 1-256 bytes and a scale in [%v, 1]", v, safetext.Limit(tag, 64), minScale)
+		}
+	}
+	if c.Scale > 0 && c.Scale < minScale {
+		return fmt.Errorf("calibration: scale %v: want at least %v", c.Scale, minScale)
+	}
+	hi := 10.0 // a margin in speed
+	if c.Scale > 0 {
+		hi = MaxNormScore // a quantile of residual / scale
 	}
 	prev := 0.0
 	for l, lv := range c.Levels {
@@ -79,8 +114,8 @@ func (c *Calibration) Valid() error {
 			return fmt.Errorf("calibration: level %v has %d grid points, want %d", lv, len(c.Margins[l]), GridSteps+1)
 		}
 		for _, v := range c.Margins[l] {
-			if !(v >= 0 && v <= 10) {
-				return fmt.Errorf("calibration: level %v: margin %v outside [0, 10]", lv, v)
+			if !(v >= 0 && v <= hi) {
+				return fmt.Errorf("calibration: level %v: margin %v outside [0, %v]", lv, v, hi)
 			}
 		}
 	}
@@ -125,13 +160,36 @@ func (m *Model) Calibrated() bool { return len(m.Calibration.Levels) > 0 }
 // Margin is how far below a prediction of speed the measured speed may lie
 // at the given coverage (0: the model's DefaultCoverage). Coverage between two
 // stored levels uses the higher one (never less safe than asked); above the
-// highest, the highest. A model without calibration has margin 0.
+// highest, the highest. A model without calibration has margin 0. For a
+// normalized calibration it is the margin of an application at the overall
+// scale (Scale); a decision uses the job application's own (MarginFor). For
+// reports.
 func (m *Model) Margin(speed, coverage float64) float64 {
-	return m.Calibration.margin(speed, coverage)
+	return m.Calibration.margin(speed, "", coverage)
 }
 
-// margin is Margin on one calibration.
-func (c *Calibration) margin(speed, coverage float64) float64 {
+// MarginFor is the margin of a prediction of speed for a job of application
+// tag, at coverage (0: the default): Margin's rule, times the application's
+// scale when the calibration is normalized.
+func (c *Calibration) MarginFor(speed float64, tag string, coverage float64) float64 {
+	return c.margin(speed, tag, coverage)
+}
+
+// scaleFor is the normalizer of the job application tag's margins: 1 for a
+// plain calibration, else its JobScale entry, or Scale without one ("" is
+// never an entry: the overall scale).
+func (c *Calibration) scaleFor(tag string) float64 {
+	if c.Scale <= 0 {
+		return 1
+	}
+	if v, ok := c.JobScale[tag]; ok {
+		return v
+	}
+	return c.Scale
+}
+
+// margin is MarginFor.
+func (c *Calibration) margin(speed float64, tag string, coverage float64) float64 {
 	if len(c.Levels) == 0 {
 		return 0
 	}
@@ -152,7 +210,7 @@ func (c *Calibration) margin(speed, coverage float64) float64 {
 	case speed > 0:
 		g = int(math.Round(speed * GridSteps))
 	}
-	return c.Margins[l][g]
+	return c.Margins[l][g] * c.scaleFor(tag)
 }
 
 // PredictSpeedLower returns the prediction and its lower bound at coverage
@@ -182,7 +240,7 @@ func (m *Model) PredictSpeedLowerFloor(job *profile.Profile, co []*profile.Profi
 	if coverage <= 0 {
 		coverage = cal.CoverageAt(floor)
 	}
-	return speed, speed - cal.margin(speed, coverage)
+	return speed, speed - cal.margin(speed, job.Tag, coverage)
 }
 
 // DefaultCoverageForFloor is DefaultCoverageFor for a job whose floor is
@@ -231,7 +289,7 @@ func (m *Model) seen(job *profile.Profile, co []*profile.Profile) bool {
 // SeenMargin is the seen-pairs margin at speed and coverage (0: its default),
 // 0 without seen-pairs margins. For reports.
 func (m *Model) SeenMargin(speed, coverage float64) float64 {
-	return m.SeenCalibration.margin(speed, coverage)
+	return m.SeenCalibration.margin(speed, "", coverage)
 }
 
 // ClassMargins is the margin each class's floor is cleared with at coverage (0:

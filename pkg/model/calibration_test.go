@@ -282,7 +282,7 @@ func TestFloorCoverage(t *testing.T) {
 				cal = &got.SeenCalibration
 			}
 			speed, lower := got.PredictSpeedLowerFloor(j, tc.co, tc.coverage, tc.floor)
-			if want := speed - cal.margin(speed, tc.wantCov); math.Abs(lower-want) > 1e-12 {
+			if want := speed - cal.margin(speed, j.Tag, tc.wantCov); math.Abs(lower-want) > 1e-12 {
 				t.Errorf("lower %v, want %v (the margin at coverage %v)", lower, want, tc.wantCov)
 			}
 			if tc.coverage == 0 {

@@ -26,9 +26,15 @@ import (
 // truncated, corrupt) before it decodes anything.
 const (
 	fileMagic = "CSMLMODL"
-	// FormatVersion is the model file format this program writes. Version 2
-	// added Calibration; version 1 files (no calibration) are still read.
-	FormatVersion = 2
+	// FormatVersion is the newest model file format this program reads and
+	// writes. Version 2 added Calibration; version 3, normalized margins
+	// (Calibration.Scale), which an older reader would misread as margins in
+	// speed, so a model is written as version 3 only when a calibration is
+	// normalized (else version 2, which older programs read). Versions 1 (no
+	// calibration) and 2 are still read.
+	FormatVersion = 3
+	// plainVersion is the format of a model without normalized margins.
+	plainVersion = 2
 	// oldestVersion is the oldest format this program reads.
 	oldestVersion = 1
 	headerLen     = 8 + 4 + 8
@@ -56,7 +62,7 @@ func (m *Model) Encode() ([]byte, error) {
 	}
 	out := make([]byte, 0, headerLen+len(body)+sumLen)
 	out = append(out, fileMagic...)
-	out = binary.BigEndian.AppendUint32(out, FormatVersion)
+	out = binary.BigEndian.AppendUint32(out, m.formatVersion())
 	out = binary.BigEndian.AppendUint64(out, uint64(len(body)))
 	out = append(out, body...)
 	sum := sha256.Sum256(out)
@@ -71,8 +77,9 @@ func Decode(b []byte) (*Model, error) {
 	if len(b) < headerLen {
 		return nil, fmt.Errorf("%w: truncated header (%d bytes)", ErrFormat, len(b))
 	}
-	if v := binary.BigEndian.Uint32(b[8:12]); v < oldestVersion || v > FormatVersion {
-		return nil, fmt.Errorf("%w: format version %d, this program reads versions %d to %d (retrain or use a matching coscheml)", ErrFormat, v, oldestVersion, FormatVersion)
+	version := binary.BigEndian.Uint32(b[8:12])
+	if version < oldestVersion || version > FormatVersion {
+		return nil, fmt.Errorf("%w: format version %d, this program reads versions %d to %d (retrain or use a matching coscheml)", ErrFormat, version, oldestVersion, FormatVersion)
 	}
 	n := binary.BigEndian.Uint64(b[12:20])
 	if n > MaxFileBytes || uint64(len(b)) < headerLen+n+sumLen {
@@ -92,8 +99,22 @@ func Decode(b []byte) (*Model, error) {
 	if err := m.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrFormat, err)
 	}
+	if v := m.formatVersion(); v == FormatVersion && version < v {
+		// only a version 3 writer normalizes margins; a version 2 header on
+		// one would tell older readers to misread them
+		return nil, fmt.Errorf("%w: format version %d with normalized margins (version %d)", ErrFormat, version, v)
+	}
 	m.pack()
 	return m, nil
+}
+
+// formatVersion is the file format the model needs: version 3 when a
+// calibration is normalized, else 2.
+func (m *Model) formatVersion() uint32 {
+	if m.Calibration.Scale > 0 || m.SeenCalibration.Scale > 0 {
+		return FormatVersion
+	}
+	return plainVersion
 }
 
 // validate checks a decoded model before it is used.

@@ -82,7 +82,7 @@ func TestLoadErrors(t *testing.T) {
 		{"empty", nil, "bad magic"},
 		{"not a model", []byte("model1,dataset1\n"), "bad magic"},
 		{"header cut", good[:10], "truncated header"},
-		{"other version", otherVersion, "format version 3, this program reads versions 1 to 2"},
+		{"other version", otherVersion, "format version 4, this program reads versions 1 to 3"},
 		{"truncated", good[:len(good)-40], "truncated"},
 		{"trailing", append(append([]byte(nil), good...), 0), "trailing"},
 		{"corrupt", flipped, "checksum"},

@@ -274,12 +274,18 @@ type Info struct {
 	SeenMarginAt075     float64         `json:"seen_margin_at_0_75,omitempty"`
 	SeenMarginAt090     float64         `json:"seen_margin_at_0_90,omitempty"`
 	SeenFloorCoverage   []FloorCoverage `json:"seen_floor_coverage,omitempty"`
+	// Normalized seen-pairs margins (format 3): the overall scale, how many
+	// applications have their own, and their range.
+	SeenScale     float64 `json:"seen_scale,omitempty"`
+	SeenJobScales int     `json:"seen_job_scales,omitempty"`
+	SeenScaleMin  float64 `json:"seen_scale_min,omitempty"`
+	SeenScaleMax  float64 `json:"seen_scale_max,omitempty"`
 }
 
 // Info summarises the model.
 func (m *Model) Info() Info {
 	in := Info{
-		Format: FormatVersion, Kind: "tree", Trees: len(m.Trees),
+		Format: int(m.formatVersion()), Kind: "tree", Trees: len(m.Trees),
 		Features: append([]string(nil), m.Features...), Params: m.Params,
 		TrainDigest: m.TrainDigest, TrainSamples: m.TrainSamples, TrainMean: m.TrainMean,
 		CV: m.CV, Source: m.Source, CreatedAt: m.CreatedAt,
@@ -297,6 +303,16 @@ func (m *Model) Info() Info {
 		in.SeenTags, in.SeenDefaultCoverage = len(m.Tags), m.SeenCalibration.DefaultCoverage
 		in.SeenMarginAt075, in.SeenMarginAt090 = m.SeenMargin(0.75, 0), m.SeenMargin(0.9, 0)
 		in.SeenFloorCoverage = append([]FloorCoverage(nil), m.SeenCalibration.FloorCoverage...)
+		if sc := &m.SeenCalibration; sc.Scale > 0 {
+			in.SeenScale, in.SeenJobScales = sc.Scale, len(sc.JobScale)
+			in.SeenScaleMin, in.SeenScaleMax = math.Inf(1), math.Inf(-1)
+			if len(sc.JobScale) == 0 {
+				in.SeenScaleMin, in.SeenScaleMax = sc.Scale, sc.Scale
+			}
+			for _, v := range sc.JobScale {
+				in.SeenScaleMin, in.SeenScaleMax = min(in.SeenScaleMin, v), max(in.SeenScaleMax, v)
+			}
+		}
 	}
 	for i := range m.Trees {
 		in.Nodes += len(m.Trees[i].Feature)
@@ -340,6 +356,10 @@ func (in Info) String() string {
 	if in.SeenTags > 0 {
 		s += fmt.Sprintf("  seen-pairs margins (co-locations of its %d trained applications; leave-pairs-out): default coverage %.3g, margin %.3f at speed 0.75, %.3f at 0.90\n",
 			in.SeenTags, in.SeenDefaultCoverage, in.SeenMarginAt075, in.SeenMarginAt090)
+		if in.SeenJobScales > 0 {
+			s += fmt.Sprintf("    normalized by the job application's scale (%d applications, %.4f-%.4f; the margins above at the overall scale %.4f)\n",
+				in.SeenJobScales, in.SeenScaleMin, in.SeenScaleMax, in.SeenScale)
+		}
 		s += floorCoverageLine(in.SeenFloorCoverage)
 	}
 	s += "  features computed: "

@@ -380,7 +380,7 @@ func TestPredictorSeenPairsDefault(t *testing.T) {
 	if gs != ws || gl != wl {
 		t.Fatalf("through the memory (%v, %v), model alone (%v, %v)", gs, gl, ws, wl)
 	}
-	if want := ws - m.SeenMargin(ws, 0); math.Abs(wl-want) > 1e-12 {
+	if want := ws - m.SeenCalibration.MarginFor(ws, job.Tag, 0); math.Abs(wl-want) > 1e-12 {
 		t.Fatalf("lower %v, want the seen-pairs margin at its default: %v", wl, want)
 	}
 }

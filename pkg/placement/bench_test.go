@@ -222,15 +222,31 @@ func (c *Cluster) states() int {
 	return n
 }
 
-// BenchmarkWithReach: the first-fit view a re-decision builds on releases that
-// refuse typed updates (one per re-decision, not per submission).
+// BenchmarkWithReach: a re-decision on releases that refuse typed updates, on
+// the 1,000 x 8 cluster of BenchmarkPlace (typed): "view" is the first-fit view
+// alone (no indexing), "redecide" the view and a coscheml decision on it, to
+// compare with BenchmarkPlace/coscheml (the same decision on the typed cluster).
 func BenchmarkWithReach(b *testing.B) {
-	c := busyCluster(1000, catalog(50, 1), 2)
-	b.ReportAllocs()
-	cpu, n := cpuTimeNS(), 0
-	for b.Loop() {
-		_ = c.WithReach(ReachFirstFit)
-		n++
-	}
-	reportCPU(b, cpu, n)
+	cat := catalog(50, 1)
+	c := busyCluster(1000, cat, 2)
+	b.Run("view", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu, n := cpuTimeNS(), 0
+		for b.Loop() {
+			_ = c.WithReach(ReachFirstFit)
+			n++
+		}
+		reportCPU(b, cpu, n)
+	})
+	b.Run("redecide", func(b *testing.B) {
+		p := mustPolicy(b, "coscheml", Options{})
+		r := req("bench", cat[7], 1)
+		b.ReportAllocs()
+		cpu, n := cpuTimeNS(), 0
+		for b.Loop() {
+			p.Place(c.WithReach(ReachFirstFit), r)
+			n++
+		}
+		reportCPU(b, cpu, n)
+	})
 }

@@ -23,23 +23,27 @@ type index struct {
 	nodeOff []int32    // nodeOff[n] = global index of GPU 0 of node n; len = nodes+1
 	gpus    []gpuState // by global GPU index
 	idle    int        // GPUs without residents
-	ff      bool       // the cluster's Reach is ReachFirstFit: keep gpuState.hidden
 	jobs    map[string]jobLoc
 	intern  *Interner
 
 	// GPUs in equal states share a bucket: a single-GPU decision evaluates each
 	// bucket once (on its lowest GPU) instead of every GPU. Buckets of GPUs whose
-	// residents have no exact signature hold one GPU each.
+	// residents have no exact signature hold one GPU each. The index does not
+	// depend on the cluster's Reach: each bucket also keeps the members Slurm's
+	// first-fit allocator reaches, so a first-fit decision (a first-fit cluster,
+	// or a typed one seen through WithReach) reads them instead of every member.
 	buckets   []bucket
 	bucketOf  map[bucketKey]int32
 	freeB     []int32 // empty buckets, for reuse
 	gpuBucket []int32 // bucket of each GPU
 }
 
-// bucket is a set of GPUs in one state, as sorted global indexes.
+// bucket is a set of GPUs in one state, as sorted global indexes; open is the
+// subset first fit reaches (members not hidden), kept incrementally with it.
 type bucket struct {
 	key     bucketKey
 	members []int32
+	open    []int32
 }
 
 // bucketKey is a gpuState without its node, floats by their bits (so the key is
@@ -49,36 +53,44 @@ type bucketKey struct {
 	mem, sm, memCap         uint64
 	slots, used, nres, unkn int32
 	solo                    int32
-	hidden                  bool
 }
 
 func keyOf(st *gpuState, gi int32) bucketKey {
 	k := bucketKey{sig: st.sig, mem: math.Float64bits(st.mem), sm: math.Float64bits(st.sm), memCap: math.Float64bits(st.memCap),
-		slots: st.slots, used: st.used, nres: st.nres, unkn: st.unknown, solo: -1, hidden: st.hidden}
+		slots: st.slots, used: st.used, nres: st.nres, unkn: st.unknown, solo: -1}
 	if st.sig == 0 && st.nres > 0 {
 		k.solo = gi
 	}
 	return k
 }
 
-// set stores GPU gi's new state and moves it to the bucket of that state.
+// set stores GPU gi's new state and moves it to the bucket of that state (and
+// into or out of its bucket's open list when its hidden flag changes).
 func (ix *index) set(gi int32, st gpuState) {
-	ix.gpus[gi] = st
 	k := keyOf(&st, gi)
 	old := ix.gpuBucket[gi]
 	if old >= 0 {
+		wasOpen := !ix.gpus[gi].hidden
+		ix.gpus[gi] = st
 		b := &ix.buckets[old]
 		if b.key == k {
+			if wasOpen != !st.hidden {
+				b.open = toggle(b.open, gi, !st.hidden)
+			}
 			return
 		}
 		if i, ok := slices.BinarySearch(b.members, gi); ok {
 			b.members = slices.Delete(b.members, i, i+1)
+		}
+		if wasOpen {
+			b.open = toggle(b.open, gi, false)
 		}
 		if len(b.members) == 0 {
 			delete(ix.bucketOf, b.key)
 			ix.freeB = append(ix.freeB, old)
 		}
 	}
+	ix.gpus[gi] = st
 	id, ok := ix.bucketOf[k]
 	if !ok {
 		if n := len(ix.freeB); n > 0 {
@@ -90,7 +102,8 @@ func (ix *index) set(gi int32, st gpuState) {
 			if len(ix.buckets) < cap(ix.buckets) {
 				// A bucket of the previous index: keep its members' memory.
 				ix.buckets = ix.buckets[:id+1]
-				ix.buckets[id].key, ix.buckets[id].members = k, ix.buckets[id].members[:0]
+				nb := &ix.buckets[id]
+				nb.key, nb.members, nb.open = k, nb.members[:0], nb.open[:0]
 			} else {
 				ix.buckets = append(ix.buckets, bucket{key: k})
 			}
@@ -98,9 +111,27 @@ func (ix *index) set(gi int32, st gpuState) {
 		ix.bucketOf[k] = id
 	}
 	b := &ix.buckets[id]
-	i, _ := slices.BinarySearch(b.members, gi)
-	b.members = slices.Insert(b.members, i, gi)
+	b.members = toggle(b.members, gi, true)
+	if !st.hidden {
+		b.open = toggle(b.open, gi, true)
+	}
 	ix.gpuBucket[gi] = id
+}
+
+// toggle inserts (in) or deletes gi in the sorted list s. Reindex adds GPUs in
+// increasing order, so its inserts are appends.
+func toggle(s []int32, gi int32, in bool) []int32 {
+	if n := len(s); in && (n == 0 || s[n-1] < gi) {
+		return append(s, gi)
+	}
+	i, found := slices.BinarySearch(s, gi)
+	switch {
+	case in && !found:
+		return slices.Insert(s, i, gi)
+	case !in && found:
+		return slices.Delete(s, i, i+1)
+	}
+	return s
 }
 
 // jobLoc lists the GPUs (global indexes) a job holds; single-GPU jobs, the common
@@ -127,7 +158,7 @@ type gpuState struct {
 	nres    int32 // residents
 	unknown int32 // residents without a profile
 	// hidden: Slurm's first-fit shard allocator cannot reach this GPU (see
-	// hiddenFirstFit); the ReachFirstFit filter reads it.
+	// hiddenFirstFit); kept whatever the cluster's Reach, for first-fit decisions.
 	hidden bool
 }
 
@@ -141,11 +172,9 @@ func (s *gpuState) free() int32 { return s.slots - s.used }
 func hiddenFirstFit(free, lowerMax int32) bool { return free > 0 && free <= lowerMax }
 
 // hideNode recomputes the hidden flags of node n's GPUs after one of them changed
-// (O(GPUs of the node)); GPUs whose flag flips move to the bucket of their new state.
+// (O(GPUs of the node)); GPUs whose flag flips move into or out of their bucket's
+// open list.
 func (ix *index) hideNode(n int32) {
-	if !ix.ff {
-		return
-	}
 	highest := int32(0)
 	for gi := ix.nodeOff[n]; gi < ix.nodeOff[n+1]; gi++ {
 		st := ix.gpus[gi]
@@ -194,7 +223,7 @@ func (c *Cluster) Reindex() {
 	}
 	clear(ix.jobs)
 	clear(ix.bucketOf)
-	ix.intern, ix.ff, ix.idle = c.Interner, c.Reach == ReachFirstFit, 0
+	ix.intern, ix.idle = c.Interner, 0
 	ix.buckets, ix.freeB = ix.buckets[:0], ix.freeB[:0]
 	if ix.intern == nil {
 		ix.intern = NewInterner()
@@ -213,9 +242,13 @@ func (c *Cluster) Reindex() {
 	}
 	gi := int32(0)
 	for n := range c.Nodes {
+		highest := int32(0) // most free slots of a lower GPU of the node
 		for g := range c.Nodes[n].GPUs {
 			gpu := &c.Nodes[n].GPUs[g]
-			ix.set(gi, summarize(gpu, int32(n), ix))
+			st := summarize(gpu, int32(n), ix)
+			st.hidden = hiddenFirstFit(st.free(), highest)
+			highest = max(highest, st.free())
+			ix.set(gi, st)
 			if len(gpu.Residents) == 0 {
 				ix.idle++
 			}
@@ -224,7 +257,6 @@ func (c *Cluster) Reindex() {
 			}
 			gi++
 		}
-		ix.hideNode(int32(n))
 	}
 	c.ix = ix
 }
@@ -253,13 +285,19 @@ func (c *Cluster) Clone() *Cluster {
 	return d
 }
 
-// WithReach is a view of the same nodes and residents (shared, read only) as
-// reached by r, with caches of its own, for a decision whose request reaches GPUs
-// otherwise than the cluster's (an update that cannot name a GPU's type). It costs
-// one Reindex; c is unchanged.
+// WithReach is a view of the same nodes, residents and caches as reached by r,
+// for a decision whose request reaches GPUs otherwise than the cluster's (an
+// update that cannot name a GPU's type). The caches do not depend on the reach
+// (each bucket keeps its first-fit-reachable members), so the view costs no
+// indexing and stays current as c changes; it is for decisions only (apply
+// changes to c). An unindexed c is left unchanged: the view indexes its own copy.
 func (c *Cluster) WithReach(r Reach) *Cluster {
 	d := &Cluster{Nodes: c.Nodes, Reach: r, Interner: c.Interner}
-	d.Reindex()
+	if c.indexed() {
+		d.ix = c.ix
+	} else {
+		d.Reindex()
+	}
 	return d
 }
 
@@ -294,7 +332,7 @@ func (c *Cluster) IdleGPUs() int {
 // indexed reports whether the caches exist and match the node list's shape. Only the
 // node count is checked (O(1)); a change of GPUs per node needs Reindex.
 func (c *Cluster) indexed() bool {
-	return c.ix != nil && len(c.ix.nodeOff) == len(c.Nodes)+1 && c.ix.ff == (c.Reach == ReachFirstFit)
+	return c.ix != nil && len(c.ix.nodeOff) == len(c.Nodes)+1
 }
 
 func (c *Cluster) ensureIndex() {
@@ -464,7 +502,7 @@ func (c *Cluster) Check() error {
 		return fmt.Errorf("cluster caches missing or stale: %d nodes", len(c.Nodes))
 	}
 	ix := c.ix
-	idle := 0
+	idle, wantOpen := 0, 0
 	jobs := map[string][]int32{}
 	gi := int32(0)
 	for n := range c.Nodes {
@@ -478,7 +516,10 @@ func (c *Cluster) Check() error {
 			}
 			gpu := &c.Nodes[n].GPUs[g]
 			want := summarize(gpu, int32(n), ix)
-			want.hidden = ix.ff && hiddenFirstFit(want.free(), highest)
+			want.hidden = hiddenFirstFit(want.free(), highest)
+			if !want.hidden {
+				wantOpen++
+			}
 			highest = max(highest, want.free())
 			if got := ix.gpus[gi]; got != want {
 				return fmt.Errorf("node %d GPU %d: cached %+v, want %+v", n, g, got, want)
@@ -489,6 +530,9 @@ func (c *Cluster) Check() error {
 			}
 			if _, ok := slices.BinarySearch(ix.buckets[b].members, gi); !ok {
 				return fmt.Errorf("node %d GPU %d: missing from its bucket %d", n, g, b)
+			}
+			if _, ok := slices.BinarySearch(ix.buckets[b].open, gi); ok == want.hidden {
+				return fmt.Errorf("node %d GPU %d: hidden %v but open list says %v", n, g, want.hidden, ok)
 			}
 			if len(gpu.Residents) == 0 {
 				idle++
@@ -502,15 +546,19 @@ func (c *Cluster) Check() error {
 	if int(gi) != len(ix.gpus) {
 		return fmt.Errorf("cache has %d GPUs, cluster %d", len(ix.gpus), gi)
 	}
-	members := 0
+	members, opens := 0, 0
 	for i, b := range ix.buckets {
-		if !slices.IsSorted(b.members) {
-			return fmt.Errorf("bucket %d: members not sorted", i)
+		if !slices.IsSorted(b.members) || !slices.IsSorted(b.open) {
+			return fmt.Errorf("bucket %d: members or open list not sorted", i)
 		}
 		members += len(b.members)
+		opens += len(b.open)
 		if id, ok := ix.bucketOf[b.key]; len(b.members) > 0 && (!ok || id != int32(i)) {
 			return fmt.Errorf("bucket %d: not found by its key", i)
 		}
+	}
+	if opens != wantOpen {
+		return fmt.Errorf("open lists hold %d GPUs, %d are reachable", opens, wantOpen)
 	}
 	if members != len(ix.gpus) || len(ix.bucketOf)+len(ix.freeB) != len(ix.buckets) {
 		return fmt.Errorf("buckets hold %d GPUs of %d (%d keyed, %d free, %d buckets)", members, len(ix.gpus), len(ix.bucketOf), len(ix.freeB), len(ix.buckets))

@@ -222,8 +222,9 @@ func TestFirstFitReach(t *testing.T) {
 	}
 }
 
-// WithReach: the same residents seen through another reach, with its own caches;
-// the cluster it came from keeps its reach and its caches.
+// WithReach: the same residents and caches seen through another reach (no
+// indexing); the cluster it came from keeps its reach, and the view follows its
+// changes. A never-indexed cluster is not indexed by it.
 func TestWithReach(t *testing.T) {
 	tests := []struct {
 		free   []int
@@ -241,21 +242,25 @@ func TestWithReach(t *testing.T) {
 				put(c, fmt.Sprintf("j%d", g), nil, 0, g, 4-f)
 			}
 		}
-		c.Reindex()
 		ff := c.WithReach(ReachFirstFit)
-		if ff.Reach != ReachFirstFit || !ff.indexed() || ff.ix == c.ix {
-			t.Fatalf("free %v: first-fit view not indexed on its own (reach %v)", tc.free, ff.Reach)
+		if ff.Reach != ReachFirstFit || ff.ix != c.ix {
+			t.Fatalf("free %v: first-fit view does not share the caches (reach %v)", tc.free, ff.Reach)
 		}
 		for g, want := range tc.hidden {
 			if got := ff.ix.gpus[ff.ix.nodeOff[0]+int32(g)].hidden; got != want {
 				t.Errorf("free %v: GPU %d hidden %v under first fit, want %v", tc.free, g, got, want)
 			}
-			if c.ix.gpus[c.ix.nodeOff[0]+int32(g)].hidden {
-				t.Errorf("free %v: GPU %d hidden in the typed cluster", tc.free, g)
-			}
 		}
 		if c.Reach != ReachTyped || !c.indexed() {
 			t.Errorf("free %v: the cluster changed (reach %v, indexed %v)", tc.free, c.Reach, c.indexed())
+		}
+		put(c, "later", nil, 0, 0, 1) // the view follows
+		if err := ff.Check(); err != nil {
+			t.Errorf("free %v: view after a change: %v", tc.free, err)
+		}
+		plain := &Cluster{Nodes: c.Clone().Nodes}
+		if v := plain.WithReach(ReachFirstFit); plain.ix != nil || !v.indexed() {
+			t.Errorf("free %v: view of a never-indexed cluster: source indexed %v, view indexed %v", tc.free, plain.ix != nil, v.indexed())
 		}
 	}
 }

@@ -105,6 +105,7 @@ type engine struct {
 	keys    []float64    // drawn rank keys by GPU (random baseline, several GPUs)
 	members []int32      // one bucket's members on nodes the request allows
 	req     *Request     // the request being placed (its node filter)
+	ff      bool         // single GPU on a first-fit cluster: hidden GPUs are out
 	rejects [nReject]int
 	scanned int
 	steered steer // the last decision's first-fit shard count, for its reason
@@ -134,13 +135,19 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 		e.bres = e.bres[:len(ix.buckets)]
 	}
 	res := &e.scratch
-	single := r.GPUs == 1
 	e.req = r
+	e.ff = r.GPUs == 1 && c.Reach == ReachFirstFit
 	for bi := range ix.buckets {
 		if keep {
 			res = &e.bres[bi]
 		}
-		m := ix.buckets[bi].members
+		b := &ix.buckets[bi]
+		// The filter stage's reachability, per bucket: a single-GPU request on a
+		// first-fit cluster can use only the bucket's open (reachable) members.
+		m := b.members
+		if e.ff {
+			m = b.open
+		}
 		if r.Nodes != nil {
 			// A node filter: the bucket stands for its allowed members only (its
 			// lowest allowed GPU is evaluated; GPUs of a bucket differ in index only).
@@ -150,8 +157,20 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 					e.members = append(e.members, gi)
 				}
 			}
-			e.rejects[rejNode] += len(m) - len(e.members)
+			allowed := len(e.members)
+			if e.ff { // the node filter comes first: hidden members it allows are unreachable
+				allowed = 0
+				for _, gi := range b.members {
+					if r.allows(ix.gpus[gi].node) {
+						allowed++
+					}
+				}
+				e.rejects[rejUnreachable] += allowed - len(e.members)
+			}
+			e.rejects[rejNode] += len(b.members) - allowed
 			m = e.members
+		} else if e.ff {
+			e.rejects[rejUnreachable] += len(b.members) - len(m)
 		}
 		if len(m) == 0 {
 			res.why = rejNone
@@ -160,14 +179,11 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 		gi := m[0]
 		st := &ix.gpus[gi]
 		gpu := &c.Nodes[st.node].GPUs[gi-ix.nodeOff[st.node]]
-		// The filter stage, the same for every policy (written out here: as a call
-		// it would not inline, and this loop runs once per GPU state): Slurm
-		// reachability (a single-GPU request on a first-fit cluster cannot use a
-		// hidden GPU), then for a busy GPU the sharing rules, or "busy" for a policy
-		// that never shares. An idle GPU always fits a job alone.
+		// The rest of the filter stage, the same for every policy (written out
+		// here: as a call it would not inline, and this loop runs once per GPU
+		// state): for a busy GPU the sharing rules, or "busy" for a policy that
+		// never shares. An idle GPU always fits a job alone.
 		switch {
-		case st.hidden && single:
-			res.why = rejUnreachable
 		case st.nres == 0:
 			res.why = rejNone
 		case !e.shares:
@@ -198,7 +214,7 @@ func (e *engine) pickUniform(c *Cluster, n int, draw *rand.Rand) cand {
 	ix := c.ix
 	for gi, bi := range ix.gpuBucket {
 		res := &e.bres[bi]
-		if res.why != rejNone || !e.req.allows(ix.gpus[gi].node) {
+		if res.why != rejNone || (e.ff && ix.gpus[gi].hidden) || !e.req.allows(ix.gpus[gi].node) {
 			continue
 		}
 		if k == 0 {

@@ -46,8 +46,8 @@ type Cluster struct {
 	Nodes []Node
 	// Reach is how Slurm reaches a GPU with a single-GPU shard request on this
 	// cluster: GPUs it cannot reach are filtered out for every policy (several-GPU
-	// requests are whole GPUs in Slurm and are not filtered). Call Reindex after
-	// changing it.
+	// requests are whole GPUs in Slurm and are not filtered). The caches serve
+	// every reach: it may change without a Reindex.
 	Reach Reach
 	// Interner, when set, gives resident sets signatures that stay the same
 	// across Reindex and across clusters sharing it, so a policy's prediction

@@ -36,6 +36,13 @@ type Placement struct {
 	Unpinned int `json:"unpinned"` // decided without a GPU of its own
 }
 
+func (p *Placement) add(q Placement) {
+	p.Decided += q.Decided
+	p.Pinned += q.Pinned
+	p.Landed += q.Landed
+	p.Unpinned += q.Unpinned
+}
+
 // AsIntended is the share (%) of pinned placements that ran where intended; NaN
 // without any.
 func (p Placement) AsIntended() float64 {

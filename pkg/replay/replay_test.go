@@ -244,6 +244,15 @@ func TestMarkdownAndWrite(t *testing.T) {
 	if row := strings.Split(buf2.String(), "\n")[4]; !strings.HasSuffix(row, "| 100.0 (4/4) | 81.0 s, +10.0% |") {
 		t.Errorf("coscheml row with the simulator at submit: %q", row)
 	}
+	// With its placements too (3 of 4 where decided), the share as intended.
+	rs2[2].SimSubmitPlacement = &Placement{Decided: 4, Pinned: 4, Landed: 3}
+	buf2.Reset()
+	if err := Markdown(&buf2, Summarize(rs2)); err != nil {
+		t.Fatal(err)
+	}
+	if row := strings.Split(buf2.String(), "\n")[4]; !strings.HasSuffix(row, "| 81.0 s, +10.0%, 75.0% as intended |") {
+		t.Errorf("coscheml row with the simulator's placements: %q", row)
+	}
 	dir := filepath.Join(t.TempDir(), "e2e-report")
 	if err := Write(dir, rep); err != nil {
 		t.Fatal(err)

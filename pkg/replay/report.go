@@ -91,10 +91,13 @@ type SeedResult struct {
 	Missing []string    `json:"missing,omitempty"`
 	Real    sim.Metrics `json:"real"`
 	Sim     sim.Metrics `json:"sim"`
-	// SimSubmit: the simulator with the plugin's decision at submit (coscheml).
-	SimSubmit *sim.Metrics `json:"sim_at_submit,omitempty"`
-	Placement Placement    `json:"placement"`
-	WallS     float64      `json:"wall_s"` // wall time of the real run
+	// SimSubmit: the simulator with the plugin's decision at submit (coscheml),
+	// and its placements: on the GPU the decision chose unless Slurm's first fit
+	// started a re-decided job elsewhere (sim.SubmitModel).
+	SimSubmit          *sim.Metrics `json:"sim_at_submit,omitempty"`
+	SimSubmitPlacement *Placement   `json:"sim_at_submit_placement,omitempty"`
+	Placement          Placement    `json:"placement"`
+	WallS              float64      `json:"wall_s"` // wall time of the real run
 }
 
 // NewSeedResult combines a measured run with its simulations (atSubmit may be nil).
@@ -105,6 +108,10 @@ func NewSeedResult(r Run, m Measured, simRun, atSubmit *sim.PolicyRun, wall floa
 	if atSubmit != nil {
 		o := atSubmit.Overall
 		sr.SimSubmit = &o
+		if res := atSubmit.Result; res != nil {
+			pinned := len(res.Jobs) - res.Whole
+			sr.SimSubmitPlacement = &Placement{Decided: len(res.Jobs), Pinned: pinned, Landed: pinned - res.Redirected, Unpinned: res.Whole}
+		}
 	}
 	return sr
 }
@@ -124,8 +131,9 @@ type Summary struct {
 	GainSim  *float64 `json:"avg_jct_gain_sim,omitempty"`
 	// SimSubmit and GainSimSubmit: the same for the simulator at submit, over
 	// the seeds that have it.
-	SimSubmit     map[string]float64 `json:"sim_at_submit,omitempty"`
-	GainSimSubmit *float64           `json:"avg_jct_gain_sim_at_submit,omitempty"`
+	SimSubmit          map[string]float64 `json:"sim_at_submit,omitempty"`
+	GainSimSubmit      *float64           `json:"avg_jct_gain_sim_at_submit,omitempty"`
+	SimSubmitPlacement *Placement         `json:"sim_at_submit_placement,omitempty"`
 }
 
 // Metrics reported, in table order (names of sim.Metrics.Value).
@@ -151,10 +159,7 @@ func Summarize(rs []SeedResult) []Summary {
 			s.Seeds++
 			s.Jobs += r.Jobs
 			s.Ended += r.Ended
-			s.Placement.Decided += r.Placement.Decided
-			s.Placement.Pinned += r.Placement.Pinned
-			s.Placement.Landed += r.Placement.Landed
-			s.Placement.Unpinned += r.Placement.Unpinned
+			s.Placement.add(r.Placement)
 			for _, name := range Metrics {
 				s.Real[name] += r.Real.Value(name)
 				s.Sim[name] += r.Sim.Value(name)
@@ -170,6 +175,12 @@ func Summarize(rs []SeedResult) []Summary {
 					s.SimSubmit = map[string]float64{}
 				}
 				subSeeds++
+				if p := r.SimSubmitPlacement; p != nil {
+					if s.SimSubmitPlacement == nil {
+						s.SimSubmitPlacement = &Placement{}
+					}
+					s.SimSubmitPlacement.add(*p)
+				}
 				for _, name := range Metrics {
 					s.SimSubmit[name] += r.SimSubmit.Value(name)
 				}
@@ -280,15 +291,19 @@ func Markdown(w io.Writer, ss []Summary) error {
 		}
 		switch {
 		case s.SimSubmit != nil && s.GainSimSubmit != nil:
-			fmt.Fprintf(&b, " %.1f s, %+.1f%% |\n", s.SimSubmit["avg_jct"], 100**s.GainSimSubmit)
+			fmt.Fprintf(&b, " %.1f s, %+.1f%%", s.SimSubmit["avg_jct"], 100**s.GainSimSubmit)
 		case s.SimSubmit != nil:
-			fmt.Fprintf(&b, " %.1f s |\n", s.SimSubmit["avg_jct"])
+			fmt.Fprintf(&b, " %.1f s", s.SimSubmit["avg_jct"])
 		default:
-			b.WriteString(" - |\n")
+			b.WriteString(" -")
 		}
+		if p := s.SimSubmitPlacement; p != nil && p.Pinned > 0 {
+			fmt.Fprintf(&b, ", %.1f%% as intended", p.AsIntended())
+		}
+		b.WriteString(" |\n")
 	}
 	b.WriteString("\nEach cell: real Slurm (simulator placing each job when it starts, same jobs). Means over seeds; below floor is jobs per seed.\n" +
-		"Last column: the simulator modelling the plugin's decision at submit (sim.SubmitModel), where the setup runs the plugin.\n")
+		"Last column: the simulator modelling the plugin's decision at submit (sim.SubmitModel), where the setup runs the plugin; as intended: its placements started on the GPU decided (Slurm's first fit may start an untyped re-decision elsewhere).\n")
 	if cs := Checks(ss); len(cs) > 0 {
 		b.WriteString("\nTargets:\n")
 		for _, c := range cs {

@@ -92,11 +92,30 @@ type Config struct {
 //     node, which Slurm's queue (FIFO + backfill) starts on the first idle GPU,
 //     exactly as the exclusive policy places it, and nothing joins it later;
 //   - a several-GPU job that does not fit at submit is left to Slurm: whole GPUs
-//     from the same queue.
+//     from the same queue;
+//   - a re-decided job starts at Slurm's next scheduling pass (StartDelay), not
+//     at once: until then its decision is a queued reservation in the policy's
+//     view, as in the plugin. When its request is an untyped shard count
+//     (UntypedUpdates, or Reach first fit), Slurm's first fit places that
+//     count when the job starts (placement.FirstFitGPU): on the intended GPU
+//     unless a lower GPU of the node freed enough shards meanwhile.
 type SubmitModel struct {
 	// Redecide is the re-decide loop's interval in seconds (coscheml redecide
 	// --interval, in the trace's time); 0: no loop.
 	Redecide float64
+	// UntypedUpdates: on a typed cluster (Reach typed), the loop's updates
+	// cannot name a GPU's type (Slurm before 26.05: it refuses typed shard
+	// requests in an update). As in the plugin, a re-decision then chooses among
+	// the GPUs an untyped count reaches (Cluster.WithReach(ReachFirstFit)) and
+	// asks for placement.UntypedSlots' count, or stays deferred when no count
+	// lands on the chosen GPU now.
+	UntypedUpdates bool
+	// StartDelay bounds the time from a re-decision to the job's start, in
+	// seconds of the trace's time: the jobs one pass of the loop re-decides
+	// start together, in decision order, after a delay drawn uniformly in
+	// (0, StartDelay] (seeded by Seed), as Slurm's next backfill pass, every
+	// bf_interval, starts the updated jobs in priority order. 0: at once.
+	StartDelay float64
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -166,18 +185,24 @@ type Sample struct {
 
 // Result is one policy's run.
 type Result struct {
-	Policy    string        `json:"policy"`
-	GPUs      int           `json:"gpus"`
-	Jobs      []JobResult   `json:"-"`
-	Dropped   int           `json:"dropped"` // jobs asking for more GPUs than the cluster has
-	Makespan  float64       `json:"makespan"`
-	AllocGPUS float64       `json:"alloc_gpu_seconds"`  // GPU-seconds with at least one job
-	Useful    float64       `json:"useful_gpu_seconds"` // work done, GPU-seconds at speed 1
-	Kernel    float64       `json:"kernel_gpu_seconds"` // GPU-seconds of kernel time (truth.GPUUtil)
-	Events    int           `json:"events"`             // events processed (arrivals + finishes)
-	Decisions int           `json:"decisions"`          // policy.Place calls
-	Timeline  []Sample      `json:"timeline"`
-	Wall      time.Duration `json:"wall_ns"`
+	Policy    string      `json:"policy"`
+	GPUs      int         `json:"gpus"`
+	Jobs      []JobResult `json:"-"`
+	Dropped   int         `json:"dropped"` // jobs asking for more GPUs than the cluster has
+	Makespan  float64     `json:"makespan"`
+	AllocGPUS float64     `json:"alloc_gpu_seconds"`  // GPU-seconds with at least one job
+	Useful    float64     `json:"useful_gpu_seconds"` // work done, GPU-seconds at speed 1
+	Kernel    float64     `json:"kernel_gpu_seconds"` // GPU-seconds of kernel time (truth.GPUUtil)
+	Events    int         `json:"events"`             // events processed (arrivals + finishes)
+	Decisions int         `json:"decisions"`          // policy.Place calls
+	// SubmitModel: Redecided, jobs placed by a re-decision; Redirected, those
+	// that Slurm's first fit started on another GPU than the decision's;
+	// Whole, jobs left to Slurm's queue on a whole GPU (no GPU chosen).
+	Redecided  int           `json:"redecided,omitempty"`
+	Redirected int           `json:"redirected,omitempty"`
+	Whole      int           `json:"whole,omitempty"`
+	Timeline   []Sample      `json:"timeline"`
+	Wall       time.Duration `json:"wall_ns"`
 }
 
 // event is a finish event; stale ones (ver != the job's) are skipped.
@@ -249,9 +274,12 @@ type simulator struct {
 	// SubmitModel state: the exclusive policy for whole-GPU requests, the
 	// deferred jobs in submit order, and the re-decide loop's next pass (+Inf:
 	// none due).
-	excl     placement.Policy
-	deferred []int32
-	nextTick float64
+	excl                  placement.Policy
+	deferred              []int32
+	nextTick              float64
+	pending               []pendingStart // re-decided jobs Slurm has not started yet
+	delays                *rand.Rand     // their start delays
+	redecided, redirected int
 
 	now       float64
 	allocGPUs int       // GPUs with at least one resident
@@ -267,6 +295,17 @@ type simulator struct {
 	done      int
 	decisions int
 	events    int
+}
+
+// pendingStart is a re-decided job waiting for Slurm to start it: at t (or,
+// when nothing fitted then, at the next change), k shards on node, intended
+// GPU g; untyped: Slurm's first fit places the k shards.
+type pendingStart struct {
+	t       float64
+	j       int32
+	node, g int
+	k       int
+	untyped bool
 }
 
 type memoKey struct {
@@ -286,9 +325,10 @@ func Run(cfg Config, jobs []trace.Job, tt *truth.Table, pol placement.Policy) (*
 	start := time.Now()
 	s := &simulator{cfg: cfg, tt: tt, pol: pol, memo: map[memoKey]bool{}, nextTick: math.Inf(1)}
 	if cfg.Submit != nil {
-		if !(cfg.Submit.Redecide >= 0) {
-			return nil, fmt.Errorf("sim: re-decide interval %v: want >= 0", cfg.Submit.Redecide)
+		if !(cfg.Submit.Redecide >= 0) || !(cfg.Submit.StartDelay >= 0) || math.IsInf(cfg.Submit.StartDelay, 0) {
+			return nil, fmt.Errorf("sim: re-decide interval %v, start delay %v: want >= 0", cfg.Submit.Redecide, cfg.Submit.StartDelay)
 		}
+		s.delays = rand.New(rand.NewPCG(cfg.Seed, 0x7374617274))
 		opts := placement.DefaultOptions()
 		opts.MaxCoRunners = cfg.MaxCoRunners
 		if s.excl, err = placement.NewExclusive(opts); err != nil {
@@ -342,6 +382,12 @@ func Run(cfg Config, jobs []trace.Job, tt *truth.Table, pol placement.Policy) (*
 	out.Kernel = s.kernInt
 	out.Events = s.events
 	out.Decisions = s.decisions
+	out.Redecided, out.Redirected = s.redecided, s.redirected
+	for i := range s.st {
+		if s.st[i].whole {
+			out.Whole++
+		}
+	}
 	out.Timeline = s.tl.samples(n)
 	out.Wall = time.Since(start)
 	return out, nil
@@ -364,6 +410,9 @@ func (s *simulator) loop() error {
 			t = s.jobs[next].Submit
 		}
 		t = min(t, s.nextTick)
+		for _, p := range s.pending {
+			t = min(t, p.t)
+		}
 		if math.IsInf(t, 1) {
 			return fmt.Errorf("sim: %s: %d jobs can never start (the policy keeps them waiting on an idle cluster)", s.pol.Name(), total-s.done)
 		}
@@ -387,6 +436,7 @@ func (s *simulator) loop() error {
 				s.events++
 			}
 			s.schedule()
+			s.startPending()
 			if s.nextTick <= t {
 				s.nextTick = math.Inf(1)
 				s.redecide()
@@ -549,6 +599,11 @@ func (s *simulator) finish(j int) {
 	s.refresh(st.gpus)
 	s.done++
 	s.dirty = true
+	for i := range s.pending {
+		if math.IsInf(s.pending[i].t, 1) { // waits for shards: try again now
+			s.pending[i].t = s.now
+		}
+	}
 	if s.cfg.Submit != nil && s.cfg.Submit.Redecide > 0 && len(s.deferred) > 0 {
 		// The loop notices the change at its next pass.
 		r := s.cfg.Submit.Redecide
@@ -575,18 +630,97 @@ func (s *simulator) arrive(j int) {
 }
 
 // redecide is one pass of the re-decide loop: every deferred job, in submit
-// order, decided again on the cluster now.
+// order, decided again on the cluster now, as the plugin's job_modify decides
+// it (see SubmitModel). A placed job is queued for Slurm to start (pending).
 func (s *simulator) redecide() {
+	start := s.now + s.startDelay() // Slurm's next pass, for every job updated now
 	kept := s.deferred[:0]
 	for _, j := range s.deferred {
-		d := s.place(int(j))
+		st := &s.st[j]
+		untyped := s.cl.Reach == placement.ReachFirstFit
+		var d placement.Decision
+		if s.cfg.Submit.UntypedUpdates && !untyped && st.req.GPUs == 1 {
+			// The update cannot name the GPU: choose among those an untyped count
+			// reaches, and ask for a count that lands on the chosen one.
+			untyped = true
+			d = s.placeOn(int(j), s.cl.WithReach(placement.ReachFirstFit))
+			if d.Action != placement.ActionWait {
+				p := &d.Placement[0]
+				k, _, ok := placement.UntypedSlots(&s.cl.Nodes[p.Node], p.GPU, p.Slots)
+				if !ok {
+					d.Action = placement.ActionWait
+				}
+				p.Slots = k
+			}
+		} else {
+			d = s.place(int(j))
+		}
 		if d.Action == placement.ActionWait {
 			kept = append(kept, j)
 			continue
 		}
-		s.start(int(j), d)
+		if s.cfg.Submit.StartDelay == 0 && !untyped {
+			s.start(int(j), d)
+			s.redecided++
+			continue
+		}
+		// Queued in Slurm: the decision holds its GPU in the policy's view (the
+		// plugin's reservation) until the job starts.
+		rq := st.req
+		rq.Kind = placement.Reserved
+		s.cl.Apply(&rq, d)
+		p := d.Placement[0]
+		s.pending = append(s.pending, pendingStart{t: start, j: j, node: p.Node, g: p.GPU, k: p.Slots, untyped: untyped})
 	}
 	s.deferred = kept
+	s.startPending()
+}
+
+// startDelay draws the wait of a pass's re-decided jobs for Slurm's next
+// scheduling pass.
+func (s *simulator) startDelay() float64 {
+	if d := s.cfg.Submit.StartDelay; d > 0 {
+		return d * (1 - s.delays.Float64()) // in (0, d]
+	}
+	return 0
+}
+
+// startPending starts the pending jobs whose time has come, in decision order,
+// where Slurm puts their shards: an untyped count by first fit over the node's
+// started jobs, a typed one on its GPU. A job that fits nowhere yet waits for
+// the next job end.
+func (s *simulator) startPending() {
+	kept := s.pending[:0]
+	for _, p := range s.pending {
+		if p.t > s.now {
+			kept = append(kept, p)
+			continue
+		}
+		node := &s.cl.Nodes[p.node]
+		g := p.g
+		if p.untyped {
+			g = placement.FirstFitGPU(node, p.k)
+		} else if gpu := &node.GPUs[g]; gpu.Slots-int(s.used[int32(p.node*s.cfg.GPUsPerNode+g)]) < p.k {
+			g = -1
+		}
+		if g < 0 {
+			p.t = math.Inf(1)
+			kept = append(kept, p)
+			continue
+		}
+		st := &s.st[p.j]
+		s.cl.Remove(st.req.JobID) // the reservation
+		d := placement.Decision{Action: placement.ActionExclusive, Placement: []placement.Slot{{Node: p.node, GPU: g, Slots: p.k}}}
+		if len(s.gpuOn[p.node*s.cfg.GPUsPerNode+g]) > 0 {
+			d.Action = placement.ActionShare
+		}
+		s.redecided++
+		if g != p.g {
+			s.redirected++
+		}
+		s.start(int(p.j), d)
+	}
+	s.pending = kept
 }
 
 // coRunsEnd reports, through OnCoRunEnd, the measured speeds of every pair of
@@ -664,15 +798,18 @@ func (s *simulator) removeByEnd(j int32) {
 	}
 }
 
-func (s *simulator) place(j int) placement.Decision {
+func (s *simulator) place(j int) placement.Decision { return s.placeOn(j, s.cl) }
+
+// placeOn decides job j on c: the cluster, or a view of it.
+func (s *simulator) placeOn(j int, c *placement.Cluster) placement.Decision {
 	if s.st[j].req.GPUs > s.open {
 		return placement.Decision{Action: placement.ActionWait}
 	}
 	s.decisions++
 	if s.st[j].whole {
-		return s.excl.Place(s.cl, &s.st[j].req)
+		return s.excl.Place(c, &s.st[j].req)
 	}
-	return s.pol.Place(s.cl, &s.st[j].req)
+	return s.pol.Place(c, &s.st[j].req)
 }
 
 // popHead drops started (tombstoned) entries from the front of the queue.

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -169,11 +170,18 @@ func TestConservation(t *testing.T) {
 	models := []struct {
 		name   string
 		submit *SubmitModel
-	}{{"at-start", nil}, {"submit-loop", &SubmitModel{Redecide: 30}}, {"submit-no-loop", &SubmitModel{}}}
+	}{{"at-start", nil}, {"submit-loop", &SubmitModel{Redecide: 30}}, {"submit-no-loop", &SubmitModel{}},
+		{"submit-loop-untyped", &SubmitModel{Redecide: 30, UntypedUpdates: true, StartDelay: 20}},
+		{"submit-loop-untyped-at-once", &SubmitModel{Redecide: 30, UntypedUpdates: true}},
+		{"submit-loop-first-fit-at-once", &SubmitModel{Redecide: 30}}}
 	for _, mc := range models {
+		redecided := 0 // over the policies: the loop's models must exercise it
 		for _, name := range placement.Names() {
 			cfg := base
 			cfg.Submit = mc.submit
+			if strings.HasPrefix(mc.name, "submit-loop-first-fit") {
+				cfg.Reach = placement.ReachFirstFit
+			}
 			t.Run(mc.name+"/"+name, func(t *testing.T) {
 				var pred model.Predictor
 				switch name {
@@ -189,6 +197,12 @@ func TestConservation(t *testing.T) {
 				if len(res.Jobs)+res.Dropped != len(jobs) {
 					t.Fatalf("%d results + %d dropped for %d jobs", len(res.Jobs), res.Dropped, len(jobs))
 				}
+				// Started at once, in decision order, a re-decided job's untyped
+				// count lands where the decision steered it.
+				if mc.submit != nil && mc.submit.StartDelay == 0 && res.Redirected != 0 {
+					t.Errorf("%d of %d re-decided jobs redirected with no start delay", res.Redirected, res.Redecided)
+				}
+				redecided += res.Redecided
 				seen := map[string]bool{}
 				work, held, last, kern := 0.0, 0.0, 0.0, 0.0
 				for _, j := range res.Jobs {
@@ -234,6 +248,9 @@ func TestConservation(t *testing.T) {
 				}
 			})
 		}
+		if mc.submit != nil && mc.submit.Redecide > 0 && redecided == 0 {
+			t.Errorf("%s: no job was re-decided", mc.name)
+		}
 	}
 }
 
@@ -259,10 +276,12 @@ func TestSubmitModel(t *testing.T) {
 		submit     *SubmitModel
 		wantStart  float64
 		wantShared bool
+		redecided  int // J3 placed by the loop
+		whole      int // J3 on a whole GPU from Slurm's queue
 	}{
-		{"at start", nil, j2End, true},
-		{"at submit, loop every 4 s", &SubmitModel{Redecide: 4}, 56, true},
-		{"at submit, no loop", &SubmitModel{}, j2End + 50, false},
+		{"at start", nil, j2End, true, 0, 0},
+		{"at submit, loop every 4 s", &SubmitModel{Redecide: 4}, 56, true, 1, 0},
+		{"at submit, no loop", &SubmitModel{}, j2End + 50, false, 0, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -274,10 +293,95 @@ func TestSubmitModel(t *testing.T) {
 			if math.Abs(j3.Start-tc.wantStart) > 1e-9 || j3.Shared != tc.wantShared {
 				t.Fatalf("J3 started at %v shared=%v, want %v shared=%v (%+v)", j3.Start, j3.Shared, tc.wantStart, tc.wantShared, res.Jobs)
 			}
+			if res.Redecided != tc.redecided || res.Whole != tc.whole || res.Redirected != 0 {
+				t.Fatalf("%d re-decided, %d whole, %d redirected; want %d, %d, 0", res.Redecided, res.Whole, res.Redirected, tc.redecided, tc.whole)
+			}
 		})
 	}
 	if _, err := Run(Config{Nodes: 1, GPUsPerNode: 1, Submit: &SubmitModel{Redecide: math.NaN()}}, jobs, tb, mustPolicy(t, "blind", nil)); err == nil {
 		t.Fatal("NaN re-decide interval accepted")
+	}
+}
+
+// scripted places A and B on GPU 0 (2 slots each) and answers C "wait" at
+// submit, then GPU 1 with 2 slots; it records the reach of the cluster C's
+// re-decision saw.
+type scripted struct{ reach []placement.Reach }
+
+func (*scripted) Name() string { return "scripted" }
+func (p *scripted) Place(c *placement.Cluster, r *placement.Request) placement.Decision {
+	slot := func(g int) placement.Decision {
+		return placement.Decision{Action: placement.ActionShare, Placement: []placement.Slot{{Node: 0, GPU: g, Slots: 2}}, PredictedSpeed: 1, MinResidentSpeed: 1}
+	}
+	if r.JobID != "C" {
+		return slot(0)
+	}
+	p.reach = append(p.reach, c.Reach)
+	if len(p.reach) == 1 {
+		return placement.Decision{Action: placement.ActionWait}
+	}
+	return slot(1)
+}
+
+// TestSubmitModelUntyped: Slurm 22.05's re-decisions, by hand, on one node of
+// two GPUs. A (1.5 s) and B (1 s) share GPU 0 from 0; C (at 0.5) is deferred.
+// B ends at 1/0.9 = 1.11, A at 1.61. The loop's pass at 1.2 re-decides C onto
+// GPU 1. With typed updates C gets GPU 1 and its 2 slots. With untyped ones the
+// policy sees the first-fit view, and C asks for 3 untyped shards (more than
+// GPU 0's 2 free, so only GPU 1 holds them now); Slurm starts it after the
+// start delay where first fit puts 3 shards: GPU 1 while A runs, GPU 0 once A
+// has ended (redirected).
+func TestSubmitModelUntyped(t *testing.T) {
+	tb := handTruth(t)
+	jobs := []trace.Job{
+		{ID: "A", Submit: 0, Duration: 1.5, GPUs: 1, Tag: "b", Class: profile.ClassTrain},
+		{ID: "B", Submit: 0, Duration: 1, GPUs: 1, Tag: "b", Class: profile.ClassTrain},
+		{ID: "C", Submit: 0.5, Duration: 10, GPUs: 1, Tag: "b", Class: profile.ClassTrain},
+	}
+	aEnd := 1/0.9 + 0.5
+	cases := []struct {
+		name         string
+		untyped      bool
+		delay        float64
+		reach        placement.Reach // C's re-decision's view
+		gpu, slots   int
+		redirected   int
+		startBetween [2]float64
+	}{
+		{"typed, at once", false, 0, placement.ReachTyped, 1, 2, 0, [2]float64{1.2, 1.2}},
+		{"typed, late", false, 100, placement.ReachTyped, 1, 2, 0, [2]float64{1.2, 101.2}},
+		{"untyped, at once", true, 0, placement.ReachFirstFit, 1, 3, 0, [2]float64{1.2, 1.2}},
+		{"untyped, before A ends", true, 0.01, placement.ReachFirstFit, 1, 3, 0, [2]float64{1.2, 1.21}},
+		{"untyped, after A ends: first fit on GPU 0", true, 100, placement.ReachFirstFit, 0, 3, 1, [2]float64{aEnd, 101.2}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got placement.Slot
+			pol := &scripted{}
+			cfg := Config{Nodes: 1, GPUsPerNode: 2, Submit: &SubmitModel{Redecide: 0.1, UntypedUpdates: tc.untyped, StartDelay: tc.delay},
+				OnStart: func(id string, d placement.Decision) {
+					if id == "C" {
+						got = d.Placement[0]
+					}
+				}}
+			res, err := Run(cfg, jobs, tb, pol)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := res.Jobs[2]
+			if got.GPU != tc.gpu || got.Slots != tc.slots || res.Redirected != tc.redirected || res.Redecided != 1 {
+				t.Fatalf("C on GPU %d with %d slots, %d of %d redirected; want GPU %d, %d slots, %d of 1", got.GPU, got.Slots, res.Redirected, res.Redecided, tc.gpu, tc.slots, tc.redirected)
+			}
+			if c.Start < tc.startBetween[0]-1e-9 || c.Start > tc.startBetween[1]+1e-9 {
+				t.Fatalf("C started at %v, want in %v", c.Start, tc.startBetween)
+			}
+			if len(pol.reach) != 2 || pol.reach[0] != placement.ReachTyped || pol.reach[1] != tc.reach {
+				t.Fatalf("C decided on reaches %v, want typed then %v", pol.reach, tc.reach)
+			}
+		})
+	}
+	if _, err := Run(Config{Nodes: 1, GPUsPerNode: 2, Submit: &SubmitModel{StartDelay: -1}}, jobs, tb, &scripted{}); err == nil {
+		t.Fatal("negative start delay accepted")
 	}
 }
 

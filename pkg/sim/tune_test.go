@@ -381,7 +381,18 @@ func TestTuneInferCoverage(t *testing.T) {
 		}
 	}
 	slices.Sort(fams)
-	covs := []float64{0, 0.95, 0.975} // 0: the rule's (per co-location ordering)
+	// infer's coverage (0: the rule's, per co-location ordering) and whether
+	// the seen-pairs margins are normalized by the job application's scale
+	// (training.CalibrationOptions.JobScale); TUNE_INFER_COVS=1 adds the plain
+	// margins at infer coverages 0.95 and 0.975 (follow-up 5's rows)
+	type variant struct {
+		cov      float64
+		jobScale bool
+	}
+	covs := []variant{{0, false}, {0, true}}
+	if os.Getenv("TUNE_INFER_COVS") != "" {
+		covs = append(covs, variant{0.95, false}, variant{0.975, false})
+	}
 	type workload struct {
 		name  string
 		cfg   Config
@@ -437,12 +448,19 @@ func TestTuneInferCoverage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		seenScaled, _, err := training.Calibrate(lpo.OutOfFold, training.SeenCalibrationOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
 		for wi, wl := range wls {
 			oracle := map[int64]float64{}
 			for ci, c := range covs {
 				mm := *m
-				mm.Calibration = withInferCoverage(cal, c)
-				mm.SeenCalibration = withInferCoverage(seen, c)
+				mm.Calibration = withInferCoverage(cal, c.cov)
+				mm.SeenCalibration = withInferCoverage(seen, c.cov)
+				if c.jobScale {
+					mm.SeenCalibration = withInferCoverage(seenScaled, c.cov)
+				}
 				if err := mm.Compile(); err != nil {
 					t.Fatal(err)
 				}
@@ -479,16 +497,16 @@ func TestTuneInferCoverage(t *testing.T) {
 				a.below += b
 				a.jobs += j
 				a.worst = max(a.worst, b/j)
-				t.Logf("held out %-12s %s, infer coverage %v (seen %.3g, unseen %.3g): below floor %.2f%%",
-					f, wl.name[:10], c, mm.SeenCalibration.CoverageAt(0.9), mm.Calibration.CoverageAt(0.9), 100*b/j)
+				t.Logf("held out %-12s %s, infer coverage %v, seen margins job-scaled %v (seen %.3g, unseen %.3g): below floor %.2f%%",
+					f, wl.name[:10], c.cov, c.jobScale, mm.SeenCalibration.CoverageAt(0.9), mm.Calibration.CoverageAt(0.9), 100*b/j)
 			}
 		}
 	}
 	for wi, wl := range wls {
 		for ci, c := range covs {
 			a := res[wi][ci]
-			t.Logf("%s, infer coverage %v: below floor %.2f%% of jobs (worst fold %.2f%%; infer %.2f%%, train %.2f%%, hpc %.2f%%), avg JCT vs oracle %+.1f%%",
-				wl.name, c, 100*a.below/a.jobs, 100*a.worst, 100*a.cb[0]/max(a.cj[0], 1), 100*a.cb[1]/max(a.cj[1], 1), 100*a.cb[2]/max(a.cj[2], 1), 100*a.ratio/a.runs)
+			t.Logf("%s, infer coverage %v, seen margins job-scaled %v: below floor %.2f%% of jobs (worst fold %.2f%%; infer %.2f%%, train %.2f%%, hpc %.2f%%), avg JCT vs oracle %+.1f%%",
+				wl.name, c.cov, c.jobScale, 100*a.below/a.jobs, 100*a.worst, 100*a.cb[0]/max(a.cj[0], 1), 100*a.cb[1]/max(a.cj[1], 1), 100*a.cb[2]/max(a.cj[2], 1), 100*a.ratio/a.runs)
 		}
 	}
 }
@@ -525,6 +543,36 @@ func TestTuneWhereJCTGoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	infer := placement.DefaultOptions().Floors.Infer
+	// the shipped model with its seen-pairs margins recalibrated on its own
+	// training data, plain and normalized by the job application's scale
+	ps, err := profile.ReadLucidSolo(bytes.NewReader(models.DefaultSoloCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := profile.Catalog{}
+	for _, p := range ps {
+		cat[p.Tag] = p
+	}
+	obs, err := observation.ReadLucidPairs(bytes.NewReader(models.DefaultPairsCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := training.BuildDataset(cat, obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seenAs := func(o training.CalibrationOptions) *model.Model {
+		seen, _, err := training.CalibrateSeen(ds, m.Params, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mm := *m
+		mm.SeenCalibration = seen
+		if err := mm.Compile(); err != nil {
+			t.Fatal(err)
+		}
+		return &mm
+	}
 	inferCov := func(c float64) *model.Model {
 		mm := *m
 		mm.Calibration = withInferCoverage(m.Calibration, c)
@@ -563,6 +611,8 @@ func TestTuneWhereJCTGoes(t *testing.T) {
 		{name: "oracle", policy: "oracle"},
 		{name: "blind", policy: "blind"},
 		{name: "coscheml (default)", policy: "coscheml"},
+		{name: "seen margins plain (recalibrated)", policy: "coscheml", model: seenAs(training.CalibrationOptions{})},
+		{name: "seen margins job-scaled", policy: "coscheml", model: seenAs(training.SeenCalibrationOptions())},
 		{name: "truth for infer-floor tests", policy: "coscheml", use: func(f float64) bool { return f >= infer }},
 		{name: "truth for the other floor tests", policy: "coscheml", use: func(f float64) bool { return f < infer }},
 		{name: "truth for every floor test", policy: "coscheml", use: func(float64) bool { return true }},

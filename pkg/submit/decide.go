@@ -407,7 +407,7 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	req := placement.Request{JobID: label, Tag: in.prof.Tag, Profile: in.prof, Class: in.class, GPUs: 1, Nodes: mask}
 	typed := c.Reach == placement.ReachTyped
 	at := c
-	if typed && q.j.Modify && !typedUpdates(q.version) {
+	if typed && q.j.Modify && !TypedUpdates(q.version) {
 		// The update cannot name a GPU (below): choose among the GPUs an untyped
 		// count reaches, as under first-fit pinning, rather than one it cannot
 		// reach (such a job used to be deferred pass after pass: 53 of 200 jobs
@@ -418,7 +418,7 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	k, untyped := 0, false
 	if d.Action != placement.ActionWait && len(d.Placement) > 0 {
 		k = d.Placement[0].Slots
-		if typed && q.j.Modify && !typedUpdates(q.version) {
+		if typed && q.j.Modify && !TypedUpdates(q.version) {
 			// Slurm 22.05 refuses a typed shard request in an update of a pending
 			// job ("Invalid GRES specification", measured), so a re-decision asks
 			// for untyped shards that only the chosen GPU of the node can hold,
@@ -426,12 +426,10 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 			// follow it: docs/compatibility.md); else the job stays deferred
 			// until a later pass can name its GPU (the simulator places it at
 			// once: a whole GPU now would hold shards nothing can join).
-			node, g, want := &c.Nodes[d.Placement[0].Node], d.Placement[0].GPU, k
-			var ok bool
-			if k, ok = uniqueFit(node, g, want); !ok {
-				if k, ok = firstFitSlots(node, g, want); ok {
-					d.Reason += fmt.Sprintf("; %d untyped shards, which Slurm's first fit lands on this GPU (an update cannot name its type)", k)
-				}
+			var unique, ok bool
+			k, unique, ok = placement.UntypedSlots(&c.Nodes[d.Placement[0].Node], d.Placement[0].GPU, k)
+			if ok && !unique {
+				d.Reason += fmt.Sprintf("; %d untyped shards, which Slurm's first fit lands on this GPU (an update cannot name its type)", k)
 			}
 			if !ok {
 				d.Action = placement.ActionWait
@@ -479,48 +477,10 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 // and keep the untyped steering (docs/compatibility.md).
 const slurmTypedUpdate = 26<<16 | 5<<8
 
-// typedUpdates reports whether Slurm release v (0: unknown) takes a typed shard
-// request in an update; unknown counts as no (the untyped steering works on all).
-func typedUpdates(v uint32) bool { return v >= slurmTypedUpdate }
-
-// uniqueFit is the untyped shard count, at least want, that only GPU g of node
-// can hold now: more than every other GPU's free shards (queued decisions not
-// counted: see runningSlots), within g's own. Any
-// allocator then lands the request on g, whatever order it tries GPUs in. ok is
-// false when no count does.
-func uniqueFit(node *placement.Node, g, want int) (int, bool) {
-	k := want
-	for j := range node.GPUs {
-		if j != g {
-			k = max(k, node.GPUs[j].Slots-runningSlots(&node.GPUs[j])+1)
-		}
-	}
-	return k, k <= node.GPUs[g].Slots-usedSlots(&node.GPUs[g])
-}
-
-// runningSlots is the shards a GPU's started jobs hold: queued decisions hold
-// nothing in Slurm's eyes until their jobs start, and Slurm may start this job
-// first, so untyped steering must not count on them.
-func runningSlots(g *placement.GPU) int {
-	used := 0
-	for _, r := range g.Residents {
-		if r.Kind != placement.Reserved {
-			used += r.Slots
-		}
-	}
-	return used
-}
-
-// firstFitSlots is the untyped shard count, at least want, that Slurm's first-fit
-// allocator lands on GPU g of node: more than every lower GPU's free shards,
-// within g's own. ok is false when no count does.
-func firstFitSlots(node *placement.Node, g, want int) (int, bool) {
-	k := want
-	for j := 0; j < g; j++ {
-		k = max(k, node.GPUs[j].Slots-runningSlots(&node.GPUs[j])+1)
-	}
-	return k, k <= node.GPUs[g].Slots-usedSlots(&node.GPUs[g])
-}
+// TypedUpdates reports whether Slurm release v (SLURM_VERSION_NUMBER, 0:
+// unknown) takes a typed shard request in an update; unknown counts as no (the
+// untyped steering works on all). The e2e replay's simulator twin reads it too.
+func TypedUpdates(v uint32) bool { return v >= slurmTypedUpdate }
 
 // usedSlots is the shards a GPU's residents hold.
 func usedSlots(g *placement.GPU) int {

@@ -72,34 +72,6 @@ func TestRestartKeepsDeferrals(t *testing.T) {
 	}
 }
 
-func TestFirstFitSlots(t *testing.T) {
-	gpu := func(used int) placement.GPU {
-		return placement.GPU{Slots: 4, Residents: []placement.Resident{{JobID: "x", Slots: used}}}
-	}
-	cases := []struct {
-		name   string
-		gpus   []placement.GPU
-		g      int
-		k      int
-		wantOK bool
-	}{
-		{"lowest GPU", []placement.GPU{gpu(2), gpu(0)}, 0, 2, true},
-		{"past a half-full GPU: 3", []placement.GPU{gpu(2), gpu(0)}, 1, 3, true},
-		{"past a GPU as free: none", []placement.GPU{gpu(2), gpu(2)}, 1, 3, false},
-		{"past full GPUs", []placement.GPU{gpu(4), gpu(4), gpu(2)}, 2, 2, true},
-		// A queued decision holds nothing in Slurm until its job starts.
-		{"past a GPU only reserved", []placement.GPU{{Slots: 4, Residents: []placement.Resident{{JobID: "d", Slots: 4, Kind: placement.Reserved}}}, gpu(2)}, 1, 5, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			k, ok := firstFitSlots(&placement.Node{GPUs: tc.gpus}, tc.g, 2)
-			if k != tc.k || ok != tc.wantOK {
-				t.Fatalf("firstFitSlots = %d, %v; want %d, %v", k, ok, tc.k, tc.wantOK)
-			}
-		})
-	}
-}
-
 // fixedPolicy places every job on GPU gpu of the first node with 2 slots, or
 // answers "wait" while gpu < 0: a re-decision test chooses the GPU itself.
 type fixedPolicy struct{ gpu int }
@@ -157,38 +129,6 @@ func TestTypedRedecision(t *testing.T) {
 			}
 			if want := f.clock().Unix() + tc.wantBegin; r.BeginTime != want {
 				t.Fatalf("re-decision begin %d, want %d (%+d s): %+v", r.BeginTime, want, tc.wantBegin, r)
-			}
-		})
-	}
-}
-
-func TestUniqueFit(t *testing.T) {
-	gpu := func(used ...int) placement.GPU {
-		g := placement.GPU{Slots: 4}
-		for i, u := range used {
-			g.Residents = append(g.Residents, placement.Resident{JobID: string(rune('a' + i)), Slots: u})
-		}
-		return g
-	}
-	cases := []struct {
-		name   string
-		gpus   []placement.GPU
-		g      int
-		want   int
-		k      int
-		wantOK bool
-	}{
-		{"only GPU", []placement.GPU{gpu(2)}, 0, 2, 2, true},
-		{"others full", []placement.GPU{gpu(4), gpu(2), gpu(2, 2)}, 1, 2, 2, true},
-		{"another as free", []placement.GPU{gpu(2), gpu(2)}, 1, 2, 3, false},
-		{"an idle one elsewhere", []placement.GPU{gpu(2), gpu()}, 0, 2, 5, false},
-		{"idle, others hold 2 free: 3 shards", []placement.GPU{gpu(2), gpu()}, 1, 2, 3, true},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			k, ok := uniqueFit(&placement.Node{GPUs: tc.gpus}, tc.g, tc.want)
-			if k != tc.k || ok != tc.wantOK {
-				t.Fatalf("uniqueFit = %d, %v; want %d, %v", k, ok, tc.k, tc.wantOK)
 			}
 		})
 	}

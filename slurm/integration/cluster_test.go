@@ -293,8 +293,11 @@ type cluster struct {
 
 	ctld    *proc
 	ctldLog string // slurmctld's own log file
-	slurmd  map[string]*proc
-	env     []string // environment of every Slurm client command
+	// ctldStops: when the suite stopped slurmctld (SIGTERM), for telling a
+	// batch launch Slurm lost across a stop from a lost job (accounting.go).
+	ctldStops []time.Time
+	slurmd    map[string]*proc
+	env       []string // environment of every Slurm client command
 }
 
 // topology is how a test cluster describes its GPUs to Slurm.
@@ -779,7 +782,31 @@ func (c *cluster) waitIdle(d time.Duration) {
 
 // stopCtld stops slurmctld with SIGTERM (it saves its state) and waits.
 func (c *cluster) stopCtld() {
+	if c.ctld.alive() {
+		c.ctldStops = append(c.ctldStops, time.Now())
+	}
 	c.ctld.stop(c.t, 20*time.Second)
+}
+
+// stoppedAfter reports whether the suite stopped slurmctld at or after t
+// (t has scontrol's one-second resolution).
+func (c *cluster) stoppedAfter(t time.Time) bool {
+	for _, s := range c.ctldStops {
+		if !t.IsZero() && t.Unix() <= s.Unix() {
+			return true
+		}
+	}
+	return false
+}
+
+// launched returns the jobs whose batch launch a slurmd of this cluster logged.
+func (c *cluster) launched() map[int]bool {
+	ids := map[int]bool{}
+	for _, n := range c.nodes {
+		b, _ := os.ReadFile(c.path("log", "slurmd-"+n+".log"))
+		launchedJobs(b, ids)
+	}
+	return ids
 }
 
 // restartCtld stops slurmctld and starts it again on the same state.
@@ -951,8 +978,9 @@ type job struct {
 	ReqNodeList string
 	TresPerNode string // in 22.05's spelling ("gres:gpu:1") on every release
 	Comment     string
-	Restarts    int    // requeues by Slurm (launch failures, node trouble)
-	GPUIdx      string // GPU indices of the first allocated node, e.g. "0" or "0-1"
+	Restarts    int       // requeues by Slurm (launch failures, node trouble)
+	StartTime   time.Time // when Slurm allocated it (zero if not yet)
+	GPUIdx      string    // GPU indices of the first allocated node, e.g. "0" or "0-1"
 	Raw         string
 }
 
@@ -992,6 +1020,9 @@ func parseJob(id int, out string) job {
 				j.TresPerNode = strings.ReplaceAll(m[2], "gres/", "gres:")
 			case "Restarts":
 				j.Restarts, _ = strconv.Atoi(m[2])
+			case "StartTime":
+				// scontrol prints local time; "Unknown" or "None" until allocated.
+				j.StartTime, _ = time.ParseInLocation("2006-01-02T15:04:05", m[2], time.Local)
 			case "GRES":
 				if j.GPUIdx == "" && strings.HasPrefix(trim, "Nodes=") {
 					j.GPUIdx = gresIndices(m[2])

@@ -16,4 +16,7 @@
 // from the clone. packaging/test-deb-suite.sh installs, runs and purges.
 // COSCHEML_PERF=1 also runs TestSubmissionCost, which only measures and reports the
 // submission cost with and without the plugin (docs/performance-slurm.md).
+// COSCHEML_REPRO_LOSTLAUNCH=N runs TestLostLaunch, which tries N times to make
+// Slurm lose a batch launch across a slurmctld stop (docs/compatibility.md,
+// "Determinism").
 package integration

@@ -22,6 +22,7 @@ import (
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/replay"
 	"github.com/coscheml/coscheml/pkg/sim"
+	"github.com/coscheml/coscheml/pkg/submit"
 	"github.com/coscheml/coscheml/pkg/trace"
 	"github.com/coscheml/coscheml/pkg/truth"
 )
@@ -263,6 +264,16 @@ func replayClusterConfig(o replayOptions) func(*config.Config) {
 	}
 }
 
+// slurmVersionNumber is SLURM_VERSION_NUMBER of a release as slurmctld -V
+// prints it ("22.05.8"); 0 when it does not parse (unknown: as 22.05).
+func slurmVersionNumber(v string) uint32 {
+	var major, minor, micro uint32
+	if n, _ := fmt.Sscanf(v, "%d.%d.%d", &major, &minor, &micro); n < 2 {
+		return 0
+	}
+	return major<<16 | minor<<8 | micro
+}
+
 // replayTopology is the cluster's GPU description: per-GPU types for typed
 // pinning; jobs may overrun their time limit (a co-located job runs slower than
 // its limit assumed; the limit only informs backfill, as the trace duration does
@@ -294,6 +305,11 @@ func runReplay(t *testing.T, a artifacts, o replayOptions, save func(replay.Repo
 	loop := "no re-decide loop (wait_defer 0)"
 	if o.waitDefer > 0 {
 		twin.Submit.Redecide = o.redecide.Seconds()
+		// As the plugin: a release that refuses typed updates re-decides with
+		// untyped counts; an updated job starts at the next backfill pass
+		// (the suite's bf_interval=1).
+		twin.Submit.UntypedUpdates = !submit.TypedUpdates(slurmVersionNumber(a.slurm.version))
+		twin.Submit.StartDelay = 1
 		loop = fmt.Sprintf("wait_defer %s, coscheml redecide --loop --interval %s beside slurmctld", o.waitDefer, o.redecide)
 	}
 	// Blind sharing as a site would run it without coscheml: every job asks

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -530,7 +531,33 @@ func testSurvives(t *testing.T, c *cluster) {
 		}
 		t.Logf("%d submissions in %.1fs", n, time.Since(start).Seconds())
 	}
+	// quiesce waits until every job submitted to run so far has finished
+	// (or was requeued by Slurm, which is not eligible again for 121 s) before
+	// the test reconfigures or restarts slurmctld. The test's point is that the
+	// queue (about 750 held jobs) and the plugin's state survive those; a job
+	// runnable at that moment would race slurmctld's own shutdown instead:
+	// its scheduler may allocate a job after SIGTERM, and the batch launch is
+	// then lost (Slurm's behaviour, accounted for below; seen on 22.05.8).
+	terminal := func(st string) bool { return st == "COMPLETED" || st == "FAILED" || st == "CANCELLED" }
+	quiesce := func(what string) {
+		t.Helper()
+		start := time.Now()
+		q, requeued := c.waitRan(ran, terminal, 60*time.Second)
+		open := 0
+		for _, id := range ran {
+			if !terminal(q[id]) && !slices.Contains(requeued, id) {
+				open++
+			}
+		}
+		t.Logf("before %s: %d job(s) to run settled in %.1fs (%d requeued by Slurm, %d still open)",
+			what, len(ran), time.Since(start).Seconds(), len(requeued), open)
+	}
 	submit(400)
+	quiesce("scontrol reconfigure")
+	if c.a.slurm.atLeast(23, 11) {
+		// 23.11+ re-executes slurmctld on reconfigure: a stop, for the accounting.
+		c.ctldStops = append(c.ctldStops, time.Now())
+	}
 	if _, err := c.run("scontrol", "reconfigure"); err != nil {
 		t.Fatal(err)
 	}
@@ -573,55 +600,66 @@ func testSurvives(t *testing.T, c *cluster) {
 	if !c.ctld.alive() || c.ctld.pid != ctldPid {
 		t.Fatalf("slurmctld died during the submissions; log tail:\n%s", c.logTail(3000))
 	}
+	quiesce("the restart")
 	c.restartCtld()
 	submit(total - len(ids))
 
-	// Let the running ones finish, then account for every job. Slurm itself
-	// may requeue a job whose launch failed (seen on 22.05: "slurm_receive_msg_and_forward:
-	// Zero Bytes were transmitted or received", then "requeue JobId=... per
-	// user/system request"): such a job is pending again with Restarts>0 and runs
-	// later. It is Slurm's retry, not a lost job: wait longer for it, and count it
-	// apart if it is still pending at the end.
-	terminal := func(st string) bool { return st == "COMPLETED" || st == "FAILED" || st == "CANCELLED" }
+	// Let the running ones finish, then account for every job (judge in
+	// accounting.go has the rules). Slurm's own recoveries are accounted for,
+	// not failed on: a job Slurm requeued after its batch launch failed (seen
+	// on 22.05: "Zero Bytes were transmitted or received", then "requeue
+	// JobId=... per user/system request") is pending again with Restarts>0 and
+	// runs about 121 s later: it is waited for, and counted apart if still
+	// pending. A batch launch lost across slurmctld's stop (allocated, never
+	// launched, recovered as RUNNING) stays RUNNING until its node registers
+	// again: counted apart too. quiesce makes both rare; neither hides a job
+	// that is gone, left in another state, or launched and never finished.
 	q, requeued := c.waitRan(ran, terminal, 90*time.Second)
 	if len(requeued) > 0 {
 		t.Logf("Slurm requeued %d job(s) it had launched (%v): waiting for their retries", len(requeued), requeued)
-		q, requeued = c.waitRan(ran, terminal, 180*time.Second)
+		q, _ = c.waitRan(ran, terminal, 180*time.Second)
 	}
 	isRan := map[int]bool{}
 	for _, id := range ran {
 		isRan[id] = true
 	}
+	launched := c.launched()
 	states := map[string]int{}
-	missing, held, retried := 0, 0, 0
-	var lost []string
+	counts := map[verdict]int{}
+	missing := 0
+	var lost, apart []string
 	for _, id := range ids {
-		st, ok := q[id]
-		switch {
-		case !ok:
+		e := jobEnd{ID: id, Ran: isRan[id], State: q[id], Launched: launched[id]}
+		if e.State == "" {
 			missing++
-			lost = append(lost, fmt.Sprintf("%d (gone)", id))
-		case isRan[id] && st == "PENDING" && slices.Contains(requeued, id):
-			retried++ // Slurm's own retry still waiting: accounted for
-		case isRan[id] && st != "COMPLETED":
-			lost = append(lost, fmt.Sprintf("%d (%s)", id, st))
-		case !isRan[id] && st == "PENDING":
-			held++
-		case !isRan[id]:
-			lost = append(lost, fmt.Sprintf("%d (%s, was held)", id, st))
+		} else {
+			states[e.State]++
 		}
-		if ok {
-			states[st]++
+		if e.Ran && e.State != "COMPLETED" && e.State != "" {
+			j := c.showJob(id)
+			e.Restarts, e.StartedBeforeStop = j.Restarts, c.stoppedAfter(j.StartTime)
 		}
+		v := judge(e)
+		counts[v]++
+		switch v {
+		case verdictLost:
+			lost = append(lost, fmt.Sprintf("%d (%s, ran=%v, restarts=%d, launched=%v)", id, cmp.Or(e.State, "gone"), e.Ran, e.Restarts, e.Launched))
+		case verdictRetry, verdictLostLaunch:
+			apart = append(apart, fmt.Sprintf("%d (%v)", id, v))
+		}
+	}
+	if len(apart) > 0 {
+		t.Logf("accounted for as Slurm's own recovery, not lost: %v", apart)
 	}
 	if missing > 0 || len(ids) != total {
 		t.Errorf("%d of %d submitted jobs are missing from squeue after reconfigure, model swap and restart", missing, len(ids))
 	}
-	if len(lost) > 0 || held != total-len(ran) {
-		t.Errorf("job states %v: want %d COMPLETED (or requeued by Slurm) and %d PENDING (held); not accounted for: %v",
+	if len(lost) > 0 || counts[verdictHeld] != total-len(ran) {
+		t.Errorf("job states %v: want %d COMPLETED (or in Slurm's own recovery) and %d PENDING (held); not accounted for: %v",
 			states, len(ran), total-len(ran), lost)
 	} else {
-		t.Logf("all %d jobs accounted for after reconfigure, model swap and restart: %v (%d still in a Slurm requeue)", total, states, retried)
+		t.Logf("all %d jobs accounted for after reconfigure, model swap and restart: %v (%d in a Slurm requeue, %d launches lost across the stop)",
+			total, states, counts[verdictRetry], counts[verdictLostLaunch])
 	}
 	if out, _ := c.run("sinfo", "-h", "-N", "-o", "%N %t %E"); strings.Contains(out, "drain") {
 		t.Errorf("nodes drained (a failing Prolog/Epilog?):\n%s", out)

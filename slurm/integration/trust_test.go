@@ -80,7 +80,16 @@ exit $rc
 
 	// The time limit is one minute; slurmctld checks limits about every 30 s.
 	for _, r := range runs {
-		waitFile(t, filepath.Join(dumps, strconv.Itoa(r.id)+".done"), 180*time.Second)
+		done := filepath.Join(dumps, strconv.Itoa(r.id)+".done")
+		waitFile(t, done, 180*time.Second)
+		// A batch launch that failed on slurmd also runs the Epilog, and Slurm
+		// requeues the job (Restarts>0, pending about 121 s): the Epilog that
+		// counts is the retry's.
+		if j := c.showJob(r.id); j.Restarts > 0 && (j.State == "PENDING" || j.State == "REQUEUED" || j.State == "RUNNING") {
+			t.Logf("job %d was requeued by Slurm (Restarts=%d, %s): waiting for its retry's Epilog", r.id, j.Restarts, j.State)
+			os.Remove(done)
+			waitFile(t, done, requeueWait+180*time.Second)
+		}
 	}
 	// The Epilog leaves each run pending; a detached finisher decides once the
 	// controller reports the final state.
@@ -199,12 +208,23 @@ func snapshot(t *testing.T, c *cluster) storeState {
 	return s
 }
 
+// waitState waits up to d for job id to be in state; once more by requeueWait
+// if Slurm requeued the job meanwhile (Slurm's retry, not a lost job).
 func waitState(t *testing.T, c *cluster, id int, state string, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(d)
-	for c.showJob(id).State != state {
+	extended := false
+	for {
+		j := c.showJob(id)
+		if j.State == state {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("job %d not %s after %v:\n%s", id, state, d, c.showJob(id).Raw)
+			if extended || j.Restarts == 0 {
+				t.Fatalf("job %d not %s after %v:\n%s", id, state, d, j.Raw)
+			}
+			t.Logf("job %d was requeued by Slurm (Restarts=%d, %s): waiting up to %v for its retry", id, j.Restarts, j.State, requeueWait)
+			deadline, extended = time.Now().Add(requeueWait), true
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

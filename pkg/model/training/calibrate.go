@@ -46,6 +46,17 @@ type CalibrationOptions struct {
 	// tested at the class-weighted default (the rule before per-floor
 	// coverage; for comparisons).
 	NoFloorCoverage bool
+	// JobScale makes the margins locally adaptive (normalized conformal
+	// prediction): the score is (prediction - measured) / scale, where scale
+	// is the job application's difficulty, the mean |residual| of the
+	// residuals with that application as the job (OutOfFold.Tag), shrunk
+	// toward the overall mean by ScaleShrink pseudo-residuals; a margin is the
+	// score's quantile times the job application's scale. Every score is
+	// cross-fitted: its scale is learned from the other folds only.
+	JobScale bool
+	// ScaleShrink is the weight, in residuals, of the overall mean in an
+	// application's scale (default 5).
+	ScaleShrink float64
 }
 
 // FloorCoverageRule chooses a default coverage per floor (floors ascending,
@@ -89,6 +100,9 @@ func (o CalibrationOptions) withDefaults() CalibrationOptions {
 	if o.Target <= 0 {
 		o.Target = DefaultTarget
 	}
+	if o.ScaleShrink <= 0 {
+		o.ScaleShrink = 5
+	}
 	return o
 }
 
@@ -131,14 +145,19 @@ func Calibrate(oof []OutOfFold, opts CalibrationOptions) (model.Calibration, Cov
 		return model.Calibration{}, CoverageChoice{}, fmt.Errorf("calibrate: %d out-of-fold residuals, want at least %d", len(oof), o.MinResiduals)
 	}
 	for _, r := range oof {
-		if math.IsNaN(r.Pred) || math.IsNaN(r.Truth) {
-			return model.Calibration{}, CoverageChoice{}, errors.New("calibrate: NaN residual")
+		if math.IsNaN(r.Pred) || math.IsNaN(r.Truth) || math.IsInf(r.Pred, 0) || math.IsInf(r.Truth, 0) {
+			return model.Calibration{}, CoverageChoice{}, errors.New("calibrate: non-finite residual")
 		}
 	}
+	sc := newScaler(oof, o)
 	cal := model.Calibration{
-		Levels: slices.Clone(CoverageLevels), Margins: margins(oof, o),
+		Levels: slices.Clone(CoverageLevels), Margins: margins(oof, o, func(r OutOfFold) float64 { return sc.scale(r.Tag, r.Fold, "") }),
 		Window: o.Window, MinResiduals: o.MinResiduals, Residuals: len(oof),
 		Method: "split-conformal quantiles of leave-families-out residuals (prediction - measured), by predicted speed; default coverage by nested leave-families-out",
+	}
+	if o.JobScale {
+		cal.Scale, cal.JobScale = sc.all()
+		cal.Method = "split-conformal quantiles of leave-families-out residuals normalized by the job application's scale ((prediction - measured) / mean |residual| of the application, cross-fitted), by predicted speed; default coverage by nested leave-families-out"
 	}
 	ch := CoverageChoice{Levels: cal.Levels, Target: o.Target,
 		Violation: make([]float64, len(cal.Levels)), Accepted: make([]float64, len(cal.Levels))}
@@ -174,14 +193,16 @@ func Calibrate(oof []OutOfFold, opts CalibrationOptions) (model.Calibration, Cov
 		if len(rest) < o.MinResiduals {
 			continue // too little left to calibrate on: this fold cannot be scored
 		}
-		inner := model.Model{Calibration: model.Calibration{Levels: cal.Levels, Margins: margins(rest, o)}}
+		// scales learned without F: the rest's scores from neither F nor
+		// their own fold, F's from the rest
+		inner := model.Calibration{Levels: cal.Levels, Margins: margins(rest, o, func(r OutOfFold) float64 { return sc.scale(r.Tag, r.Fold, f) })}
 		for _, r := range held {
 			for _, fw := range o.Floors {
 				fi := slices.Index(ch.Floors, fw.Floor)
 				tested += fw.Weight
 				fTested[fi] += fw.Weight
 				for l, lv := range cal.Levels {
-					if r.Pred-inner.Margin(r.Pred, lv) >= fw.Floor {
+					if r.Pred-inner.MarginFor(r.Pred, "", lv)*sc.scale(r.Tag, f, "") >= fw.Floor {
 						acc[l] += fw.Weight
 						fAcc[fi][l] += fw.Weight
 						if r.Truth < fw.Floor {
@@ -233,16 +254,94 @@ func Calibrate(oof []OutOfFold, opts CalibrationOptions) (model.Calibration, Cov
 	return cal, ch, nil
 }
 
+// scaler holds the mean |residual| per fold, overall and per job
+// application, so that an application's scale can be learned without given
+// folds (cross-fitting). A plain calibration's scale is 1.
+type scaler struct {
+	on     bool
+	shrink float64
+	sum    map[string]float64            // fold -> sum of |residual|
+	n      map[string]float64            // fold -> residuals
+	tagSum map[string]map[string]float64 // fold -> tag -> sum
+	tagN   map[string]map[string]float64
+}
+
+func newScaler(oof []OutOfFold, o CalibrationOptions) *scaler {
+	s := &scaler{on: o.JobScale, shrink: o.ScaleShrink, sum: map[string]float64{}, n: map[string]float64{},
+		tagSum: map[string]map[string]float64{}, tagN: map[string]map[string]float64{}}
+	if !s.on {
+		return s
+	}
+	for _, r := range oof {
+		d := math.Abs(r.Pred - r.Truth)
+		s.sum[r.Fold] += d
+		s.n[r.Fold]++
+		if s.tagSum[r.Fold] == nil {
+			s.tagSum[r.Fold], s.tagN[r.Fold] = map[string]float64{}, map[string]float64{}
+		}
+		s.tagSum[r.Fold][r.Tag] += d
+		s.tagN[r.Fold][r.Tag]++
+	}
+	return s
+}
+
+// scale is tag's scale learned from every fold but ex1 and ex2 ("" excludes
+// nothing): (sum + shrink x mean) / (n + shrink), at least the model's
+// smallest scale (1 when the scaler is off).
+func (s *scaler) scale(tag, ex1, ex2 string) float64 {
+	if !s.on {
+		return 1
+	}
+	var gs, gn, ts, tn float64
+	for f := range s.sum {
+		if f == ex1 || f == ex2 {
+			continue
+		}
+		gs, gn = gs+s.sum[f], gn+s.n[f]
+		ts, tn = ts+s.tagSum[f][tag], tn+s.tagN[f][tag]
+	}
+	if gn == 0 {
+		return 1
+	}
+	return clampScale((ts + s.shrink*gs/gn) / (tn + s.shrink))
+}
+
+// all is the overall scale and every application's, from every fold: what
+// the model file stores.
+func (s *scaler) all() (float64, map[string]float64) {
+	var gs, gn float64
+	tags := map[string]bool{}
+	for f := range s.sum {
+		gs, gn = gs+s.sum[f], gn+s.n[f]
+		for t := range s.tagSum[f] {
+			tags[t] = true
+		}
+	}
+	out := make(map[string]float64, len(tags))
+	for t := range tags {
+		out[t] = s.scale(t, "", "")
+	}
+	return clampScale(gs / max(gn, 1)), out
+}
+
+// clampScale keeps a scale within what a model file accepts.
+func clampScale(v float64) float64 { return min(max(v, 1e-3), 1) }
+
 // margins computes the conformal margin grid (see Calibrate) for every level.
-func margins(oof []OutOfFold, o CalibrationOptions) [][]float64 {
+// Each residual is divided by scaleOf(r) (1 for plain margins).
+func margins(oof []OutOfFold, o CalibrationOptions, scaleOf func(OutOfFold) float64) [][]float64 {
 	type pr struct{ pred, res float64 }
 	all := make([]pr, len(oof))
 	for i, r := range oof {
-		all[i] = pr{r.Pred, r.Pred - r.Truth}
+		all[i] = pr{r.Pred, (r.Pred - r.Truth) / scaleOf(r)}
 	}
 	out := make([][]float64, len(CoverageLevels))
 	for l := range out {
 		out[l] = make([]float64, model.GridSteps+1)
+	}
+	hi := 10.0 // a plain margin, in speed
+	if o.JobScale {
+		hi = model.MaxNormScore
 	}
 	res := make([]float64, 0, len(all))
 	for g := 0; g <= model.GridSteps; g++ {
@@ -263,10 +362,18 @@ func margins(oof []OutOfFold, o CalibrationOptions) [][]float64 {
 		for l, lv := range CoverageLevels {
 			k := int(math.Ceil(float64(n+1)*lv)) - 1 // 0-based rank
 			k = min(max(k, 0), n-1)
-			out[l][g] = min(max(res[k], 0), 10)
+			out[l][g] = min(max(res[k], 0), hi)
 		}
 	}
 	return out
+}
+
+// SeenCalibrationOptions are the default options of the seen-pairs margins
+// (CalibrateSeen): margins normalized by the job application's scale,
+// shrunk by 20 residuals (chosen on the training data: docs/model.md,
+// "Locally adaptive seen-pairs margins").
+func SeenCalibrationOptions() CalibrationOptions {
+	return CalibrationOptions{JobScale: true, ScaleShrink: 20}
 }
 
 // SeenPairsFolds is the number of folds CalibrateSeen deals the pairs into.
@@ -287,5 +394,8 @@ func CalibrateSeen(ds Dataset, p model.Params, opts CalibrationOptions) (model.C
 		return model.Calibration{}, ch, fmt.Errorf("seen-pairs margins: %w", err)
 	}
 	cal.Method = "split-conformal quantiles of leave-pairs-out residuals (pairs of known applications never seen together), by predicted speed; default coverage by nested leave-pairs-out"
+	if opts.JobScale {
+		cal.Method = "split-conformal quantiles of leave-pairs-out residuals (pairs of known applications never seen together) normalized by the job application's scale (mean |residual| of the application, cross-fitted by pair fold), by predicted speed; default coverage by nested leave-pairs-out"
+	}
 	return cal, ch, nil
 }

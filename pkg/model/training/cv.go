@@ -38,6 +38,10 @@ type OutOfFold struct {
 	// Spread is the fold model's tree spread for the sample (the difficulty
 	// estimate normalized margins scale by).
 	Spread float64
+	// Index is the sample's index in the dataset cross-validated, Tag its
+	// job application (what JobScale margins are normalized by).
+	Index int
+	Tag   string
 }
 
 // KFold runs k-fold cross-validation with a seeded shuffle.
@@ -57,7 +61,7 @@ func KFold(ds Dataset, k int, p model.Params, seed int64) (CVReport, error) {
 		}
 		rep.Folds = append(rep.Folds, Fold{Name: "fold " + strconv.Itoa(f+1), Train: len(train), Test: len(test), Metrics: MetricsOf(r)})
 		for j, x := range r {
-			rep.OutOfFold = append(rep.OutOfFold, OutOfFold{Fold: model.Family(ds.Samples[test[j]].Tag), Pred: x.Pred, Truth: x.Truth, Spread: x.Spread})
+			rep.OutOfFold = append(rep.OutOfFold, OutOfFold{Fold: model.Family(ds.Samples[test[j]].Tag), Pred: x.Pred, Truth: x.Truth, Spread: x.Spread, Index: test[j], Tag: ds.Samples[test[j]].Tag})
 		}
 		all = append(all, r...)
 	}
@@ -118,8 +122,8 @@ func LeaveAppsOut(ds Dataset, p model.Params, group func(tag string) string) (CV
 			return CVReport{}, fmt.Errorf("leave-apps-out: holding out %s: %w", app, err)
 		}
 		rep.Folds = append(rep.Folds, Fold{Name: app, Train: len(train), Test: len(test), Metrics: MetricsOf(r)})
-		for _, x := range r {
-			rep.OutOfFold = append(rep.OutOfFold, OutOfFold{Fold: app, Pred: x.Pred, Truth: x.Truth, Spread: x.Spread})
+		for j, x := range r {
+			rep.OutOfFold = append(rep.OutOfFold, OutOfFold{Fold: app, Pred: x.Pred, Truth: x.Truth, Spread: x.Spread, Index: test[j], Tag: ds.Samples[test[j]].Tag})
 		}
 		all = append(all, r...)
 	}
@@ -187,8 +191,8 @@ func LeavePairsOut(ds Dataset, k int, p model.Params, seed int64) (CVReport, err
 		}
 		name := "pairs " + strconv.Itoa(f+1)
 		rep.Folds = append(rep.Folds, Fold{Name: name, Train: len(train), Test: len(test), Metrics: MetricsOf(r)})
-		for _, x := range r {
-			rep.OutOfFold = append(rep.OutOfFold, OutOfFold{Fold: name, Pred: x.Pred, Truth: x.Truth, Spread: x.Spread})
+		for j, x := range r {
+			rep.OutOfFold = append(rep.OutOfFold, OutOfFold{Fold: name, Pred: x.Pred, Truth: x.Truth, Spread: x.Spread, Index: test[j], Tag: ds.Samples[test[j]].Tag})
 		}
 		all = append(all, r...)
 	}
