@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/submit"
@@ -30,8 +31,14 @@ func initGo(path string, slurmVer uint32, slurmConf string) (int, string) {
 		src.NodeStates = submit.SinfoStates(slurmConf)
 		src.QueueIDs = submit.SqueueIDs(slurmConf)
 	}
-	e := submit.NewAsync(src, submit.Options{SlurmVersion: slurmVersion.Load},
+	// Untagged jobs go to Go until the new engine opens the pass window.
+	setPassWindow(nil, 0)
+	var self atomic.Pointer[submit.Engine]
+	opts := submit.Options{SlurmVersion: slurmVersion.Load,
+		PassWindow: func(d time.Duration) { setPassWindow(self.Load(), d) }}
+	e := submit.NewAsync(src, opts,
 		func(src submit.Sources) (submit.Sources, string) { return submit.GuardPinning(src, slurmConf) })
+	self.Store(e)
 	// The old engine (slurmctld re-initialises plugins on reconfigure) is closed
 	// first: its last decisions reach the decision log before the new engine
 	// rebuilds its reservations from it. Close is bounded: it never waits on a
@@ -39,6 +46,9 @@ func initGo(path string, slurmVer uint32, slurmConf string) (int, string) {
 	if old := engine.Swap(e); old != nil {
 		old.Close()
 	}
+	// Again: the old engine may have opened it between the first shut and
+	// the swap (its publishes are ignored from the swap on).
+	setPassWindow(nil, 0)
 	e.Start()
 	if !e.WaitReady(initWait) {
 		return 0, fmt.Sprintf("first load of %s still running after %v (shared file system slow?): "+

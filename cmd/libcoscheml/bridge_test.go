@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coscheml/coscheml/pkg/comment"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/submit"
 )
@@ -73,6 +74,52 @@ func TestBridgeGo(t *testing.T) {
 	}
 	if r := decideGo(submit.JobFields{Comment: "coscheml:app=../x", TresPerNode: "gres:gpu:1"}); r.Code != submit.Unchanged {
 		t.Fatalf("missing config must pass through: %+v", r)
+	}
+}
+
+// TestPassWindowFromEngine: the engine opens queue.c's pass window once
+// loaded under untagged: pass, never under untagged: exclusive, and a
+// reconfigure and coscheml_fini shut it.
+func TestPassWindowFromEngine(t *testing.T) {
+	t.Cleanup(func() {
+		if e := engine.Swap(nil); e != nil {
+			e.Close()
+		}
+	})
+	waitOpen := func(want bool) bool {
+		for i := 0; i < 150; i++ { // the background refresh publishes every 500 ms
+			if passOpen() == want {
+				return true
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return false
+	}
+	if rc, _ := initGo(writeConfig(t, ""), 0x160508, ""); rc != 0 {
+		t.Fatalf("init: %d (%v)", rc, engine.Load().Problems())
+	}
+	if !waitOpen(true) {
+		t.Fatalf("untagged: pass, engine ready: the window stays shut (%v)", engine.Load().PassUntaggedFor())
+	}
+	if rc, _ := initGo(writeConfig(t, "untagged: exclusive\n"), 0x160508, ""); rc != 0 {
+		t.Fatalf("init: %d (%v)", rc, engine.Load().Problems())
+	}
+	if passOpen() {
+		t.Fatal("a reconfigure left the window open")
+	}
+	time.Sleep(1200 * time.Millisecond) // two refreshes
+	if passOpen() {
+		t.Fatal("untagged: exclusive opened the window")
+	}
+	if rc, _ := initGo(writeConfig(t, ""), 0x160508, ""); rc != 0 {
+		t.Fatalf("init: %d (%v)", rc, engine.Load().Problems())
+	}
+	if !waitOpen(true) {
+		t.Fatal("back to untagged: pass: the window stays shut")
+	}
+	coscheml_fini()
+	if passOpen() {
+		t.Fatal("coscheml_fini left the window open")
 	}
 }
 
@@ -317,7 +364,9 @@ func TestCShim(t *testing.T) {
 
 // TestCQueue drives queue.c (the hand-off from slurmctld's threads to the Go
 // worker) with a C worker whose timing the test controls (testdata/queue.c):
-// concurrent callers, the timeout (the job passes, the late answer is freed by
+// concurrent callers, the untagged pass window (jobs answered in C, the rest
+// reaching the worker; the window's end, Go shutting it, cq_stop shutting it),
+// the timeout (the job passes, the late answer is freed by
 // the worker, later jobs pass at once until it ends), a timeout in the queue,
 // cq_stop with calls queued and in progress, a restart. Under AddressSanitizer
 // with leak checks (no Go runtime in this program) and under ThreadSanitizer.
@@ -325,6 +374,18 @@ func TestCQueue(t *testing.T) {
 	wants := []string{
 		"noworker rc=0 log=direct direct=1",
 		"concurrent calls=4000 wrong=0 direct=1",
+		"pass plain rc=0 worker=0 log=NULL",
+		"pass nocomment rc=0 worker=0 log=NULL",
+		"pass tagged rc=1 worker=1",
+		"pass tagcase rc=1 worker=1",
+		"pass token rc=1 worker=1",
+		"pass shard rc=1 worker=1",
+		"pass shardjob rc=1 worker=1",
+		"pass shardtask rc=1 worker=1",
+		"pass shardsocket rc=1 worker=1",
+		"pass modify rc=1 worker=1",
+		"pass expired rc=1",
+		"pass shut rc=1",
 		"timeoutbounds lo=1 hi=10000",
 		"shortanswer rc=0 untouched=1",
 		"shortjob rc=0 log=worker: job of 8 bytes",
@@ -481,4 +542,32 @@ func TestCallCostReport(t *testing.T) {
 			t.Errorf("paced %s: %d result lines, want 2", job, n)
 		}
 	}
+}
+
+// FuzzMentions holds queue.c's cq_mentions, which lets untagged jobs pass in C,
+// to what the Go side reads: it finds "coscheml" exactly where pkg/comment's
+// test (strings.EqualFold on every window) does, and a comment it finds
+// nothing in parses as no directive and no token.
+func FuzzMentions(f *testing.F) {
+	for _, s := range []string{"", "coscheml:app=a", "x CoScHeMl", "coſcheml", "cosche\xffml", "COSCHEMLcoscheml",
+		"cosch", "coscheml-id=a-1:2", "\u212aoscheml", "c0scheml"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if strings.IndexByte(s, 0) >= 0 {
+			return // a C string ends there; Slurm's comments hold no NUL
+		}
+		want := false
+		for i := 0; i+len("coscheml") <= len(s); i++ {
+			if strings.EqualFold(s[i:i+len("coscheml")], "coscheml") {
+				want = true
+			}
+		}
+		if got := cMentions(s, "coscheml"); got != want {
+			t.Fatalf("cq_mentions(%q) = %v, Go finds %v", s, got, want)
+		}
+		if d := comment.ParseComment(s); !want && d != (comment.Directive{}) {
+			t.Fatalf("%q: no mention, but it parses as %+v", s, d)
+		}
+	})
 }

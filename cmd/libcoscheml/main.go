@@ -157,6 +157,7 @@ func coscheml_fini() {
 	// Queued calls are answered "unchanged"; the decision in progress is
 	// answered (and logged by the engine) before the engine closes.
 	stopWorker()
+	setPassWindow(nil, 0) // also without a worker (cq_stop shuts it with one)
 	if e := engine.Swap(nil); e != nil {
 		e.Close()
 	}

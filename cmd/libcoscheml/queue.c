@@ -45,6 +45,83 @@ void cq_set_timeout_ms(int ms)
 /* Bounds each copied string as the Go side bounds what it reads (maxInput). */
 #define CQ_MAX_INPUT (1 << 20)
 
+/*
+ * The untagged pass window (pkg/submit/passwindow.go): until cq_pass_until
+ * (CLOCK_MONOTONIC nanoseconds; 0: shut), the engine answers "unchanged",
+ * with nothing to log, every new submission whose comment does not contain
+ * "coscheml" in any case and whose GPU requests do not contain "shard". Such
+ * a job is answered here without waking the worker: most jobs of a site are
+ * untagged, and each wake-up of Go costs slurmctld far more than the call.
+ * Go opens, extends and shuts the window (cq_set_pass_ms); any doubt here
+ * means the normal path, which answers the same or better.
+ */
+static int64_t cq_pass_until;
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void cq_set_pass_ms(int64_t ms)
+{
+	int64_t until = 0;
+
+	if (ms > 0)
+		until = mono_ns() + ms * 1000000;
+	__atomic_store_n(&cq_pass_until, until, __ATOMIC_RELEASE);
+}
+
+/* cq_pass_open: the window is open now (for tests). */
+int cq_pass_open(void)
+{
+	int64_t until = __atomic_load_n(&cq_pass_until, __ATOMIC_ACQUIRE);
+
+	return until && mono_ns() < until;
+}
+
+/*
+ * cq_mentions: s (read as the Go side reads it, at most CQ_MAX_INPUT bytes)
+ * contains word in any ASCII letter case; word is lower case ASCII. Go's
+ * test for "coscheml" (strings.EqualFold on 8-byte windows) can only match 8
+ * ASCII bytes, so this finds exactly what it finds.
+ */
+int cq_mentions(const char *s, const char *word)
+{
+	size_t n, w = strlen(word);
+
+	if (!s)
+		return 0;
+	n = strnlen(s, CQ_MAX_INPUT);
+	for (size_t i = 0; i + w <= n; i++) {
+		size_t k = 0;
+
+		while (k < w && (s[i + k] | 0x20) == word[k])
+			k++;
+		if (k == w)
+			return 1;
+	}
+	return 0;
+}
+
+/* cq_passes: job is answered "unchanged" without Go (see cq_pass_until). */
+static int cq_passes(const struct coscheml_job *job)
+{
+	int64_t until = __atomic_load_n(&cq_pass_until, __ATOMIC_ACQUIRE);
+
+	if (!until || !job || job->size < sizeof(*job) || job->modify)
+		return 0;
+	if (cq_mentions(job->comment, "coscheml") ||
+	    cq_mentions(job->tres_per_node, "shard") ||
+	    cq_mentions(job->tres_per_job, "shard") ||
+	    cq_mentions(job->tres_per_task, "shard") ||
+	    cq_mentions(job->tres_per_socket, "shard"))
+		return 0;
+	return mono_ns() < until;
+}
+
 /* The Go decision, called directly only while no worker runs (main.go). */
 extern int cq_decide_go(struct coscheml_job *job, struct coscheml_answer *ans);
 
@@ -231,8 +308,8 @@ int coscheml_decide(const struct coscheml_job *job,
 		 */
 		return cq_decide_go((struct coscheml_job *)job, ans);
 	}
-	if (stuck)
-		return COSCHEML_UNCHANGED; /* logged when the episode began */
+	if (stuck || cq_passes(job))
+		return COSCHEML_UNCHANGED; /* stuck: logged when the episode began */
 
 	r = calloc(1, sizeof(*r));
 	if (!r)
@@ -361,6 +438,7 @@ void cq_stop(void)
 {
 	struct cq_req *r;
 
+	cq_set_pass_ms(0); /* the next engine opens it again */
 	pthread_mutex_lock(&cq_lock);
 	if (cq_fd < 0) {
 		pthread_mutex_unlock(&cq_lock);

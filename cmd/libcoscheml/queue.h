@@ -52,4 +52,12 @@ extern int cq_timeout_ms;
 void cq_set_timeout_ms(int ms);
 int cq_get_timeout_ms(void);
 
+/*
+ * The untagged pass window (queue.c): for ms milliseconds from now (0: shut),
+ * new untagged submissions are answered "unchanged" without the worker.
+ */
+void cq_set_pass_ms(int64_t ms);
+int cq_pass_open(void);
+int cq_mentions(const char *s, const char *word);
+
 #endif /* COSCHEML_QUEUE_H */

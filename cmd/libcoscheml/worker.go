@@ -12,6 +12,9 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unsafe"
+
+	"github.com/coscheml/coscheml/pkg/submit"
 )
 
 // workerStopWait bounds how long coscheml_fini waits for the worker to answer
@@ -122,3 +125,25 @@ func timeoutMS(d time.Duration) int {
 
 // queueTimeoutMS is the timeout callers wait now (for tests).
 func queueTimeoutMS() int { return int(C.cq_get_timeout_ms()) }
+
+// setPassWindow opens queue.c's untagged pass window for d (0 shuts it) on
+// behalf of engine e; nil e shuts it for whoever holds it. An engine that is no
+// longer the library's (closed by a reconfigure, its loop perhaps still
+// running) changes nothing.
+func setPassWindow(e *submit.Engine, d time.Duration) {
+	if e != nil && engine.Load() != e {
+		return
+	}
+	C.cq_set_pass_ms(C.int64_t(d.Milliseconds()))
+}
+
+// cMentions is queue.c's cq_mentions (for tests: cgo is not allowed in them).
+func cMentions(s, word string) bool {
+	cs, cw := C.CString(s), C.CString(word)
+	defer C.free(unsafe.Pointer(cs))
+	defer C.free(unsafe.Pointer(cw))
+	return C.cq_mentions(cs, cw) != 0
+}
+
+// passOpen says whether queue.c's pass window is open now (for tests).
+func passOpen() bool { return C.cq_pass_open() != 0 }

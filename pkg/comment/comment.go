@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/coscheml/coscheml/pkg/profile"
 )
@@ -57,7 +59,11 @@ func ParseComment(comment string) Directive {
 		return d
 	}
 	found := false
-	for _, w := range strings.Fields(comment) {
+	for rest := comment; ; {
+		var w string
+		if w, rest = nextWord(rest); w == "" {
+			break
+		}
 		switch {
 		case strings.HasPrefix(w, tokenPrefix):
 			if d.DecisionID != "" {
@@ -93,23 +99,27 @@ func ParseComment(comment string) Directive {
 }
 
 func (d *Directive) parseBody(body string) error {
-	seen := map[string]bool{}
-	for _, pair := range strings.Split(body, ",") {
+	// The known keys only: an unknown one is refused at its first use.
+	var seenApp, seenClass bool
+	for more := true; more; {
+		var pair string
+		pair, body, more = strings.Cut(body, ",")
 		k, v, ok := strings.Cut(pair, "=")
 		if !ok {
 			return fmt.Errorf("coscheml directive: %q is not key=value; %s", profile.Sanitize(pair), grammarHint)
 		}
-		if seen[k] {
+		if k == "app" && seenApp || k == "class" && seenClass {
 			return fmt.Errorf("coscheml directive: key %q given twice", profile.Sanitize(k))
 		}
-		seen[k] = true
 		switch k {
 		case "app":
+			seenApp = true
 			if err := profile.ValidateTag(v); err != nil {
 				return err
 			}
 			d.Tag = v
 		case "class":
+			seenClass = true
 			c, err := profile.ParseClass(v)
 			if err != nil {
 				return err
@@ -125,10 +135,12 @@ func (d *Directive) parseBody(body string) error {
 	return nil
 }
 
+var errBadToken = errors.New("malformed coscheml-id token (it is written by the plugin; remove it)")
+
 // parseToken reads "<id>:<shards>".
 func parseToken(s string) (string, int, error) {
 	id, n, ok := strings.Cut(s, ":")
-	bad := errors.New("malformed coscheml-id token (it is written by the plugin; remove it)")
+	bad := errBadToken
 	if !ok || id == "" || len(id) > 32 || strings.IndexFunc(id, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-')
 	}) >= 0 {
@@ -147,15 +159,48 @@ func FormatToken(id string, shards int) string {
 }
 
 // WithToken returns comment with every old token removed and tok appended.
+// The words are joined by single spaces (as strings.Join of strings.Fields), in
+// one allocation: it runs in every rewrite on slurmctld's submit path.
 func WithToken(comment, tok string) string {
-	words := strings.Fields(comment)
-	kept := words[:0]
-	for _, w := range words {
+	var b strings.Builder
+	b.Grow(len(comment) + 1 + len(tok))
+	for rest := comment; ; {
+		var w string
+		if w, rest = nextWord(rest); w == "" {
+			break
+		}
 		if !strings.HasPrefix(w, tokenPrefix) {
-			kept = append(kept, w)
+			b.WriteString(w)
+			b.WriteByte(' ')
 		}
 	}
-	return strings.Join(append(kept, tok), " ")
+	b.WriteString(tok)
+	return b.String()
+}
+
+// nextWord returns the first word of s (as strings.Fields splits: around runs
+// of unicode.IsSpace) and what follows it; "" when s has no more words. It
+// allocates nothing.
+func nextWord(s string) (word, rest string) {
+	start := -1
+	for i := 0; i < len(s); {
+		r, size := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
+		space := unicode.IsSpace(r)
+		switch {
+		case start < 0 && !space:
+			start = i
+		case start >= 0 && space:
+			return s[start:i], s[i:]
+		}
+		i += size
+	}
+	if start < 0 {
+		return "", ""
+	}
+	return s[start:], ""
 }
 
 func containsFold(s, sub string) bool {

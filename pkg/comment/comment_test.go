@@ -1,6 +1,7 @@
 package comment
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -107,6 +108,39 @@ func FuzzParseComment(f *testing.F) {
 		}
 		if d.Tag != "" && (strings.Contains(d.Tag, "..") || strings.ContainsAny(d.Tag, "/;$` \t")) {
 			t.Fatalf("%q: unsafe tag %q accepted", s, d.Tag)
+		}
+	})
+}
+
+// FuzzWords holds the allocation-free word walk to strings.Fields, and
+// WithToken to its definition (the words but old tokens, then tok, joined by
+// single spaces).
+func FuzzWords(f *testing.F) {
+	for _, s := range []string{"", " a  b ", "x\u00a0y\u2003z", "a\tcoscheml-id=x-1:2 b", "\xff \x85\xc2\x85 q", "coscheml:app=a,class=hpc coscheml-id=a-1:2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var got []string
+		for rest := s; ; {
+			var w string
+			if w, rest = nextWord(rest); w == "" {
+				break
+			}
+			got = append(got, w)
+		}
+		want := strings.Fields(s)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%q: words %q, strings.Fields %q", s, got, want)
+		}
+		var kept []string
+		for _, w := range want {
+			if !strings.HasPrefix(w, tokenPrefix) {
+				kept = append(kept, w)
+			}
+		}
+		tok := FormatToken("a-1", 2)
+		if got, want := WithToken(s, tok), strings.Join(append(kept, tok), " "); got != want {
+			t.Fatalf("WithToken(%q) = %q, want %q", s, got, want)
 		}
 	})
 }

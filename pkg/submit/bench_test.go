@@ -300,3 +300,28 @@ func threadCPU() time.Duration {
 	syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTimeID, uintptr(unsafe.Pointer(&ts)), 0)
 	return time.Duration(ts.Nano())
 }
+
+// BenchmarkDecideCold8192 is one decision after 8 MiB were written (twice this
+// machine's per-core L2): a decision inside slurmctld, whose own work between two
+// submissions evicts the decision's code and data.
+func BenchmarkDecideCold8192(b *testing.B) {
+	f, tags := bigFixtureNodes(b, 1024)
+	jobs := make([]JobFields, len(tags))
+	for i, t := range tags {
+		jobs[i] = job("coscheml:app=" + t)
+	}
+	for i := 0; i < 500; i++ {
+		decideAndForget(f, jobs[i%len(jobs)])
+	}
+	evict := make([]byte, 8<<20)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		for k := range evict {
+			evict[k]++
+		}
+		b.StartTimer()
+		decideAndForget(f, jobs[i%len(jobs)])
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/coscheml/coscheml/pkg/comment"
 	"github.com/coscheml/coscheml/pkg/config"
@@ -30,6 +31,7 @@ func (e *Engine) Decide(j JobFields) (res Result) {
 	}()
 	res = e.decideOne(j)
 	if notes := e.takeNotes(); notes != "" {
+		e.publishPass() // delivered: untagged jobs may pass in C again
 		if res.Log != "" {
 			res.Log = notes + "\n" + res.Log
 		} else {
@@ -117,6 +119,9 @@ func (e *Engine) decideLocked(q *query) outcome {
 		q.ctx = e.view.ctxLocked(q.prevID)
 	}
 	in, out, ok := prepare(q)
+	if ok && !q.j.Modify {
+		e.view.lastPlaced, e.view.hasPlaced = q.j, true // a copy in place: no allocation
+	}
 	if ok {
 		// job_modify decides again: without the job's earlier reservation (the
 		// one its verified token names, or the one bound to its job id).
@@ -246,7 +251,10 @@ func (q *query) id(shards int) string {
 	if q.j.JobID != 0 && q.j.JobID != NoVal {
 		jobID = strconv.FormatUint(uint64(q.j.JobID), 10)
 	}
-	return signID(q.key, q.idPfx+"-"+strconv.FormatUint(q.seq, 36), shards, q.j.UserID, jobID)
+	// The unsigned base on the stack: the signed id is the one allocation.
+	var b [64]byte
+	base := strconv.AppendUint(append(append(b[:0], q.idPfx...), '-'), q.seq, 36)
+	return signIDBytes(q.key, base, shards, q.j.UserID, jobID)
 }
 
 // outcome is a decision: the answer to the shim, the record for the decision log,
@@ -626,7 +634,9 @@ func formatLog(r *decisionlog.Record) string {
 		b = append(append(b, "->"...), profile.Sanitize(r.TresOut)...)
 	}
 	b = appendQuote(append(b, " reason="...), sanitizeLong(r.Reason))
-	return string(b)
+	// b is never written again: the string takes its memory, as
+	// strings.Builder does (one allocation per line instead of two).
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // appendQuote is strconv.AppendQuote with a fast path for printable ASCII (what

@@ -154,6 +154,9 @@ type Options struct {
 	// SlurmVersion is the running slurmctld's SLURM_VERSION_NUMBER (0: unknown),
 	// for the TRES syntax of a rewrite whose job gave none to follow.
 	SlurmVersion func() uint32
+	// PassWindow, when set, is told PassUntaggedFor whenever it may have
+	// changed (passwindow.go); libcoscheml answers such jobs in C meanwhile.
+	PassWindow func(time.Duration)
 }
 
 func (o Options) withDefaults() Options {
@@ -272,6 +275,8 @@ type Engine struct {
 	kick   chan struct{} // RequestReload -> loop
 	once   sync.Once
 	loopOn atomic.Bool
+	closed atomic.Bool // Close began: the pass window stays shut
+	pass   passWindow
 }
 
 // New loads everything once and returns a ready engine. Call Start to keep it
@@ -353,6 +358,7 @@ func (e *Engine) firstLoad() {
 	if e.gaveUp.Load() && note != "" {
 		e.note("info-start", note) // coscheml_init returned before it was known
 	}
+	e.publishPass()
 }
 
 // Ready says whether the first load completed.
@@ -414,6 +420,8 @@ func (e *Engine) Start() {
 // waits at most CloseWait for each: a loop stuck in a hung file system is left
 // behind (slurmctld is stopping) rather than waited for.
 func (e *Engine) Close() {
+	e.closed.Store(true)
+	e.publishPass() // shut: from now on every job goes to Go
 	if e.stop != nil {
 		select {
 		case <-e.stop:
@@ -611,6 +619,7 @@ func (e *Engine) install(st *Snapshot, entries []residency.Entry, done []string,
 			e.builtFor = nil
 			if e.view.update(st, changed, entries, done, now) {
 				e.entries, e.builtFor = entries, st
+				e.warmDecision()
 				return
 			}
 		}
@@ -622,6 +631,7 @@ func (e *Engine) install(st *Snapshot, entries []residency.Entry, done []string,
 		c, e.spare = buildCluster(st, entries, e.spare), nil
 	}
 	e.spare = e.view.install(st, c, entries, done, now)
+	e.warmDecision()
 }
 
 func (e *Engine) setResErr(err error) {
@@ -653,11 +663,18 @@ func (e *Engine) ensureDecisionLog(path string) {
 // note records a problem under key; it is logged once (with the next Result) and
 // again only when the message changes. An empty msg marks the problem solved.
 func (e *Engine) note(key, msg string) {
+	if e.addNote(key, msg) {
+		e.publishPass() // the next job must go to Go to log it
+	}
+}
+
+// addNote records the note; true when it changed anything.
+func (e *Engine) addNote(key, msg string) bool {
 	e.notesMu.Lock()
 	defer e.notesMu.Unlock()
 	prev := e.notes[key]
 	if prev == msg {
-		return
+		return false
 	}
 	e.notes[key] = msg
 	switch {
@@ -669,6 +686,7 @@ func (e *Engine) note(key, msg string) {
 	if len(e.pending) > 20 {
 		e.pending = append(e.pending[:19], "more problems not shown")
 	}
+	return true
 }
 
 // takeNotes returns the pending problems, one per line, and clears them.

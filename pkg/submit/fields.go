@@ -111,21 +111,30 @@ func (a *gpuAsk) apply(res *Result) {
 // adopt is tres_per_node g with the GPU entry of o (from another field) added.
 func (g GresRequest) adopt(o GresRequest) GresRequest {
 	n := g
-	n.entries = append(append([]string(nil), g.entries...), o.entries[o.gresAt])
-	n.gresAt, n.prefix = len(n.entries)-1, o.prefix
+	entry := o.tres[o.gresAt:o.gresEnd]
+	if g.tres == "" {
+		n.tres, n.gresAt = entry, 0
+	} else {
+		n.tres, n.gresAt = g.tres+","+entry, len(g.tres)+1
+	}
+	n.gresEnd, n.prefix = len(n.tres), o.prefix
 	n.GPUs, n.Shards, n.Type = o.GPUs, o.Shards, o.Type
 	return n
 }
 
 // without is the request's entries other than its gpu/shard entry.
 func (g GresRequest) without() string {
-	out := make([]string, 0, len(g.entries))
-	for i, e := range g.entries {
-		if i != g.gresAt {
-			out = append(out, e)
-		}
+	if g.gresAt < 0 {
+		return g.tres
 	}
-	return strings.Join(out, ",")
+	before, after := g.tres[:g.gresAt], g.tres[g.gresEnd:]
+	switch {
+	case after != "": // ",rest": drop the comma that followed the entry
+		return before + after[1:]
+	case before != "": // "rest,": drop the comma that preceded it
+		return before[:len(before)-1]
+	}
+	return ""
 }
 
 // fieldsPass says why the job's other options leave it to Slurm ("" when none).
@@ -144,7 +153,9 @@ func fieldsPass(j *JobFields) string {
 // namesGPU reports whether a per-TRES list (mem_per_tres, cpus_per_tres) has a
 // gpu entry: "gres/gpu:4096", "gres:gpu:a100:8".
 func namesGPU(list string) bool {
-	for _, e := range strings.Split(list, ",") {
+	for more := true; more; {
+		var e string
+		e, list, more = strings.Cut(list, ",")
 		e = strings.TrimSpace(e)
 		for _, p := range []string{"gres/", "gres:"} {
 			if rest, ok := strings.CutPrefix(e, p); ok && (rest == "gpu" || strings.HasPrefix(rest, "gpu:") || strings.HasPrefix(rest, "gpu=")) {

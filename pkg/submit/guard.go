@@ -32,14 +32,15 @@ func (q *query) isAdmin() bool {
 	return q.admin || q.j.Admin || (q.snap != nil && q.snap.admins[q.j.SubmitUID])
 }
 
-// gpuRequests are the job's GPU request fields it carries: tres_per_node when
-// present, and --gpus, --gpus-per-task, --gpus-per-socket (--tres-per-task=) when set.
-func gpuRequests(j *JobFields) []string {
-	var out []string
+// appendGPURequests appends the job's GPU request fields it carries to out:
+// tres_per_node when present, and --gpus, --gpus-per-task, --gpus-per-socket
+// (--tres-per-task=) when set. out is on the caller's stack: the guard runs
+// for every job.
+func appendGPURequests(out []string, j *JobFields) []string {
 	if j.has(FieldTres) {
 		out = append(out, j.TresPerNode)
 	}
-	for _, v := range []string{j.TresPerJob, j.TresPerTask, j.TresPerSocket} {
+	for _, v := range [...]string{j.TresPerJob, j.TresPerTask, j.TresPerSocket} {
 		if v != "" {
 			out = append(out, v)
 		}
@@ -64,7 +65,7 @@ func rawShards(reqs []string) string {
 // rule applies.
 func guardUpdate(q *query) (out outcome, ok bool) {
 	j, cfg := &q.j, q.snap.cfg
-	if !j.Modify || cfg.RawRequests != config.RawRefuse || q.isAdmin() || len(gpuRequests(j)) > 0 {
+	if !j.Modify || cfg.RawRequests != config.RawRefuse || q.isAdmin() || len(appendGPURequests(make([]string, 0, 4), j)) > 0 {
 		return outcome{}, false
 	}
 	what, rule := "", ""
@@ -95,7 +96,8 @@ func guardRawShard(q *query) (out outcome, ok bool) {
 	if cfg.RawRequests != config.RawRefuse || q.isAdmin() {
 		return outcome{}, false
 	}
-	raw := rawShards(gpuRequests(j))
+	var reqs [4]string
+	raw := rawShards(appendGPURequests(reqs[:0], j))
 	if raw == "" {
 		return outcome{}, false
 	}

@@ -39,15 +39,25 @@ const (
 )
 
 func idMAC(key []byte, base string, shards int, uid uint32, jobID string) string {
-	var buf [160]byte
-	msg := append(buf[:0], "coscheml-id v1\x00"...)
+	var out [macLen]byte
+	return string(appendMAC(out[:0], key, []byte(base), shards, uid, jobID))
+}
+
+// appendMAC appends idMAC's text to b (no allocation when b has room).
+func appendMAC(b, key, base []byte, shards int, uid uint32, jobID string) []byte {
+	m := &macs
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// The message and the sum live in the cache: as arguments of the hash
+	// (an interface) they would escape, two allocations per id.
+	msg := append(m.msg[:0], "coscheml-id v1\x00"...)
 	msg = append(append(msg, base...), 0)
 	msg = append(strconv.AppendInt(msg, int64(shards), 10), 0)
 	msg = append(strconv.AppendUint(msg, uint64(uid), 10), 0)
 	msg = append(msg, jobID...)
-	var sum [sha256.Size]byte
-	mac := macs.sum(key, msg, sum[:0])
-	return hex.EncodeToString(mac[:macLen/2])
+	m.msg = msg[:0]
+	mac := m.sumLocked(key, msg, m.out[:0])
+	return hex.AppendEncode(b, mac[:macLen/2])
 }
 
 // macs keeps the HMAC of the last key used: hmac.New hashes the key's pads and
@@ -60,12 +70,19 @@ type macCache struct {
 	mu  sync.Mutex
 	key string
 	h   hash.Hash
+	msg []byte            // appendMAC's message buffer (reused)
+	out [sha256.Size]byte // appendMAC's sum
 }
 
 // sum appends the HMAC-SHA256 of msg under key to out.
 func (m *macCache) sum(key, msg, out []byte) []byte {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.sumLocked(key, msg, out)
+}
+
+// sumLocked is sum with m.mu held.
+func (m *macCache) sumLocked(key, msg, out []byte) []byte {
 	if m.h == nil || m.key != string(key) {
 		m.h, m.key = hmac.New(sha256.New, key), string(key)
 	} else {
@@ -77,7 +94,14 @@ func (m *macCache) sum(key, msg, out []byte) []byte {
 
 // signID returns the signed form of an unsigned id.
 func signID(key []byte, base string, shards int, uid uint32, jobID string) string {
-	return base + "-" + idMAC(key, base, shards, uid, jobID)
+	return signIDBytes(key, []byte(base), shards, uid, jobID)
+}
+
+// signIDBytes is signID built on the stack: the id string is its one
+// allocation (a decision's id is ~30 bytes).
+func signIDBytes(key, base []byte, shards int, uid uint32, jobID string) string {
+	var buf [96]byte
+	return string(appendMAC(append(append(buf[:0], base...), '-'), key, base, shards, uid, jobID))
 }
 
 // verifyID says whether id was signed with key for this uid, either at submit

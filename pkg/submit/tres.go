@@ -17,8 +17,9 @@ type GresRequest struct {
 	GPUs    int    // whole GPUs asked for (gpu entries)
 	Shards  int    // shards asked for (shard entries)
 	Type    string // the GPU or shard Type asked for (gpu:a100:1), "" when untyped
-	entries []string
-	gresAt  int    // index of the gpu/shard entry in entries (-1: none)
+	tres    string // the request as read
+	gresAt  int    // byte offset of the gpu/shard entry in tres (-1: none)
+	gresEnd int    // and of its end
 	prefix  string // "gres:" or "gres/"
 }
 
@@ -33,8 +34,14 @@ func ParseTres(tres string) (GresRequest, error) {
 	if len(tres) > 1024 {
 		return g, fmt.Errorf("tres_per_node of %d characters", len(tres))
 	}
-	g.entries = strings.Split(tres, ",")
-	for i, e := range g.entries {
+	// Entry by entry in place (no split: this runs for every job on
+	// slurmctld's submit path).
+	g.tres = tres
+	for at, more := 0, true; more; {
+		var e string
+		e, _, more = strings.Cut(tres[at:], ",")
+		i := at
+		at += len(e) + 1
 		var prefix, rest string
 		switch {
 		case strings.HasPrefix(e, "gres:"):
@@ -44,24 +51,27 @@ func ParseTres(tres string) (GresRequest, error) {
 		default:
 			continue
 		}
-		parts := strings.Split(rest, ":")
-		name := parts[0]
+		// name[:type][:count], read in place (no split: this runs in every
+		// decision on slurmctld's submit path).
+		fields := strings.Count(rest, ":") + 1
+		name, _, _ := strings.Cut(rest, ":")
 		if name != "gpu" && name != "shard" {
 			continue
 		}
 		count, typ := 1, ""
-		switch len(parts) {
+		switch fields {
 		case 1:
 		case 2, 3:
-			last := parts[len(parts)-1]
+			lastAt := strings.LastIndexByte(rest, ':')
+			last := rest[lastAt+1:]
 			n, err := strconv.Atoi(last)
 			switch {
 			case err == nil:
 				count = n
-				if len(parts) == 3 {
-					typ = parts[1]
+				if fields == 3 {
+					typ = rest[len(name)+1 : lastAt]
 				}
-			case len(parts) == 3:
+			case fields == 3:
 				return g, fmt.Errorf("tres_per_node entry %q: bad count", profile.Sanitize(e))
 			default:
 				typ = last // gpu:a100 is one GPU of Type a100
@@ -75,7 +85,7 @@ func ParseTres(tres string) (GresRequest, error) {
 		if g.gresAt >= 0 {
 			return g, fmt.Errorf("tres_per_node %q: more than one gpu/shard entry", profile.Sanitize(tres))
 		}
-		g.gresAt, g.prefix, g.Type = i, prefix, typ
+		g.gresAt, g.gresEnd, g.prefix, g.Type = i, i+len(e), prefix, typ
 		if name == "gpu" {
 			g.GPUs = count
 		} else {
@@ -103,10 +113,7 @@ func (g GresRequest) with(entry string) string {
 	if g.gresAt < 0 {
 		return entry
 	}
-	out := make([]string, len(g.entries))
-	copy(out, g.entries)
-	out[g.gresAt] = entry
-	return strings.Join(out, ",")
+	return g.tres[:g.gresAt] + entry + g.tres[g.gresEnd:]
 }
 
 // WithTypedShards is the request with its GPU entry replaced by n shards of the

@@ -1,6 +1,8 @@
 package submit
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -91,4 +93,87 @@ func TestWithTypedShards(t *testing.T) {
 			t.Errorf("%q (version %#x): %q, want %q", tc.in, tc.version, got, tc.want)
 		}
 	}
+}
+
+// FuzzTresFields holds the in-place reading of a gpu/shard entry's fields to
+// the strings.Split reading it replaced.
+func FuzzTresFields(f *testing.F) {
+	for _, s := range []string{"gres:gpu:1", "gres/gpu:h200:2", "gres:shard:a:b", "gres:gpu::", "gres/gpu:1:2:3", "gres:gpu"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if strings.Contains(s, ",") || len(s) > 1024 || !strings.HasPrefix(s, "gres:") && !strings.HasPrefix(s, "gres/") {
+			return
+		}
+		parts := strings.Split(s[5:], ":")
+		g, err := ParseTres(s)
+		if parts[0] != "gpu" && parts[0] != "shard" {
+			if err != nil || g.HasGPU() {
+				t.Fatalf("%q: not a gpu/shard entry, got %+v %v", s, g, err)
+			}
+			return
+		}
+		count, typ, bad := 1, "", false
+		switch len(parts) {
+		case 1:
+		case 2, 3:
+			n, cerr := strconv.Atoi(parts[len(parts)-1])
+			switch {
+			case cerr == nil:
+				count = n
+				if len(parts) == 3 {
+					typ = parts[1]
+				}
+			case len(parts) == 3:
+				bad = true
+			default:
+				typ = parts[1]
+			}
+		default:
+			bad = true
+		}
+		bad = bad || count < 0 || count > 1<<16
+		if bad != (err != nil) {
+			t.Fatalf("%q: error %v, want error %v", s, err, bad)
+		}
+		if !bad && (g.Type != typ || g.GPUs+g.Shards != count) {
+			t.Fatalf("%q: %+v, want type %q count %d", s, g, typ, count)
+		}
+	})
+}
+
+// FuzzTresRewrite holds the in-place rewrites (with, without, adopt) to the
+// split-and-join definitions they replaced.
+func FuzzTresRewrite(f *testing.F) {
+	for _, s := range [][2]string{{"cpu:1,gres:gpu:1,mem:2", "gres/gpu:2"}, {"gres:gpu:1", ""}, {"a,,gres/shard:2,", "x,gres:gpu:1"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, s, other string) {
+		g, err := ParseTres(s)
+		if err != nil || g.gresAt < 0 {
+			return
+		}
+		entries := strings.Split(s, ",")
+		at := strings.Count(s[:g.gresAt], ",")
+		repl := slices.Clone(entries)
+		repl[at] = "NEW"
+		if got, want := g.with("NEW"), strings.Join(repl, ","); got != want {
+			t.Fatalf("%q: with = %q, want %q", s, got, want)
+		}
+		if got, want := g.without(), strings.Join(slices.Delete(slices.Clone(entries), at, at+1), ","); got != want {
+			t.Fatalf("%q: without = %q, want %q", s, got, want)
+		}
+		o, err := ParseTres(other)
+		if err != nil {
+			return
+		}
+		var base []string
+		if other != "" {
+			base = strings.Split(other, ",")
+		}
+		n := o.adopt(g)
+		if got, want := n.with("NEW"), strings.Join(append(base, "NEW"), ","); got != want {
+			t.Fatalf("%q adopt %q: %q, want %q", other, s, got, want)
+		}
+	})
 }

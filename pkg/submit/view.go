@@ -32,6 +32,10 @@ type clusterView struct {
 	// expiredAt: when expireLocked last ran.
 	expiredAt time.Time
 	spareConf map[string][]confirmation
+	// lastPlaced: the last new submission placed on the cluster, replayed
+	// without effect after each refresh that changed the view (warmDecision).
+	lastPlaced JobFields
+	hasPlaced  bool
 }
 
 // viewState is what a decision reads from the view (never writes).

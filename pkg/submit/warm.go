@@ -45,3 +45,32 @@ func warmPolicy(l *Snapshot, entries []residency.Entry, reserved []reservation, 
 		l.policy.Place(c, &placement.Request{JobID: "warm-up", Tag: tag, Profile: p, Class: p.Class, GPUs: 1})
 	}
 }
+
+// warmDecision replays the last placed submission's decision on the view as
+// it is now, through the pure stages only (prepare and place: the comment and
+// GPU request parsed, the policy's scan, the reason, the id, the log line),
+// and drops the outcome: nothing is reserved, counted, logged or numbered. It
+// runs on the background goroutine after each refresh that changed the view,
+// so that the work of the refresh (a walk over every GPU, a new snapshot, its
+// garbage) does not leave the next decision inside slurmctld to fetch its code
+// and data from memory: on the refresh's CPU (as in TestDecideLatencyAt8192)
+// the first decision after it then runs warm. It holds the decision lock for
+// about one decision, at most once per changed refresh (every 500 ms at most).
+func (e *Engine) warmDecision() {
+	defer func() { _ = recover() }() // a policy that panics here panics in decisions too, where it is caught
+	st := e.snap.Load()
+	if st == nil || st.cfgErr != nil {
+		return
+	}
+	now := e.opts.Now()
+	q := query{snap: st, now: now, idPfx: e.idPfx, version: e.opts.SlurmVersion(), key: e.keyFor(st), down: e.downNow(now)}
+	e.view.mu.Lock()
+	defer e.view.mu.Unlock()
+	if !e.view.hasPlaced {
+		return
+	}
+	q.j, q.view, q.seq = e.view.lastPlaced, &e.view.viewState, e.idSeq+1
+	if in, _, ok := prepare(&q); ok {
+		place(&q, &in)
+	}
+}

@@ -1,10 +1,14 @@
 package submit
 
 import (
+	"fmt"
+	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/coscheml/coscheml/pkg/comment"
 	"github.com/coscheml/coscheml/pkg/residency"
 )
 
@@ -45,4 +49,43 @@ func predictionsOf(f *fixture, tag string) int64 {
 	before := smPredictions.Load()
 	decideAndForget(f, job("coscheml:app="+tag))
 	return smPredictions.Load() - before
+}
+
+// TestWarmDecisionHasNoEffect: the replay after a refresh reserves, numbers,
+// logs and counts nothing, and the decisions after it are those an engine
+// without it makes (same placement, same decision number).
+func TestWarmDecisionHasNoEffect(t *testing.T) {
+	withWarm, without := newFixture(t, nil), newFixture(t, nil)
+	jobs := []string{"light-a", "heavy-a", "light-b", "serve", "mid"}
+	for i, tag := range jobs {
+		var rs [2]Result
+		for k, f := range []*fixture{withWarm, without} {
+			if k == 0 && i > 0 {
+				before := withWarm.e.idSeq
+				reserved := len(withWarm.e.view.reserved)
+				fam := fmt.Sprint(withWarm.e.counters.Families(withWarm.now))
+				withWarm.e.warmDecision()
+				withWarm.e.warmDecision()
+				if withWarm.e.idSeq != before || len(withWarm.e.view.reserved) != reserved ||
+					fmt.Sprint(withWarm.e.counters.Families(withWarm.now)) != fam {
+					t.Fatalf("the replay changed the engine: seq %d -> %d, reservations %d -> %d",
+						before, withWarm.e.idSeq, reserved, len(withWarm.e.view.reserved))
+				}
+			}
+			rs[k] = f.e.Decide(job("coscheml:app=" + tag))
+		}
+		a, b := rs[0], rs[1]
+		da, db := comment.ParseComment(a.Comment), comment.ParseComment(b.Comment)
+		seqA, seqB := da.DecisionID[:strings.LastIndexByte(da.DecisionID, '-')], db.DecisionID[:strings.LastIndexByte(db.DecisionID, '-')]
+		if a.Code != b.Code || a.TresPerNode != b.TresPerNode || a.ReqNodes != b.ReqNodes || seqA != seqB {
+			t.Fatalf("%s: with the replay %+v, without %+v", tag, a, b)
+		}
+	}
+	if !withWarm.e.view.hasPlaced {
+		t.Fatal("no submission remembered for the replay")
+	}
+	lines, err := os.ReadFile(withWarm.cfg.DecisionLog)
+	if err == nil && strings.Count(string(lines), "\n") > len(jobs) {
+		t.Errorf("the decision log holds more lines than decisions:\n%s", lines)
+	}
 }

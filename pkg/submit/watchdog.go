@@ -16,7 +16,10 @@ import (
 // again" when a refresh completes) and counts it in the metrics.
 
 // markFresh records that a refresh completed now.
-func (e *Engine) markFresh() { e.fresh.Store(int64(time.Since(e.born))) }
+func (e *Engine) markFresh() {
+	e.fresh.Store(int64(time.Since(e.born)))
+	e.publishPass() // the pass window runs StaleAfter from now
+}
 
 // viewAge is how long ago the last refresh completed (monotonic clock).
 func (e *Engine) viewAge() time.Duration {

@@ -16,6 +16,7 @@
 #include "../queue.c"
 
 static int direct_calls;
+static int worker_calls;
 
 /* Stands in for the Go decision (main.go) while no worker runs. */
 int cq_decide_go(struct coscheml_job *job, struct coscheml_answer *ans)
@@ -70,6 +71,8 @@ static void *worker(void *arg)
 			rc = COSCHEML_UNCHANGED;
 		} else {
 			const char *c = r->jobp->comment ? r->jobp->comment : "";
+
+			__atomic_add_fetch(&worker_calls, 1, __ATOMIC_SEQ_CST);
 
 			if (strncmp(c, "slow", 4) == 0)
 				usleep(150000);
@@ -184,6 +187,55 @@ int main(void)
 	}
 	printf("concurrent calls=%d wrong=%d direct=%d\n", THREADS * PER_THREAD,
 	       wrong, direct_calls);
+	/*
+	 * The untagged pass window: while open, a new submission without
+	 * "coscheml" in its comment and "shard" in its GPU requests is answered
+	 * "unchanged" here; everything else still reaches the worker.
+	 */
+	struct {
+		const char *name, *comment, *tpn, *tpj, *tpt, *tps;
+		uint32_t modify;
+	} pj[] = {
+		{"plain", "nightly", "gres:gpu:1", NULL, NULL, NULL, 0},
+		{"nocomment", NULL, NULL, "gres/gpu:1", NULL, NULL, 0},
+		{"tagged", "x coscheml:app=a", "gres:gpu:1", NULL, NULL, NULL, 0},
+		{"tagcase", "CoScheML:app=a", "gres:gpu:1", NULL, NULL, NULL, 0},
+		{"token", "coscheml-id=a-1:2", NULL, NULL, NULL, NULL, 0},
+		{"shard", "", "gres:shard:2", NULL, NULL, NULL, 0},
+		{"shardjob", "", NULL, "gres/SHARD:1", NULL, NULL, 0},
+		{"shardtask", "", NULL, NULL, "gres/shard:1", NULL, 0},
+		{"shardsocket", "", NULL, NULL, NULL, "gres/shard:1", 0},
+		{"modify", "nightly", "gres:gpu:1", NULL, NULL, NULL, 1},
+	};
+	cq_set_pass_ms(60000);
+	for (size_t i = 0; i < sizeof(pj) / sizeof(pj[0]); i++) {
+		struct coscheml_job j = {.size = sizeof(j), .modify = pj[i].modify,
+			.comment = pj[i].comment, .tres_per_node = pj[i].tpn,
+			.tres_per_job = pj[i].tpj, .tres_per_task = pj[i].tpt,
+			.tres_per_socket = pj[i].tps};
+		struct coscheml_answer pa = {.size = sizeof(pa)};
+		int before = __atomic_load_n(&worker_calls, __ATOMIC_SEQ_CST);
+		int prc = coscheml_decide(&j, &pa);
+
+		printf("pass %s rc=%d worker=%d log=%s\n", pj[i].name, prc,
+		       __atomic_load_n(&worker_calls, __ATOMIC_SEQ_CST) - before,
+		       s(pa.log));
+		free_answer(&pa);
+	}
+	/* A window ends by itself, and Go can shut it. */
+	cq_set_pass_ms(20);
+	usleep(40000);
+	strcpy(c.comment, "expired");
+	call(&c);
+	printf("pass expired rc=%d\n", c.rc);
+	done(&c);
+	cq_set_pass_ms(60000);
+	cq_set_pass_ms(0);
+	strcpy(c.comment, "shut");
+	call(&c);
+	printf("pass shut rc=%d\n", c.rc);
+	done(&c);
+
 	/* decide_timeout is bounded whatever the configuration says. */
 	cq_set_timeout_ms(0);
 	int lo = __atomic_load_n(&cq_timeout_ms, __ATOMIC_RELAXED);
@@ -252,6 +304,7 @@ int main(void)
 		pthread_create(&tqs[i], NULL, call_thread, &q[i]);
 	}
 	usleep(20000);
+	cq_set_pass_ms(60000); /* cq_stop shuts it: "again" below reaches the worker */
 	cq_stop();
 	int unchanged = 0, quick = 0;
 	for (int i = 0; i < 3; i++) {
