@@ -131,7 +131,9 @@ func TestSimTwin(t *testing.T) {
 			c := base
 			c.Seed = uint64(seed)
 			if r.submit {
-				c.Submit = &sim.SubmitModel{Redecide: 1}
+				// As the benchmark: the jobs one loop pass re-decides start at
+				// the next backfill pass (bf_interval=1).
+				c.Submit = &sim.SubmitModel{Redecide: 1, StartDelay: 1}
 			}
 			o := opts
 			o.Seed = uint64(seed)
