@@ -209,15 +209,7 @@ func placePath(t *testing.T, dir, cfgPath string, cfg config.Config, tags []stri
 // simPath runs the simulator on the same jobs, submitted one second apart and
 // running far longer than the test's horizon, and records where each started.
 func simPath(t *testing.T, cfg config.Config, tags []string) []choice {
-	solo, err := profile.ReadLucidSolo(bytes.NewReader(models.DefaultSoloCSV))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pairs, err := truth.ReadLucidPairs(bytes.NewReader(models.DefaultPairsCSV))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tt, err := truth.New(solo, pairs, truth.Options{})
+	tt, err := truth.FromLucid(models.DefaultSoloCSV, models.DefaultPairsCSV)
 	if err != nil {
 		t.Fatal(err)
 	}

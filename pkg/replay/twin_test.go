@@ -82,15 +82,7 @@ func TestSimTwin(t *testing.T) {
 			*dst = k
 		}
 	}
-	ps, err := profile.ReadLucidSolo(bytes.NewReader(models.DefaultSoloCSV))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pairs, err := truth.ReadLucidPairs(bytes.NewReader(models.DefaultPairsCSV))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tt, err := truth.New(ps, pairs, truth.Options{})
+	tt, err := truth.FromLucid(models.DefaultSoloCSV, models.DefaultPairsCSV)
 	if err != nil {
 		t.Fatal(err)
 	}

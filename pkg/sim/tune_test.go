@@ -68,25 +68,7 @@ func TestTuneFloorTarget(t *testing.T) {
 		t.Skip("set TUNE=1")
 	}
 	tt := shipped(t)
-	ps, err := profile.ReadLucidSolo(bytes.NewReader(models.DefaultSoloCSV))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat := profile.Catalog{}
-	for _, p := range ps {
-		cat[p.Tag] = p
-	}
-	obs, err := observation.ReadLucidPairs(bytes.NewReader(models.DefaultPairsCSV))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fams []string
-	for _, o := range obs {
-		if f := model.Family(o.Tag); !slices.Contains(fams, f) {
-			fams = append(fams, f)
-		}
-	}
-	slices.Sort(fams)
+	cat, obs, fams := shippedTraining(t)
 	targets := []float64{0.005, 0.0075, 0.01, 0.02, 0.03, 0.05}
 	seeds := []int64{1, 2, 3}
 	const nodes, perNode, n, load = 8, 8, 2000, 2.0
@@ -362,25 +344,7 @@ func TestTuneInferCoverage(t *testing.T) {
 		t.Skip("set TUNE=1")
 	}
 	tt := shipped(t)
-	ps, err := profile.ReadLucidSolo(bytes.NewReader(models.DefaultSoloCSV))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat := profile.Catalog{}
-	for _, p := range ps {
-		cat[p.Tag] = p
-	}
-	obs, err := observation.ReadLucidPairs(bytes.NewReader(models.DefaultPairsCSV))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fams []string
-	for _, o := range obs {
-		if f := model.Family(o.Tag); !slices.Contains(fams, f) {
-			fams = append(fams, f)
-		}
-	}
-	slices.Sort(fams)
+	cat, obs, fams := shippedTraining(t)
 	// infer's coverage (0: the rule's, per co-location ordering) and whether
 	// the seen-pairs margins are normalized by the job application's scale
 	// (training.CalibrationOptions.JobScale); TUNE_INFER_COVS=1 adds the plain
@@ -545,18 +509,7 @@ func TestTuneWhereJCTGoes(t *testing.T) {
 	infer := placement.DefaultOptions().Floors.Infer
 	// the shipped model with its seen-pairs margins recalibrated on its own
 	// training data, plain and normalized by the job application's scale
-	ps, err := profile.ReadLucidSolo(bytes.NewReader(models.DefaultSoloCSV))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat := profile.Catalog{}
-	for _, p := range ps {
-		cat[p.Tag] = p
-	}
-	obs, err := observation.ReadLucidPairs(bytes.NewReader(models.DefaultPairsCSV))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat, obs, _ := shippedTraining(t)
 	ds, err := training.BuildDataset(cat, obs)
 	if err != nil {
 		t.Fatal(err)
@@ -714,4 +667,30 @@ func TestTuneWhereJCTGoes(t *testing.T) {
 				wl.name, v.name, 100*o.Mean, 100*o.SD, 100*b.Mean, 100*b.SD, per)
 		}
 	}
+}
+
+// shippedTraining reads the shipped training data (solo profiles as a catalog,
+// pair observations) and the sorted application families it holds.
+func shippedTraining(t *testing.T) (profile.Catalog, []observation.Observation, []string) {
+	t.Helper()
+	ps, err := profile.ReadLucidSolo(bytes.NewReader(models.DefaultSoloCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := profile.Catalog{}
+	for _, p := range ps {
+		cat[p.Tag] = p
+	}
+	obs, err := observation.ReadLucidPairs(bytes.NewReader(models.DefaultPairsCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fams []string
+	for _, o := range obs {
+		if f := model.Family(o.Tag); !slices.Contains(fams, f) {
+			fams = append(fams, f)
+		}
+	}
+	slices.Sort(fams)
+	return cat, obs, fams
 }

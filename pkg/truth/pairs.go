@@ -1,6 +1,7 @@
 package truth
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 
@@ -117,4 +118,18 @@ func ReadGenericPairs(r io.Reader) ([]Pair, error) {
 		err = measurements(t, &p, "speed_a", "speed_b")
 		return p, err == nil, err
 	})
+}
+
+// FromLucid builds a table from Lucid-format solo profiles and pair speeds
+// (the embedded data: models.DefaultSoloCSV, models.DefaultPairsCSV).
+func FromLucid(solo, pairs []byte) (*Table, error) {
+	ps, err := profile.ReadLucidSolo(bytes.NewReader(solo))
+	if err != nil {
+		return nil, fmt.Errorf("solo profiles: %w", err)
+	}
+	prs, err := ReadLucidPairs(bytes.NewReader(pairs))
+	if err != nil {
+		return nil, fmt.Errorf("pairs: %w", err)
+	}
+	return New(ps, prs, Options{})
 }

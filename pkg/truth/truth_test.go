@@ -244,3 +244,28 @@ func TestNoiseSD(t *testing.T) {
 		})
 	}
 }
+
+func TestFromLucid(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		solo, pairs []byte
+		want        string // error text; "" for success
+	}{
+		{"embedded", models.DefaultSoloCSV, models.DefaultPairsCSV, ""},
+		{"bad solo", []byte("not,a\nlucid,file\n"), models.DefaultPairsCSV, "solo profiles"},
+		{"bad pairs", models.DefaultSoloCSV, []byte("not,a\nlucid,file\n"), "pairs"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tt, err := FromLucid(c.solo, c.pairs)
+			if c.want == "" {
+				if err != nil || len(tt.Tags()) == 0 {
+					t.Fatalf("FromLucid: %v, %v", tt, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("FromLucid: err %v, want one naming %q", err, c.want)
+			}
+		})
+	}
+}

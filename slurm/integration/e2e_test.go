@@ -19,7 +19,6 @@ import (
 	"github.com/coscheml/coscheml/pkg/emulate"
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/placeconf"
-	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/replay"
 	"github.com/coscheml/coscheml/pkg/sim"
 	"github.com/coscheml/coscheml/pkg/submit"
@@ -203,15 +202,7 @@ func TestReplayShort(t *testing.T) {
 // the embedded Lucid data, as coscheml e2e-job and coscheml simulate load it.
 func replayTruth(t *testing.T) *truth.Table {
 	t.Helper()
-	ps, err := profile.ReadLucidSolo(bytes.NewReader(models.DefaultSoloCSV))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pairs, err := truth.ReadLucidPairs(bytes.NewReader(models.DefaultPairsCSV))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tt, err := truth.New(ps, pairs, truth.Options{})
+	tt, err := truth.FromLucid(models.DefaultSoloCSV, models.DefaultPairsCSV)
 	if err != nil {
 		t.Fatal(err)
 	}
