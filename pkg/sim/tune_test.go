@@ -92,29 +92,7 @@ func TestTuneFloorTarget(t *testing.T) {
 		res[i], worst[i] = make([]agg, len(targets)), make([]float64, len(targets))
 	}
 	for _, f := range fams {
-		var kept []observation.Observation
-		for _, o := range obs {
-			if model.Family(o.Tag) != f && model.Family(o.CoTags[0]) != f {
-				kept = append(kept, o)
-			}
-		}
-		ds, err := training.BuildDataset(cat, kept)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := training.DefaultParams()
-		lfo, err := training.LeaveFamiliesOut(ds, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := training.Train(ds, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lpo, err := training.LeavePairsOut(ds, training.SeenPairsFolds, p, p.Seed)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, lfo, lpo := trainWithout(t, cat, obs, f)
 		oracle := map[int64]float64{}
 		for ti, target := range targets {
 			for mi, mech := range mechs {
@@ -381,29 +359,7 @@ func TestTuneInferCoverage(t *testing.T) {
 		res[i] = make([]agg, len(covs))
 	}
 	for _, f := range fams {
-		var kept []observation.Observation
-		for _, o := range obs {
-			if model.Family(o.Tag) != f && model.Family(o.CoTags[0]) != f {
-				kept = append(kept, o)
-			}
-		}
-		ds, err := training.BuildDataset(cat, kept)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := training.DefaultParams()
-		lfo, err := training.LeaveFamiliesOut(ds, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := training.Train(ds, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lpo, err := training.LeavePairsOut(ds, training.SeenPairsFolds, p, p.Seed)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, lfo, lpo := trainWithout(t, cat, obs, f)
 		cal, _, err := training.Calibrate(lfo.OutOfFold, training.CalibrationOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -693,4 +649,35 @@ func shippedTraining(t *testing.T) (profile.Catalog, []observation.Observation, 
 	}
 	slices.Sort(fams)
 	return cat, obs, fams
+}
+
+// trainWithout trains the default model on the observations holding no
+// application of family f, with its leave-families-out and leave-pairs-out
+// cross-validation: the outer fold of the nested studies.
+func trainWithout(t *testing.T, cat profile.Catalog, obs []observation.Observation, f string) (*model.Model, training.CVReport, training.CVReport) {
+	t.Helper()
+	var kept []observation.Observation
+	for _, o := range obs {
+		if model.Family(o.Tag) != f && model.Family(o.CoTags[0]) != f {
+			kept = append(kept, o)
+		}
+	}
+	ds, err := training.BuildDataset(cat, kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := training.DefaultParams()
+	lfo, err := training.LeaveFamiliesOut(ds, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := training.Train(ds, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lpo, err := training.LeavePairsOut(ds, training.SeenPairsFolds, p, p.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, lfo, lpo
 }
