@@ -19,6 +19,7 @@ import (
 	"github.com/coscheml/coscheml/pkg/placement"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/trace"
+	"github.com/coscheml/coscheml/pkg/truth"
 )
 
 // syntheticJobs is the workload the calibration target is tuned on: NOT the
@@ -179,14 +180,7 @@ func TestTuneFloorTarget(t *testing.T) {
 // its jobs below floor. Its own oracle is shown too, since a placement
 // setting changes the oracle as well. TUNE=1 to run (about a minute).
 func TestTuneLevers(t *testing.T) {
-	if os.Getenv("TUNE") == "" {
-		t.Skip("set TUNE=1")
-	}
-	tt := shipped(t)
-	m, err := model.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tt, m := tuneShipped(t)
 	const nodes, perNode, n, load = 8, 8, 2000, 2.0
 	var seeds []int64
 	for s := int64(1); s <= 10; s++ {
@@ -454,14 +448,7 @@ func (h *truthFor) PredictSpeedLowerFloor(j *profile.Profile, co []*profile.Prof
 // tests of one kind answered by the true speeds, against the oracle and blind
 // sharing on the same jobs (paired per seed). TUNE=1 to run (about a minute).
 func TestTuneWhereJCTGoes(t *testing.T) {
-	if os.Getenv("TUNE") == "" {
-		t.Skip("set TUNE=1")
-	}
-	tt := shipped(t)
-	m, err := model.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tt, m := tuneShipped(t)
 	infer := placement.DefaultOptions().Floors.Infer
 	// the shipped model with its seen-pairs margins recalibrated on its own
 	// training data, plain and normalized by the job application's scale
@@ -680,4 +667,18 @@ func trainWithout(t *testing.T, cat profile.Catalog, obs []observation.Observati
 		t.Fatal(err)
 	}
 	return m, lfo, lpo
+}
+
+// tuneShipped skips a tuning study unless TUNE is set, and gives it the shipped
+// ground truth and model.
+func tuneShipped(t *testing.T) (*truth.Table, *model.Model) {
+	t.Helper()
+	if os.Getenv("TUNE") == "" {
+		t.Skip("set TUNE=1")
+	}
+	m, err := model.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return shipped(t), m
 }
