@@ -162,7 +162,7 @@ fuzz:
 	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' cmd pkg | xargs -n1 dirname | sort -u); do \
 		for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | sed 's/^func //' | sort -u); do \
 			echo "== fuzz ./$$dir $$f ($(FUZZTIME))"; \
-			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./$$dir; \
+			GO='$(GO)' .ci/fuzz-target $(FUZZTIME) $$dir $$f; \
 		done; \
 	done
 
