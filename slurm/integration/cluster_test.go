@@ -335,8 +335,33 @@ func (tp topology) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// startMu serialises cluster start-ups (port choice to daemons bound).
+// startMu serialises cluster start-ups (port choice to daemons bound) within
+// this process; startLockPath does the same across processes, so that suites
+// against different Slurm releases may run side by side (.ci/integration-repeat
+// with COSCHEML_REPEAT_LOCK).
 var startMu sync.Mutex
+
+const startLockPath = "/tmp/coscheml-cluster-start.lock"
+
+// lockStart takes both start-up locks and returns what releases them.
+func lockStart(t *testing.T) (unlock func()) {
+	t.Helper()
+	startMu.Lock()
+	f, err := os.OpenFile(startLockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		startMu.Unlock()
+		t.Fatalf("opening the cluster start-up lock: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		startMu.Unlock()
+		t.Fatalf("taking the cluster start-up lock %s: %v", startLockPath, err)
+	}
+	return func() {
+		f.Close() // closing the only descriptor releases the flock
+		startMu.Unlock()
+	}
+}
 
 // newCluster writes the cluster folder and starts slurmctld and the slurmd; all of
 // it is stopped by t.Cleanup.
@@ -373,11 +398,11 @@ func newClusterTopo(t *testing.T, a artifacts, plugin bool, topo topology, edit 
 	// Clusters started at once (TestPinning with COSCHEML_PINNING_PARALLEL) must
 	// not pick the same free ports: one start-up at a time, until the daemons
 	// hold theirs.
-	startMu.Lock()
+	unlockStart := lockStart(t)
 	started := false
 	defer func() {
 		if !started {
-			startMu.Unlock()
+			unlockStart()
 		}
 	}()
 	ports := freePorts(t, 1+numNodes)
@@ -398,7 +423,7 @@ func newClusterTopo(t *testing.T, a artifacts, plugin bool, topo topology, edit 
 	}
 	c.waitIdle(60 * time.Second)
 	started = true
-	startMu.Unlock()
+	unlockStart()
 	// The daemon-name trap shows as Gres=(null): the GPUs must be there.
 	// (With Cores=, newer releases add the sockets: gpu:h200:4(S:0-1).)
 	want := regexp.MustCompile(fmt.Sprintf(`Gres=gpu:h200:%d(\(S:[0-9-]+\))?,shard:`, gpusPerNode))
@@ -818,8 +843,11 @@ func (c *cluster) launched() map[int]bool {
 // restartCtld stops slurmctld and starts it again on the same state.
 func (c *cluster) restartCtld() {
 	c.t.Helper()
+	// While it is down its port is free: another suite must not pick it then.
+	unlockStart := lockStart(c.t)
 	c.stopCtld()
 	c.startCtld()
+	unlockStart()
 	c.waitIdle(60 * time.Second)
 }
 
