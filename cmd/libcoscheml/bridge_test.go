@@ -363,12 +363,14 @@ func TestCShim(t *testing.T) {
 }
 
 // TestCQueue drives queue.c (the hand-off from slurmctld's threads to the Go
-// worker) with a C worker whose timing the test controls (testdata/queue.c):
-// concurrent callers, the untagged pass window (jobs answered in C, the rest
-// reaching the worker; the window's end, Go shutting it, cq_stop shutting it),
-// the timeout (the job passes, the late answer is freed by
-// the worker, later jobs pass at once until it ends), a timeout in the queue,
-// cq_stop with calls queued and in progress, a restart. Under AddressSanitizer
+// worker) with a C worker on worker.go's protocol whose timing the test
+// controls (testdata/queue.c): concurrent callers, the untagged pass window
+// (jobs answered in C, the rest reaching the worker; the window's end, Go
+// shutting it, cq_stop shutting it), the timeout (the job passes, the late
+// answer is freed by the worker, later jobs pass at once until it ends), a
+// caller leaving while the worker writes its answer, an answer larger than the
+// request's buffer, a timeout in the queue, cq_stop with calls queued and in
+// progress, cq_stop with abandoned requests held, a restart. Under AddressSanitizer
 // with leak checks (no Go runtime in this program) and under ThreadSanitizer.
 func TestCQueue(t *testing.T) {
 	wants := []string{
@@ -394,9 +396,13 @@ func TestCQueue(t *testing.T) {
 		"stuck rc=0 tres=NULL log=NULL fast=1",
 		"recovered rc=1 tres=after",
 		"queued-timeout rc=0 tres=NULL slow rc=0",
+		"halfway rc=0 tres=NULL fast=1",
+		"after-halfway rc=1 tres=after-halfway",
+		"big rc=1 tres=big-1 msglen=12287",
 		"stop queued=3 unchanged=3 quick=3 inflight rc=1 tres=slow-3",
 		"afterstop rc=0 log=direct direct=2",
 		"restart rc=1 tres=again",
+		"stopabandoned slow rc=0 late rc=0",
 		"end",
 	}
 	for _, tc := range []struct{ name, san, env string }{

@@ -3,7 +3,7 @@
 //
 //	go build -buildmode=c-shared -o lib/libcoscheml.so ./cmd/libcoscheml
 //
-// It only marshals: C strings in, pkg/submit decides, malloc'ed C strings out.
+// It only marshals: C strings in, pkg/submit decides, C strings out.
 // Every export recovers from panics (no Go panic may cross cgo) and fails open:
 // anything unexpected means "leave the job unchanged". The C API is documented
 // in docs/slurm-integration.md.
@@ -15,13 +15,16 @@ package main
 #include <stdlib.h>
 #include <string.h>
 #include "coscheml_abi.h"
+#include "queue.h"
 */
 import "C"
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/coscheml/coscheml/pkg/submit"
 )
@@ -83,28 +86,45 @@ func cq_decide_go(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) C.i
 	return decideInto(job, ans)
 }
 
-// decideInto answers job_submit (job.modify 0) and job_modify (1): the one code
-// path of every decision, run by the worker (worker.go) on the C request that
-// coscheml_decide (queue.c) queued, or by cq_decide_go.
-func decideInto(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) (rc C.int) {
+// answer is one decision's answer, before it is handed to C (strs in
+// queue.h's CQ_ANS_* order; "" stays NULL).
+type answer struct {
+	code      C.int
+	strs      [C.CQ_NANS]string
+	beginTime int64
+	replace   C.uint32_t
+}
+
+// decideInto answers job_submit (job.modify 0) and job_modify (1) on the
+// calling thread, into the caller's answer (malloc'ed strings): cq_decide_go's
+// way, while no worker runs.
+func decideInto(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) C.int {
 	// The answer is written only when the caller's struct is as large as ours;
 	// a shorter one comes from a shim of another build, which the version check
 	// should have stopped: fail open without touching it.
 	if ans == nil || ans.size < C.uint32_t(C.sizeof_struct_coscheml_answer) {
 		return C.int(submit.Unchanged)
 	}
-	outs := []**C.char{&ans.tres_per_node, &ans.req_nodes, &ans.comment, &ans.user_msg, &ans.log, &ans.tres_per_job, &ans.tres_per_task}
-	for _, o := range outs {
+	a := decideJob(job)
+	outs := [C.CQ_NANS]**C.char{&ans.tres_per_node, &ans.req_nodes, &ans.comment, &ans.user_msg, &ans.log, &ans.tres_per_job, &ans.tres_per_task}
+	for i, o := range outs {
 		*o = nil
+		setOut(o, a.strs[i])
 	}
-	ans.begin_time = 0
-	ans.replace = 0
+	ans.begin_time = C.int64_t(a.beginTime)
+	ans.replace = a.replace
+	return a.code
+}
+
+// decideJob decides one job: the one code path of every decision, run by the
+// worker (worker.go) on the request that coscheml_decide (queue.c) queued, or
+// by decideInto. It reads the job's strings in place, without cgo calls.
+func decideJob(job *C.struct_coscheml_job) (a answer) {
+	a.code = C.int(submit.Unchanged)
 	defer func() {
 		if r := recover(); r != nil {
-			rc = C.int(submit.Unchanged)
-			// Outputs are set last, so nothing was handed over yet; the panic goes
-			// to the log line only.
-			setOut(&ans.log, fmt.Sprintf("internal error in the bridge, job left unchanged: %v", r))
+			a = answer{code: C.int(submit.Unchanged)}
+			a.strs[C.CQ_ANS_LOG] = fmt.Sprintf("internal error in the bridge, job left unchanged: %v", r)
 		}
 	}()
 	if job == nil || job.size < C.uint32_t(C.sizeof_struct_coscheml_job) {
@@ -112,10 +132,10 @@ func decideInto(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) (rc C
 		if job != nil {
 			size = int(job.size)
 		}
-		setOut(&ans.log, fmt.Sprintf("the plugin passed a job of %d bytes, this library needs %d: "+
+		a.strs[C.CQ_ANS_LOG] = fmt.Sprintf("the plugin passed a job of %d bytes, this library needs %d: "+
 			"install libcoscheml.so and job_submit_coscheml.so from the same build; job left unchanged",
-			size, C.sizeof_struct_coscheml_job))
-		return C.int(submit.Unchanged)
+			size, C.sizeof_struct_coscheml_job)
+		return a
 	}
 	j := submit.JobFields{
 		Comment: goString(job.comment), TresPerNode: goString(job.tres_per_node), Partition: goString(job.partition),
@@ -129,18 +149,19 @@ func decideInto(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) (rc C
 		NumTasks: uint32(job.num_tasks), Exclusive: job.exclusive != 0,
 	}
 	res := decideGo(j)
-	setOut(&ans.log, res.Log)
-	setOut(&ans.user_msg, res.UserMsg)
+	a.strs[C.CQ_ANS_LOG] = res.Log
+	a.strs[C.CQ_ANS_USER_MSG] = res.UserMsg
 	if res.Code == submit.Rewrite {
-		setOut(&ans.tres_per_node, res.TresPerNode)
-		setOut(&ans.req_nodes, res.ReqNodes)
-		setOut(&ans.comment, res.Comment)
-		ans.begin_time = C.int64_t(res.BeginTime)
-		setOut(&ans.tres_per_job, res.TresPerJob)
-		setOut(&ans.tres_per_task, res.TresPerTask)
-		ans.replace = replaceBits(res.Replace)
+		a.strs[C.CQ_ANS_TRES_PER_NODE] = res.TresPerNode
+		a.strs[C.CQ_ANS_REQ_NODES] = res.ReqNodes
+		a.strs[C.CQ_ANS_COMMENT] = res.Comment
+		a.beginTime = res.BeginTime
+		a.strs[C.CQ_ANS_TRES_PER_JOB] = res.TresPerJob
+		a.strs[C.CQ_ANS_TRES_PER_TASK] = res.TresPerTask
+		a.replace = replaceBits(res.Replace)
 	}
-	return C.int(res.Code)
+	a.code = C.int(res.Code)
+	return a
 }
 
 //export coscheml_reconfigure
@@ -194,11 +215,29 @@ func setOut(o **C.char, s string) {
 // cut (and then refused as too long by the parser), never copied whole.
 const maxInput = 1 << 20
 
+// goString copies the C string at p, at most maxInput bytes, measured in Go
+// (no cgo call: the worker makes none per decision).
 func goString(p *C.char) string {
 	if p == nil {
 		return ""
 	}
-	return C.GoStringN(p, C.int(C.strnlen(p, maxInput)))
+	return string(unsafe.Slice((*byte)(unsafe.Pointer(p)), cStrLen(unsafe.Pointer(p), maxInput)))
+}
+
+// cStrLen is strnlen(p, limit). It scans one page at a time: memory is mapped
+// in whole pages, so no read passes the page that holds the string's end,
+// whatever bytes.IndexByte reads around its slice within a page.
+func cStrLen(p unsafe.Pointer, limit int) int {
+	const page = 4096 // the smallest page size; larger pages hold whole 4 KiB ones
+	n := 0
+	for n < limit {
+		chunk := min(page-int((uintptr(p)+uintptr(n))%page), limit-n)
+		if i := bytes.IndexByte(unsafe.Slice((*byte)(unsafe.Add(p, n)), chunk), 0); i >= 0 {
+			return n + i
+		}
+		n += chunk
+	}
+	return limit
 }
 
 // replaceBits maps submit.AnswerField to the answer's COSCHEML_ANS_* bits, bit by

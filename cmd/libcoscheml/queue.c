@@ -2,18 +2,22 @@
  * queue.c: coscheml_decide as slurmctld's threads call it, in C, and the queue
  * that hands each job to the library's Go worker (queue.h says why).
  *
- * Ownership: a request is calloc'ed by the caller and freed by whoever sees it
- * last. Done: the caller moves the answer's strings into its own answer and
- * frees the request. Timed out while queued: the caller unlinks and frees it.
- * Timed out while the worker decides: the caller marks it abandoned and
- * returns; the worker frees it, answer strings included, when it is done, so a
- * late answer is never written into the caller's (gone) struct.
+ * Ownership (queue.h lists the states): a request is malloc'ed by the caller,
+ * one block with the job's strings, and freed by whoever sees it last. Done:
+ * the caller copies the answer's strings into its own answer and frees the
+ * request. Timed out (queued or while the worker decides): the caller marks it
+ * abandoned and returns; the worker frees it when it meets it, so a late
+ * answer is never written into the caller's (gone) struct. Cancelled by
+ * cq_stop: the caller and the worker both let go of it, the last one frees it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/futex.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -125,24 +129,46 @@ static int cq_passes(const struct coscheml_job *job)
 /* The Go decision, called directly only while no worker runs (main.go). */
 extern int cq_decide_go(struct coscheml_job *job, struct coscheml_answer *ans);
 
+/*
+ * Callers take cq_lock to push, to leave the list of waiting requests and to
+ * read cq_fd; the worker never takes it (it uses the atomics of queue.h).
+ */
 static pthread_mutex_t cq_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct cq_req *cq_head, *cq_tail;
-static int cq_fd = -1;      /* the worker's eventfd; -1: no worker */
-static int cq_stopping;     /* cq_stop called: the worker is leaving */
-static int cq_idle;         /* the worker waits on cq_fd: wake it */
-static int cq_stuck;        /* abandoned requests the worker still holds */
-static int cq_said_stuck;   /* a timeout was logged; no answer since */
+static struct cq_req *cq_live;  /* waiting requests (cq_stop cancels them) */
+static int cq_fd = -1;          /* the worker's eventfd; -1: no worker */
+static int cq_stuck; /* abandoned requests the worker decides (atomic) */
+struct cq_req *cq_head;
+uint32_t cq_idle;
+uint32_t cq_stopping;
+uint32_t cq_said_stuck;
 
-static void cq_wake(void)
+/* Under cq_lock: the worker clears cq_fd (cq_exit) before closing it. */
+static void cq_wake(int force)
 {
 	uint64_t one = 1;
 
-	/* Under cq_lock: the worker closes cq_fd only after clearing it. */
-	if (cq_fd >= 0 && cq_idle) {
-		cq_idle = 0;
+	if (cq_fd < 0)
+		return;
+	if (__atomic_exchange_n(&cq_idle, 0, __ATOMIC_SEQ_CST) || force) {
 		if (write(cq_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-			cq_idle = 1; /* not woken; the next request tries again */
+			__atomic_store_n(&cq_idle, 1, __ATOMIC_SEQ_CST);
 	}
+}
+
+static void futex_wake(uint32_t *word)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* Waits while *word is val, until the CLOCK_MONOTONIC deadline; 0: timed out. */
+static int futex_wait_until(uint32_t *word, uint32_t val,
+			    const struct timespec *until)
+{
+	if (syscall(SYS_futex, word, FUTEX_WAIT_BITSET_PRIVATE, val, until,
+		    NULL, FUTEX_BITSET_MATCH_ANY) < 0 &&
+	    errno == ETIMEDOUT)
+		return 0;
+	return 1;
 }
 
 static void free_answer(struct coscheml_answer *a)
@@ -158,93 +184,115 @@ static void free_answer(struct coscheml_answer *a)
 
 static void free_req(struct cq_req *r)
 {
-	struct coscheml_job *j = &r->job;
-
-	free((char *)j->comment);
-	free((char *)j->tres_per_node);
-	free((char *)j->partition);
-	free((char *)j->req_nodes);
-	free((char *)j->exc_nodes);
-	free((char *)j->tres_per_job);
-	free((char *)j->tres_per_task);
-	free((char *)j->tres_per_socket);
-	free((char *)j->mem_per_tres);
-	free((char *)j->cpus_per_tres);
-	free((char *)j->array_inx);
-	free_answer(&r->ans);
-	pthread_cond_destroy(&r->cond);
+	free(r->ans_big);
 	free(r);
 }
 
-/* Copies *s (bounded); returns 0 when out of memory. */
-static int copy_str(const char **s)
+/* An allocation of the worker's (an answer larger than ans_buf); NULL: none. */
+char *cq_alloc(uint32_t n)
 {
-	if (!*s)
-		return 1;
-	*s = strndup(*s, CQ_MAX_INPUT);
-	return *s != NULL;
+	return malloc(n);
 }
 
-/* The caller's job, its strings copied: slurmctld frees its own on return. */
-static int copy_job(struct cq_req *r, const struct coscheml_job *job)
+/*
+ * The caller's job in one allocation with its strings (slurmctld frees its
+ * own on return); NULL when out of memory.
+ */
+static struct cq_req *new_req(const struct coscheml_job *job)
 {
-	struct coscheml_job *j = &r->job;
+	struct cq_req *r;
+	size_t lens[11], total = 0;
+	const char *const *in[11];
+	const char **out[11];
+	char *p;
+	struct coscheml_job j;
+	int n = 0;
 
+	if (job && job->size >= sizeof(j)) {
+		j = *job;
+		const char **strs[] = {&j.comment, &j.tres_per_node,
+				       &j.partition, &j.req_nodes,
+				       &j.exc_nodes, &j.tres_per_job,
+				       &j.tres_per_task, &j.tres_per_socket,
+				       &j.mem_per_tres, &j.cpus_per_tres,
+				       &j.array_inx};
+		n = sizeof(strs) / sizeof(strs[0]);
+		for (int i = 0; i < n; i++) {
+			in[i] = (const char *const *)strs[i];
+			lens[i] = *strs[i] ? strnlen(*strs[i], CQ_MAX_INPUT) : 0;
+			total += *strs[i] ? lens[i] + 1 : 0;
+		}
+	}
+	r = malloc(sizeof(*r) + total);
+	if (!r)
+		return NULL;
+	memset(r, 0, offsetof(struct cq_req, ans_buf));
 	if (!job) {
 		r->jobp = NULL;
-		return 1;
+		return r;
 	}
-	r->jobp = j;
-	if (job->size < sizeof(*j)) {
+	r->jobp = &r->job;
+	if (job->size < sizeof(j)) {
 		/* Only size is read: the worker refuses the job and says why. */
-		j->size = job->size;
-		return 1;
+		r->job.size = job->size;
+		return r;
 	}
-	*j = *job;
-	j->size = sizeof(*j);
-	int ok = 1;
-	const char **strs[] = {&j->comment, &j->tres_per_node, &j->partition,
-			       &j->req_nodes, &j->exc_nodes, &j->tres_per_job,
-			       &j->tres_per_task, &j->tres_per_socket,
-			       &j->mem_per_tres, &j->cpus_per_tres,
-			       &j->array_inx};
-	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
-		if (!ok) {
-			*strs[i] = NULL; /* not copied: free_req skips it */
+	r->job = j;
+	r->job.size = sizeof(j);
+	/* The copy's string fields, in the same order as in[]. */
+	const char **dst[] = {&r->job.comment, &r->job.tres_per_node,
+			      &r->job.partition, &r->job.req_nodes,
+			      &r->job.exc_nodes, &r->job.tres_per_job,
+			      &r->job.tres_per_task, &r->job.tres_per_socket,
+			      &r->job.mem_per_tres, &r->job.cpus_per_tres,
+			      &r->job.array_inx};
+	p = (char *)(r + 1);
+	for (int i = 0; i < n; i++) {
+		out[i] = dst[i];
+		if (!*in[i]) {
+			*out[i] = NULL;
 			continue;
 		}
-		ok = copy_str(strs[i]);
-	}
-	return ok;
-}
-
-static void unlink_req(struct cq_req *r)
-{
-	struct cq_req **p = &cq_head, *prev = NULL;
-
-	while (*p && *p != r) {
-		prev = *p;
-		p = &(*p)->next;
-	}
-	if (!*p)
-		return;
-	*p = r->next;
-	if (cq_tail == r)
-		cq_tail = prev;
-	r->next = NULL;
-}
-
-static struct cq_req *pop(void)
-{
-	struct cq_req *r = cq_head;
-
-	if (r) {
-		cq_head = r->next;
-		if (!cq_head)
-			cq_tail = NULL;
-		r->next = NULL;
+		memcpy(p, *in[i], lens[i]);
+		p[lens[i]] = '\0';
+		*out[i] = p;
+		p += lens[i] + 1;
 	}
 	return r;
+}
+
+/* Under cq_lock. */
+static void live_add(struct cq_req *r)
+{
+	r->live_prev = NULL;
+	r->live_next = cq_live;
+	if (cq_live)
+		cq_live->live_prev = r;
+	cq_live = r;
+}
+
+/* Under cq_lock. */
+static void live_remove(struct cq_req *r)
+{
+	if (r->live_prev)
+		r->live_prev->live_next = r->live_next;
+	else if (cq_live == r)
+		cq_live = r->live_next;
+	if (r->live_next)
+		r->live_next->live_prev = r->live_prev;
+	r->live_prev = r->live_next = NULL;
+}
+
+/* Under cq_lock: callers push one at a time; the worker swaps the head out. */
+static void push(struct cq_req *r)
+{
+	struct cq_req *old = __atomic_load_n(&cq_head, __ATOMIC_RELAXED);
+
+	do {
+		r->next = old;
+	} while (!__atomic_compare_exchange_n(&cq_head, &old, r, 1,
+					      __ATOMIC_SEQ_CST,
+					      __ATOMIC_RELAXED));
 }
 
 static void deadline(struct timespec *ts, int ms)
@@ -265,13 +313,8 @@ static void deadline(struct timespec *ts, int ms)
 static void timed_out(struct coscheml_answer *ans, int stuck, int ms)
 {
 	char msg[256];
-	int first;
 
-	pthread_mutex_lock(&cq_lock);
-	first = !cq_said_stuck;
-	cq_said_stuck = 1;
-	pthread_mutex_unlock(&cq_lock);
-	if (!first)
+	if (__atomic_exchange_n(&cq_said_stuck, 1, __ATOMIC_RELAXED))
 		return;
 	snprintf(msg, sizeof(msg),
 		 "coscheml: no decision within %d ms, job left unchanged%s",
@@ -280,12 +323,52 @@ static void timed_out(struct coscheml_answer *ans, int stuck, int ms)
 	ans->log = strdup(msg);
 }
 
+/*
+ * cq_move_answer copies a DONE request's answer into ans (malloc'ed strings
+ * that the shim frees) and returns its code; out of memory: nothing, and
+ * "unchanged". r stays the caller's to free.
+ */
+int cq_move_answer(struct cq_req *r, struct coscheml_answer *ans)
+{
+	char **outs[CQ_NANS] = {&ans->tres_per_node, &ans->req_nodes,
+				&ans->comment, &ans->user_msg, &ans->log,
+				&ans->tres_per_job, &ans->tres_per_task};
+	const char *base = r->ans_big ? r->ans_big : r->ans_buf;
+
+	for (int i = 0; i < CQ_NANS; i++) {
+		int32_t n = r->ans_len[i];
+
+		*outs[i] = NULL;
+		if (n < 0)
+			continue;
+		*outs[i] = malloc((size_t)n + 1);
+		if (!*outs[i]) {
+			free_answer(ans);
+			for (int k = 0; k < CQ_NANS; k++)
+				*outs[k] = NULL;
+			return COSCHEML_UNCHANGED;
+		}
+		memcpy(*outs[i], base + r->ans_off[i], (size_t)n);
+		(*outs[i])[n] = '\0';
+	}
+	ans->begin_time = r->begin_time;
+	ans->replace = r->replace;
+	return r->rc;
+}
+
+/* Lets go of a cancelled request; the last of caller and worker frees it. */
+static void release_cancelled(struct cq_req *r)
+{
+	if (__atomic_sub_fetch(&r->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		free_req(r);
+}
+
 int coscheml_decide(const struct coscheml_job *job,
 		    struct coscheml_answer *ans)
 {
 	struct cq_req *r;
-	pthread_condattr_t ca;
 	struct timespec until;
+	uint32_t s;
 	int rc, ms = __atomic_load_n(&cq_timeout_ms, __ATOMIC_RELAXED);
 
 	/* Written only when the caller's struct is as large as ours (see abi.h). */
@@ -298,8 +381,10 @@ int coscheml_decide(const struct coscheml_job *job,
 	ans->replace = 0;
 
 	pthread_mutex_lock(&cq_lock);
-	int running = cq_fd >= 0 && !cq_stopping, stuck = cq_stuck;
+	int running = cq_fd >= 0 &&
+		      !__atomic_load_n(&cq_stopping, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cq_lock);
+	int stuck = __atomic_load_n(&cq_stuck, __ATOMIC_SEQ_CST) > 0;
 	if (!running) {
 		/*
 		 * No worker (before init, after fini, or it failed to start): Go
@@ -311,69 +396,78 @@ int coscheml_decide(const struct coscheml_job *job,
 	if (stuck || cq_passes(job))
 		return COSCHEML_UNCHANGED; /* stuck: logged when the episode began */
 
-	r = calloc(1, sizeof(*r));
+	r = new_req(job);
 	if (!r)
 		return COSCHEML_UNCHANGED;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	if (pthread_cond_init(&r->cond, &ca) != 0) {
-		pthread_condattr_destroy(&ca);
-		free(r);
-		return COSCHEML_UNCHANGED;
-	}
-	pthread_condattr_destroy(&ca);
-	r->ans.size = sizeof(r->ans);
-	if (!copy_job(r, job)) {
-		free_req(r);
-		return COSCHEML_UNCHANGED;
-	}
 	deadline(&until, ms);
 
 	pthread_mutex_lock(&cq_lock);
-	if (cq_fd < 0 || cq_stopping) {
+	if (cq_fd < 0 || __atomic_load_n(&cq_stopping, __ATOMIC_RELAXED)) {
 		pthread_mutex_unlock(&cq_lock);
 		free_req(r);
 		return COSCHEML_UNCHANGED; /* fini began meanwhile */
 	}
 	r->state = CQ_QUEUED;
-	if (cq_tail)
-		cq_tail->next = r;
-	else
-		cq_head = r;
-	cq_tail = r;
-	cq_wake();
-	while (r->state == CQ_QUEUED || r->state == CQ_TAKEN) {
-		if (pthread_cond_timedwait(&r->cond, &cq_lock, &until) ==
-		    ETIMEDOUT)
+	live_add(r);
+	push(r);
+	cq_wake(0);
+	pthread_mutex_unlock(&cq_lock);
+
+	/* The worker moves state and wakes this word; spurious wakes re-check. */
+	for (;;) {
+		s = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
+		if ((s != CQ_QUEUED && s != CQ_TAKEN) ||
+		    !futex_wait_until(&r->state, s, &until))
 			break;
 	}
-	switch (r->state) {
-	case CQ_DONE:
-		pthread_mutex_unlock(&cq_lock);
-		*ans = r->ans;
-		ans->size = ans_size;
-		memset(&r->ans, 0, sizeof(r->ans)); /* moved, not freed */
-		rc = r->rc;
-		free_req(r);
-		return rc;
-	case CQ_QUEUED: /* timed out before the worker took it */
-		unlink_req(r);
-		pthread_mutex_unlock(&cq_lock);
-		free_req(r);
-		timed_out(ans, 0, ms);
+
+	/*
+	 * Leave the waiting list first (cq_stop cancels only listed requests,
+	 * under the lock): from here on only the worker races with us.
+	 */
+	pthread_mutex_lock(&cq_lock);
+	s = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
+	if (s == CQ_CANCELLED) {
+		pthread_mutex_unlock(&cq_lock); /* cq_stop unlisted it */
+		release_cancelled(r);
 		return COSCHEML_UNCHANGED;
-	default: /* CQ_TAKEN: the worker frees it when done */
-		r->state = CQ_ABANDONED;
-		cq_stuck++;
-		pthread_mutex_unlock(&cq_lock);
-		timed_out(ans, 1, ms);
-		return COSCHEML_UNCHANGED;
+	}
+	live_remove(r);
+	pthread_mutex_unlock(&cq_lock);
+
+	for (;;) {
+		s = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
+		if (s == CQ_DONE) {
+			if (__atomic_load_n(&cq_said_stuck, __ATOMIC_RELAXED))
+				__atomic_store_n(&cq_said_stuck, 0, __ATOMIC_RELAXED);
+			rc = cq_move_answer(r, ans);
+			ans->size = ans_size;
+			free_req(r);
+			return rc;
+		}
+		/*
+		 * Timed out, queued or taken: the worker frees it (cq_drop).
+		 * Counted as stuck before the worker can see it abandoned.
+		 */
+		uint32_t was = s;
+
+		if (was == CQ_TAKEN)
+			__atomic_add_fetch(&cq_stuck, 1, __ATOMIC_SEQ_CST);
+		if (__atomic_compare_exchange_n(&r->state, &s, CQ_ABANDONED, 0,
+						__ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE)) {
+			timed_out(ans, was == CQ_TAKEN, ms);
+			return COSCHEML_UNCHANGED;
+		}
+		if (was == CQ_TAKEN)
+			__atomic_sub_fetch(&cq_stuck, 1, __ATOMIC_SEQ_CST);
+		/* The worker took it or answered meanwhile: look again. */
 	}
 }
 
 /*
  * cq_start makes fd (a non-blocking eventfd the worker reads) the wake-up of
- * a new worker; -1 when one runs already.
+ * a new worker; -1 when one runs already (or has not left yet).
  */
 int cq_start(int fd)
 {
@@ -383,60 +477,51 @@ int cq_start(int fd)
 	ok = cq_fd < 0;
 	if (ok) {
 		cq_fd = fd;
-		cq_stopping = 0;
-		cq_idle = 0;
+		__atomic_store_n(&cq_stopping, 0, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&cq_idle, 0, __ATOMIC_SEQ_CST);
 	}
 	pthread_mutex_unlock(&cq_lock);
 	return ok ? 0 : -1;
 }
 
 /*
- * cq_next hands back the worker's last request (done, answered rc; NULL for
- * none) and returns the next one, or NULL when the queue is empty (the worker
- * then waits on its eventfd) or the worker must stop (*stop set; the eventfd
- * is no longer used by anyone and the worker closes it).
+ * cq_drop: the worker lets go of a request it cannot answer: abandoned by its
+ * caller (taken: while the worker decided it; the stuck episode may end) or
+ * cancelled by cq_stop.
  */
-struct cq_req *cq_next(struct cq_req *done, int rc, int *stop)
+void cq_drop(struct cq_req *r, int taken)
 {
-	struct cq_req *r = NULL;
-	struct cq_req *late = NULL;
+	uint32_t s = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
 
-	*stop = 0;
-	pthread_mutex_lock(&cq_lock);
-	if (done) {
-		if (done->state == CQ_ABANDONED) {
-			late = done;
-			cq_stuck--;
-		} else {
-			cq_said_stuck = 0;
-			done->rc = rc;
-			done->state = CQ_DONE;
-			pthread_cond_signal(&done->cond);
-		}
+	if (s == CQ_CANCELLED) {
+		release_cancelled(r);
+		return;
 	}
-	if (cq_stopping) {
-		*stop = 1;
-		cq_fd = -1;
-	} else {
-		r = pop();
-		if (r)
-			r->state = CQ_TAKEN;
-		else
-			cq_idle = 1;
-	}
-	pthread_mutex_unlock(&cq_lock);
-	if (late)
-		free_req(late);
-	return r;
+	if (taken)
+		__atomic_sub_fetch(&cq_stuck, 1, __ATOMIC_SEQ_CST);
+	free_req(r);
 }
 
 /*
- * cq_stop (coscheml_fini) answers every queued job "unchanged" and tells the
- * worker to leave once the decision in progress, if any, is answered.
+ * cq_exit: the worker leaves (after cq_stop, its stack drained); callers
+ * decide on their own threads from now on, and no one writes its eventfd,
+ * which it then closes.
+ */
+void cq_exit(void)
+{
+	pthread_mutex_lock(&cq_lock);
+	cq_fd = -1;
+	pthread_mutex_unlock(&cq_lock);
+}
+
+/*
+ * cq_stop (coscheml_fini) answers every waiting queued job "unchanged" at
+ * once and tells the worker to leave once the decision in progress, if any,
+ * is answered.
  */
 void cq_stop(void)
 {
-	struct cq_req *r;
+	struct cq_req *r, *next;
 
 	cq_set_pass_ms(0); /* the next engine opens it again */
 	pthread_mutex_lock(&cq_lock);
@@ -444,14 +529,20 @@ void cq_stop(void)
 		pthread_mutex_unlock(&cq_lock);
 		return;
 	}
-	cq_stopping = 1;
-	while ((r = pop())) {
-		/* Answered "unchanged" (its answer is empty): its waiter frees it. */
-		r->rc = COSCHEML_UNCHANGED;
-		r->state = CQ_DONE;
-		pthread_cond_signal(&r->cond);
+	__atomic_store_n(&cq_stopping, 1, __ATOMIC_SEQ_CST);
+	for (r = cq_live; r; r = next) {
+		uint32_t s = CQ_QUEUED;
+
+		next = r->live_next;
+		/* Held by its caller and by the worker's stack from now on. */
+		__atomic_store_n(&r->refs, 2, __ATOMIC_RELAXED);
+		if (__atomic_compare_exchange_n(&r->state, &s, CQ_CANCELLED, 0,
+						__ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED)) {
+			live_remove(r);
+			futex_wake(&r->state);
+		}
 	}
-	cq_idle = 1;
-	cq_wake();
+	cq_wake(1);
 	pthread_mutex_unlock(&cq_lock);
 }

@@ -1,12 +1,22 @@
 /*
  * queue.h: the hand-off between slurmctld's threads and the library's Go
  * worker (queue.c). A thread that calls coscheml_decide never enters Go: it
- * copies the job into a request, queues it, wakes the worker through an
- * eventfd (read by a goroutine through Go's netpoller) and waits on a
- * condition variable, at most cq_timeout_ms. Why: a C thread that calls into
- * Go leaves its P in the syscall state when it returns, and Go's sysmon then
- * polls every 20 us or more until it takes the P back 10 ms later (about
- * 180 us of CPU per call; docs/performance-slurm.md, issue 13).
+ * copies the job into a request, pushes it on a lock-free stack, wakes the
+ * worker through an eventfd (read by a goroutine through Go's netpoller) when
+ * the worker sleeps, and waits on the request's state word (a futex), at most
+ * cq_timeout_ms. Why: a C thread that calls into Go leaves its P in the
+ * syscall state when it returns, and Go's sysmon then polls every 20 us or
+ * more until it takes the P back 10 ms later (about 180 us of CPU per call;
+ * docs/performance-slurm.md, issue 13).
+ *
+ * The worker (worker.go) makes no cgo call and no syscall that enters Go's
+ * scheduler per decision: it takes the stack with an atomic swap, moves each
+ * request's state with atomic compare-and-swap, reads the job's strings in
+ * place, writes the answer's strings into the request's own buffer and wakes
+ * the caller with a raw, non-blocking FUTEX_WAKE. Each cgo call or syscall
+ * after Go's Ps were all idle wakes sysmon, which then polls every 20 us.
+ * Rare paths (an answer larger than the buffer, freeing a request whose
+ * caller left, stopping) use cgo calls.
  */
 #ifndef COSCHEML_QUEUE_H
 #define COSCHEML_QUEUE_H
@@ -16,29 +26,80 @@
 
 #include "coscheml_abi.h"
 
-/* A request's life; every change happens under the queue's mutex. */
+/*
+ * A request's state (cq_req.state, atomic, the caller's futex word). Who may
+ * move it, and who frees the request after:
+ *   QUEUED -> TAKEN      the worker, when it starts the decision;
+ *   TAKEN -> DONE        the worker, answer written; from then on the worker
+ *                        never touches the request: the caller frees it;
+ *   QUEUED/TAKEN -> ABANDONED  the caller, timed out, leaving: the worker
+ *                        frees it when it meets it (cq_drop);
+ *   QUEUED -> CANCELLED  cq_stop, under cq_lock: the caller returns
+ *                        "unchanged"; the caller and the worker both let go
+ *                        of it (refs), the last one frees it.
+ */
 enum {
-	CQ_QUEUED = 0,    /* in the queue; the waiter may take it back */
-	CQ_TAKEN = 1,     /* the worker decides; it owns job and answer */
-	CQ_DONE = 2,      /* answered; the waiter takes the answer and frees it */
-	CQ_ABANDONED = 3, /* the waiter gave up: the worker frees it when done */
+	CQ_QUEUED = 0,
+	CQ_TAKEN = 1,
+	CQ_DONE = 2,
+	CQ_ABANDONED = 3,
+	CQ_CANCELLED = 4,
 };
+
+/* The answer's strings, in struct coscheml_answer's order. */
+enum {
+	CQ_ANS_TRES_PER_NODE = 0,
+	CQ_ANS_REQ_NODES,
+	CQ_ANS_COMMENT,
+	CQ_ANS_USER_MSG,
+	CQ_ANS_LOG,
+	CQ_ANS_TRES_PER_JOB,
+	CQ_ANS_TRES_PER_TASK,
+	CQ_NANS,
+};
+
+/*
+ * The answer's strings are written here by the worker (a decision's answer is
+ * a few hundred bytes); a longer answer goes into ans_big, which the worker
+ * allocates (a cgo call) and the caller frees.
+ */
+#define CQ_ANS_BUF 4096
 
 struct cq_req {
-	struct cq_req *next;
-	int state;
-	int rc;
-	pthread_cond_t cond;
+	struct cq_req *next; /* the pending stack; read by the worker only */
+	/* Callers' list of waiting requests, under cq_lock (for cq_stop). */
+	struct cq_req *live_prev, *live_next;
+	uint32_t state; /* CQ_*: atomic */
+	uint32_t refs;  /* CANCELLED only: holders left (caller, worker) */
+	int32_t rc;
+	uint32_t replace;
+	int64_t begin_time;
 	/* NULL when the caller passed no job (the worker says so in the log). */
 	struct coscheml_job *jobp;
-	struct coscheml_job job; /* the caller's job with its strings copied */
-	struct coscheml_answer ans;
+	struct coscheml_job job; /* the caller's job, its strings copied */
+	/* Each answer string: its length (-1: NULL) and offset in the buffer. */
+	int32_t ans_len[CQ_NANS];
+	int32_t ans_off[CQ_NANS];
+	char *ans_big; /* malloc'ed by the worker; NULL: ans_buf */
+	char ans_buf[CQ_ANS_BUF];
+	/* The job's strings follow, in the same allocation. */
 };
 
-/* The worker side, called from Go (main.go, worker.go). */
+/* The worker's side: shared words, read and written with atomics. */
+extern struct cq_req *cq_head;  /* pending requests, newest first */
+extern uint32_t cq_idle;        /* 1: the worker sleeps; wake it */
+extern uint32_t cq_stopping;    /* cq_stop called: the worker leaves */
+extern uint32_t cq_said_stuck;  /* a timeout was logged; no answer since */
+
+/* The worker side, called from Go (main.go, worker.go) on rare paths. */
 int cq_start(int fd);
-struct cq_req *cq_next(struct cq_req *done, int rc, int *stop);
+void cq_drop(struct cq_req *r, int taken);
+void cq_exit(void);
 void cq_stop(void);
+char *cq_alloc(uint32_t n);
+
+/* The caller's side of DONE: moves r's answer into ans (for tests, too). */
+int cq_move_answer(struct cq_req *r, struct coscheml_answer *ans);
 
 /*
  * How long a caller waits for the worker before it passes the job through:

@@ -10,7 +10,10 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -69,39 +72,181 @@ func stopWorker() {
 	workerDone = nil
 }
 
-// work pops requests one at a time and decides each with the bridge's one code
-// path (decideInto), until cq_stop.
+// work answers the requests that coscheml_decide (queue.c) pushes, oldest
+// first, with the bridge's one code path (decideJob), until cq_stop. Per
+// decision it makes no cgo call and no syscall that enters Go's scheduler
+// (queue.h says why): the stack is taken with an atomic swap, each request's
+// state moved with compare-and-swap, the eventfd read with a raw non-blocking
+// read inside the netpoller's RawConn, the caller woken with a raw FUTEX_WAKE.
 func work(f *os.File, done chan struct{}) {
 	defer close(done)
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		// Cannot happen for an *os.File; fail open: the callers decide on
+		// their own threads from now on.
+		C.cq_stop()
+		drainAndExit(nil)
+		return
+	}
 	var (
 		buf     [8]byte
-		prev    *C.struct_cq_req
-		rc      C.int
+		readErr syscall.Errno
+		batch   []*C.struct_cq_req
 		timeout int // the decide_timeout handed to queue.c (0: not yet)
 	)
+	// One closure for every wait (no allocation per wait). A non-blocking
+	// eventfd read never blocks: EAGAIN parks the goroutine in the netpoller.
+	drain := func(fd uintptr) bool {
+		_, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+		if e == syscall.EAGAIN {
+			return false
+		}
+		readErr = e
+		return true
+	}
 	applyTimeout(&timeout)
 	for {
-		var stop C.int
-		req := C.cq_next(prev, rc, &stop)
-		prev = nil
-		if stop != 0 {
-			f.Close()
+		if atomic.LoadUint32(cqStopping()) != 0 {
+			drainAndExit(batch)
 			return
 		}
-		if req == nil {
-			// Parks in the netpoller until a caller writes the eventfd.
-			if _, err := f.Read(buf[:]); err != nil {
+		batch = takeAll(batch[:0])
+		if len(batch) == 0 {
+			// Callers write the eventfd only while cq_idle is 1; set, then
+			// look again (a push between the take and the store would not
+			// have written it).
+			atomic.StoreUint32(cqIdle(), 1)
+			if atomic.LoadPointer(cqHead()) != nil || atomic.LoadUint32(cqStopping()) != 0 {
+				atomic.StoreUint32(cqIdle(), 0)
+				continue
+			}
+			if err := rc.Read(drain); err != nil || (readErr != 0 && readErr != syscall.EINTR) {
 				// Cannot happen with an open eventfd; fail open: stop, and the
 				// callers decide on their own threads from now on.
 				C.cq_stop()
 			}
+			readErr = 0
 			continue
 		}
-		rc = decideInto(req.jobp, &req.ans)
-		prev = req
+		for _, r := range batch {
+			serve(r)
+		}
 		applyTimeout(&timeout)
 	}
 }
+
+// Atomic views of queue.c's shared words (C memory; the pointers stored
+// there are C pointers or nil, never Go pointers).
+func cqHead() *unsafe.Pointer             { return (*unsafe.Pointer)(unsafe.Pointer(&C.cq_head)) }
+func cqIdle() *uint32                     { return (*uint32)(unsafe.Pointer(&C.cq_idle)) }
+func cqStopping() *uint32                 { return (*uint32)(unsafe.Pointer(&C.cq_stopping)) }
+func reqState(r *C.struct_cq_req) *uint32 { return (*uint32)(unsafe.Pointer(&r.state)) }
+
+// takeAll appends the pending requests to batch, oldest first (the stack
+// holds them newest first).
+func takeAll(batch []*C.struct_cq_req) []*C.struct_cq_req {
+	for r := (*C.struct_cq_req)(atomic.SwapPointer(cqHead(), nil)); r != nil; r = r.next {
+		batch = append(batch, r)
+	}
+	slices.Reverse(batch)
+	return batch
+}
+
+// serve decides one request and hands the answer over, or lets go of a
+// request its caller gave up on (or cq_stop cancelled).
+func serve(r *C.struct_cq_req) {
+	st := reqState(r)
+	if !atomic.CompareAndSwapUint32(st, C.CQ_QUEUED, C.CQ_TAKEN) {
+		C.cq_drop(r, 0) // abandoned or cancelled before it was taken
+		return
+	}
+	a := decideJob(r.jobp)
+	writeAnswer(r, &a)
+	// From a successful swap on, the request is the caller's (it may free
+	// it at once): the wake uses the address, computed before.
+	addr := uintptr(unsafe.Pointer(st))
+	if !atomic.CompareAndSwapUint32(st, C.CQ_TAKEN, C.CQ_DONE) {
+		C.cq_drop(r, 1) // the caller timed out while we decided
+		return
+	}
+	futexWake(addr)
+}
+
+// futexWake wakes the caller waiting on addr. FUTEX_WAKE never blocks, so a
+// raw syscall (no entersyscall, no sysmon wake-up) is safe; on a private
+// futex the kernel does not read the word, and a waiter that already left
+// only costs a wake of no one.
+func futexWake(addr uintptr) {
+	const futexWakePrivate = 1 | 128 // FUTEX_WAKE | FUTEX_PRIVATE_FLAG
+	syscall.RawSyscall(syscall.SYS_FUTEX, addr, futexWakePrivate, 1)
+}
+
+// drainAndExit, once cq_stop was called, lets go of every request still
+// pushed (cq_stop cancelled all that waited: none can be taken any more; one
+// that could is answered "unchanged") and tells queue.c the worker left.
+func drainAndExit(batch []*C.struct_cq_req) {
+	for _, r := range takeAll(batch[:0]) {
+		if atomic.CompareAndSwapUint32(reqState(r), C.CQ_QUEUED, C.CQ_TAKEN) {
+			a := answer{code: C.int(submit.Unchanged)}
+			writeAnswer(r, &a)
+			addr := uintptr(unsafe.Pointer(reqState(r)))
+			if atomic.CompareAndSwapUint32(reqState(r), C.CQ_TAKEN, C.CQ_DONE) {
+				futexWake(addr)
+				continue
+			}
+			C.cq_drop(r, 1)
+			continue
+		}
+		C.cq_drop(r, 0)
+	}
+	C.cq_exit()
+}
+
+// writeAnswer stores a in r's answer fields: the strings into r's own buffer
+// (Go writing C memory, no call), or, when they do not fit, into one
+// allocation of queue.c's (a cgo call, rare) that the caller frees. Out of
+// memory: "unchanged", no strings (fail open).
+func writeAnswer(r *C.struct_cq_req, a *answer) {
+	total := 0
+	for i := range a.strs {
+		r.ans_len[i] = -1
+		r.ans_off[i] = 0
+		if a.strs[i] != "" {
+			total += len(a.strs[i]) + 1
+		}
+	}
+	r.ans_big = nil
+	var buf []byte
+	switch {
+	case total <= C.CQ_ANS_BUF:
+		buf = unsafe.Slice((*byte)(unsafe.Pointer(&r.ans_buf[0])), C.CQ_ANS_BUF)
+	case total <= maxAnswer:
+		if p := C.cq_alloc(C.uint32_t(total)); p != nil {
+			r.ans_big = p
+			buf = unsafe.Slice((*byte)(unsafe.Pointer(p)), total)
+		}
+	}
+	if buf == nil {
+		r.rc, r.begin_time, r.replace = C.int32_t(submit.Unchanged), 0, 0
+		return
+	}
+	off := 0
+	for i, s := range a.strs {
+		if s == "" {
+			continue // "" stays NULL
+		}
+		copy(buf[off:], s)
+		buf[off+len(s)] = 0
+		r.ans_off[i], r.ans_len[i] = C.int32_t(off), C.int32_t(len(s))
+		off += len(s) + 1
+	}
+	r.rc, r.begin_time, r.replace = C.int32_t(a.code), C.int64_t(a.beginTime), a.replace
+}
+
+// maxAnswer bounds one answer's strings together (the int32 lengths of
+// queue.h, and far above any real answer: a log line, a comment, TRES).
+const maxAnswer = 64 << 20
 
 // applyTimeout hands the engine's decide_timeout to queue.c when it differs
 // from *cur (a cgo call only then): a reloaded configuration applies from

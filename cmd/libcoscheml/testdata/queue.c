@@ -1,12 +1,16 @@
 /*
  * queue: drives ../queue.c (coscheml_decide's hand-off to the worker) with a
- * worker written in C, so that its timing can be forced: several threads
- * calling at once, a decision slower than the timeout (the caller passes the
- * job through; the late answer is freed by the worker), a call timing out in
- * the queue, cq_stop with calls queued and one in progress, a restart. Built
- * with AddressSanitizer (leaks included: no Go here) and ThreadSanitizer by
+ * worker written in C after worker.go's protocol (the same atomics on the
+ * same words), so that its timing can be forced: several threads calling at
+ * once, a decision slower than the timeout (the caller passes the job
+ * through; the late answer is freed by the worker), a caller leaving while
+ * the worker writes its answer, an answer larger than the request's buffer, a
+ * call timing out in the queue, cq_stop with calls queued and one in
+ * progress, cq_stop with abandoned requests held, a restart. Built with
+ * AddressSanitizer (leaks included: no Go here) and ThreadSanitizer by
  * TestCQueue. The worker echoes the comment as tres_per_node; a comment
- * starting "slow" makes it sleep 150 ms first.
+ * starting "slow" makes it sleep 150 ms first, "halfway" writes its answer
+ * over 120 ms, "big" answers a 12 KiB message.
  */
 #define _GNU_SOURCE
 #include <poll.h>
@@ -35,53 +39,169 @@ static int64_t ms_now(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/*
+ * write_answer: worker.go's writeAnswer in C: the strings into the request's
+ * buffer, or into one cq_alloc'ed block when they do not fit. pause_us > 0
+ * sleeps between two strings (a caller timing out while the answer is being
+ * written).
+ */
+static void write_answer(struct cq_req *r, int rc, const char *strs[CQ_NANS],
+			 int pause_us)
+{
+	size_t total = 0, off = 0;
+	char *buf = r->ans_buf;
+
+	for (int i = 0; i < CQ_NANS; i++) {
+		r->ans_len[i] = -1;
+		r->ans_off[i] = 0;
+		if (strs[i] && *strs[i])
+			total += strlen(strs[i]) + 1;
+	}
+	r->ans_big = NULL;
+	if (total > CQ_ANS_BUF) {
+		buf = r->ans_big = cq_alloc((uint32_t)total);
+		if (!buf) {
+			r->rc = COSCHEML_UNCHANGED;
+			return;
+		}
+	}
+	for (int i = 0; i < CQ_NANS; i++) {
+		size_t n;
+
+		if (!strs[i] || !*strs[i])
+			continue;
+		n = strlen(strs[i]);
+		memcpy(buf + off, strs[i], n + 1);
+		r->ans_off[i] = (int32_t)off;
+		r->ans_len[i] = (int32_t)n;
+		off += n + 1;
+		if (pause_us)
+			usleep(pause_us);
+	}
+	r->rc = rc;
+}
+
+/* take_all: worker.go's takeAll: the stack, oldest first, into v (n max). */
+static int take_all(struct cq_req **v, int max)
+{
+	struct cq_req *r = __atomic_exchange_n(&cq_head, NULL, __ATOMIC_SEQ_CST);
+	int n = 0;
+
+	for (; r; r = r->next) {
+		if (n == max) {
+			printf("batch too large\n");
+			exit(1);
+		}
+		v[n++] = r;
+	}
+	for (int i = 0; i < n / 2; i++) {
+		struct cq_req *t = v[i];
+
+		v[i] = v[n - 1 - i];
+		v[n - 1 - i] = t;
+	}
+	return n;
+}
+
+/* serve: worker.go's serve, deciding as described at the top. */
+static void serve(struct cq_req *r)
+{
+	uint32_t s = CQ_QUEUED;
+	const char *strs[CQ_NANS] = {0};
+	char msg[64], *big = NULL;
+	int rc, pause = 0;
+
+	if (!__atomic_compare_exchange_n(&r->state, &s, CQ_TAKEN, 0,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		cq_drop(r, 0);
+		return;
+	}
+	if (!r->jobp) {
+		strs[CQ_ANS_LOG] = "worker: no job";
+		rc = COSCHEML_UNCHANGED;
+	} else if (r->jobp->size < sizeof(struct coscheml_job)) {
+		snprintf(msg, sizeof(msg), "worker: job of %u bytes",
+			 r->jobp->size);
+		strs[CQ_ANS_LOG] = msg;
+		rc = COSCHEML_UNCHANGED;
+	} else {
+		const char *c = r->jobp->comment ? r->jobp->comment : "";
+
+		__atomic_add_fetch(&worker_calls, 1, __ATOMIC_SEQ_CST);
+		if (strncmp(c, "slow", 4) == 0)
+			usleep(150000);
+		strs[CQ_ANS_TRES_PER_NODE] = c;
+		strs[CQ_ANS_LOG] = "decided";
+		if (strncmp(c, "halfway", 7) == 0) {
+			/* Written over 2 x 60 ms: the caller leaves meanwhile. */
+			strs[CQ_ANS_COMMENT] = "late";
+			pause = 60000;
+		}
+		if (strncmp(c, "big", 3) == 0) {
+			/* Larger than ans_buf: the cq_alloc'ed block. */
+			big = malloc(3 * CQ_ANS_BUF);
+			memset(big, 'b', 3 * CQ_ANS_BUF - 1);
+			big[3 * CQ_ANS_BUF - 1] = '\0';
+			strs[CQ_ANS_USER_MSG] = big;
+		}
+		rc = COSCHEML_REWRITE;
+	}
+	write_answer(r, rc, strs, pause);
+	free(big);
+	s = CQ_TAKEN;
+	if (!__atomic_compare_exchange_n(&r->state, &s, CQ_DONE, 0,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		cq_drop(r, 1);
+		return;
+	}
+	futex_wake(&r->state); /* on a private futex: the address only */
+}
+
+/* The worker loop of worker.go: take, serve, sleep on the eventfd when idle. */
 static void *worker(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
-	struct cq_req *prev = NULL;
-	int rc = 0;
+	struct cq_req *v[4096];
 
 	for (;;) {
-		int stop;
-		struct cq_req *r = cq_next(prev, rc, &stop);
-		uint64_t n;
+		int n;
 
-		prev = NULL;
-		if (stop) {
+		if (__atomic_load_n(&cq_stopping, __ATOMIC_SEQ_CST)) {
+			n = take_all(v, 4096);
+			for (int i = 0; i < n; i++)
+				serve(v[i]); /* all cancelled or abandoned */
+			cq_exit();
 			close(fd);
 			return NULL;
 		}
-		if (!r) {
+		n = take_all(v, 4096);
+		if (!n) {
 			struct pollfd p = {.fd = fd, .events = POLLIN};
+			uint64_t cnt;
 
+			__atomic_store_n(&cq_idle, 1, __ATOMIC_SEQ_CST);
+			if (__atomic_load_n(&cq_head, __ATOMIC_SEQ_CST) ||
+			    __atomic_load_n(&cq_stopping, __ATOMIC_SEQ_CST)) {
+				__atomic_store_n(&cq_idle, 0, __ATOMIC_SEQ_CST);
+				continue;
+			}
 			poll(&p, 1, -1);
-			if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+			if (read(fd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
 				return NULL;
 			continue;
 		}
-		if (!r->jobp) {
-			r->ans.log = strdup("worker: no job");
-			rc = COSCHEML_UNCHANGED;
-		} else if (r->jobp->size < sizeof(struct coscheml_job)) {
-			char msg[64];
-
-			snprintf(msg, sizeof(msg), "worker: job of %u bytes",
-				 r->jobp->size);
-			r->ans.log = strdup(msg);
-			rc = COSCHEML_UNCHANGED;
-		} else {
-			const char *c = r->jobp->comment ? r->jobp->comment : "";
-
-			__atomic_add_fetch(&worker_calls, 1, __ATOMIC_SEQ_CST);
-
-			if (strncmp(c, "slow", 4) == 0)
-				usleep(150000);
-			r->ans.tres_per_node = strdup(c);
-			r->ans.log = strdup("decided");
-			rc = COSCHEML_REWRITE;
-		}
-		prev = r;
+		for (int i = 0; i < n; i++)
+			serve(v[i]);
 	}
+}
+
+/* Waits (bounded) until the worker has begun more than n decisions. */
+static void wait_taken(int n)
+{
+	for (int i = 0; i < 2000 &&
+			__atomic_load_n(&worker_calls, __ATOMIC_SEQ_CST) <= n;
+	     i++)
+		usleep(1000);
 }
 
 static pthread_t start(void)
@@ -280,8 +400,9 @@ int main(void)
 	/* A call that times out in the queue behind a slow decision. */
 	struct call slow = {.comment = "slow-2"}, queued = {.comment = "queued"};
 	pthread_t ts, tq;
+	int taken = __atomic_load_n(&worker_calls, __ATOMIC_SEQ_CST);
 	pthread_create(&ts, NULL, call_thread, &slow);
-	usleep(10000);
+	wait_taken(taken); /* queued behind it, whatever the machine's load */
 	pthread_create(&tq, NULL, call_thread, &queued);
 	pthread_join(ts, NULL);
 	pthread_join(tq, NULL);
@@ -291,13 +412,41 @@ int main(void)
 	done(&queued);
 	usleep(200000);
 
+	/*
+	 * The caller times out while the worker writes its answer: the worker
+	 * finishes writing into the request, finds it abandoned and frees it
+	 * (AddressSanitizer: no write after the caller left, no leak).
+	 */
+	strcpy(c.comment, "halfway-1");
+	call(&c);
+	printf("halfway rc=%d tres=%s fast=%d\n", c.rc, s(c.tres), c.ms < 140);
+	done(&c);
+	usleep(250000);
+	strcpy(c.comment, "after-halfway");
+	call(&c);
+	printf("after-halfway rc=%d tres=%s\n", c.rc, s(c.tres));
+	done(&c);
+
+	/* An answer larger than the request's buffer. */
+	cq_set_timeout_ms(5000);
+	{
+		struct coscheml_job j = {.size = sizeof(j), .comment = "big-1"};
+		struct coscheml_answer ba = {.size = sizeof(ba)};
+		int brc = coscheml_decide(&j, &ba);
+
+		printf("big rc=%d tres=%s msglen=%zu\n", brc, s(ba.tres_per_node),
+		       ba.user_msg ? strlen(ba.user_msg) : 0);
+		free_answer(&ba);
+	}
+
 	/* cq_stop: queued calls get "unchanged" at once, the one in progress
 	 * its answer; then the worker leaves and calls are decided directly. */
 	cq_set_timeout_ms(5000);
 	struct call inflight = {.comment = "slow-3"}, q[3];
 	pthread_t ti, tqs[3];
+	taken = __atomic_load_n(&worker_calls, __ATOMIC_SEQ_CST);
 	pthread_create(&ti, NULL, call_thread, &inflight);
-	usleep(20000);
+	wait_taken(taken);
 	for (int i = 0; i < 3; i++) {
 		memset(&q[i], 0, sizeof(q[i]));
 		snprintf(q[i].comment, sizeof(q[i].comment), "q%d", i);
@@ -328,8 +477,25 @@ int main(void)
 	call(&c);
 	printf("restart rc=%d tres=%s\n", c.rc, s(c.tres));
 	done(&c);
+
+	/*
+	 * cq_stop while the worker still holds two abandoned requests: one it
+	 * decides (its caller timed out), one behind it in the stack; it frees
+	 * both before it leaves (leak check).
+	 */
+	cq_set_timeout_ms(50);
+	struct call slow4 = {.comment = "slow-4"}, late = {.comment = "late"};
+	taken = __atomic_load_n(&worker_calls, __ATOMIC_SEQ_CST);
+	pthread_create(&ts, NULL, call_thread, &slow4);
+	wait_taken(taken);
+	pthread_create(&tq, NULL, call_thread, &late);
+	pthread_join(ts, NULL);
+	pthread_join(tq, NULL);
 	cq_stop();
 	pthread_join(w, NULL);
+	printf("stopabandoned slow rc=%d late rc=%d\n", slow4.rc, late.rc);
+	done(&slow4);
+	done(&late);
 	printf("end\n");
 	return 0;
 }
