@@ -61,10 +61,17 @@ func initGo(path string, slurmVer uint32, slurmConf string) (int, string) {
 	return rc, e.StartNote()
 }
 
+// testDecide replaces the engine's decision when set: tests only, to drive the
+// real worker through a slow, panicking or long-answered decision.
+var testDecide atomic.Pointer[func(submit.JobFields) submit.Result]
+
 // decideGo asks the engine; without one (init failed or not called) every job is
 // left unchanged, except that coscheml-id tokens are removed from its comment
 // (no user-written id may reach the Prolog).
 func decideGo(j submit.JobFields) submit.Result {
+	if h := testDecide.Load(); h != nil {
+		return (*h)(j)
+	}
 	e := engine.Load()
 	if e == nil {
 		res, _ := submit.StripTokens(j)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -574,6 +575,146 @@ func FuzzMentions(f *testing.F) {
 		}
 		if d := comment.ParseComment(s); !want && d != (comment.Directive{}) {
 			t.Fatalf("%q: no mention, but it parses as %+v", s, d)
+		}
+	})
+}
+
+// TestWorkerHandoff drives the real Go worker (worker.go) through queue.c
+// from this process's threads, with the decision replaced (testDecide): the
+// answer's strings written into the request's buffer, at its boundary and
+// beyond it (the fallback allocation), a panicking decision, a caller timing
+// out while the worker decides (later calls pass at once until it ends, then
+// the worker answers again), and coscheml_fini during a decision (the
+// decision in progress answered, the queued calls "unchanged" at once, the
+// calls after it decided on the calling thread).
+func TestWorkerHandoff(t *testing.T) {
+	// Comments start with "coscheml " (the pass window answers the others in C).
+	slow := make(chan struct{}, 1) // a "slow" decision has begun
+	waitSlow := func(t *testing.T) {
+		t.Helper()
+		select {
+		case <-slow:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the slow decision did not begin")
+		}
+	}
+	decide := func(j submit.JobFields) submit.Result {
+		name := strings.TrimPrefix(j.Comment, "coscheml ")
+		switch {
+		case strings.HasPrefix(name, "panic"):
+			panic("test panic")
+		case strings.HasPrefix(name, "slow"):
+			slow <- struct{}{}
+			time.Sleep(600 * time.Millisecond)
+		}
+		// The comment says how long the log line is: "len=N".
+		n := 0
+		if _, err := fmt.Sscanf(name, "len=%d", &n); err != nil {
+			n = 3
+		}
+		return submit.Result{Code: submit.Rewrite, TresPerNode: "gres/shard:2", ReqNodes: "n1",
+			Comment: "c " + j.Comment, Log: strings.Repeat("l", n), BeginTime: 42}
+	}
+	testDecide.Store(&decide)
+	t.Cleanup(func() {
+		coscheml_fini()
+		testDecide.Store(nil)
+	})
+	if rc, _ := initGo(writeConfig(t, "decide_timeout: 200ms\n"), 0x160508, ""); rc != 0 {
+		t.Fatalf("init: %d (%v)", rc, engine.Load().Problems())
+	}
+	if err := startWorker(); err != nil {
+		t.Fatal(err)
+	}
+	cur := 0
+	applyTimeout(&cur)
+
+	// The fixed strings of an answer take this much of the buffer.
+	fixed := len("gres/shard:2") + 1 + len("n1") + 1 + 1 + len("c coscheml ") // + the log's NUL
+	for _, tc := range []struct {
+		name string
+		n    int // the log line's length
+	}{
+		{"short", 3},
+		{"fills the buffer", ansBuf - fixed - len("len=0000") - 1},
+		{"one byte over", ansBuf - fixed - len("len=0000")},
+		{"three buffers", 3 * ansBuf},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			comment := fmt.Sprintf("coscheml len=%04d", tc.n)
+			rc, strs, begin := callDecide(comment)
+			want := [7]string{"gres/shard:2", "n1", "c " + comment, "", strings.Repeat("l", tc.n), "", ""}
+			if rc != int(submit.Rewrite) || strs != want || begin != 42 {
+				t.Fatalf("rc=%d begin=%d strs=%.80q, want %.80q", rc, begin, strs, want)
+			}
+		})
+	}
+	t.Run("panic", func(t *testing.T) {
+		rc, strs, _ := callDecide("coscheml panic")
+		if rc != int(submit.Unchanged) || !strings.Contains(strs[4], "internal error in the bridge") || strs[0] != "" {
+			t.Fatalf("rc=%d strs=%q", rc, strs)
+		}
+		if rc, _, _ := callDecide("coscheml after"); rc != int(submit.Rewrite) {
+			t.Fatalf("the worker did not go on after a panic: rc=%d", rc)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		start := time.Now()
+		rc, strs, _ := callDecide("coscheml slow-1")
+		if rc != int(submit.Unchanged) || !strings.Contains(strs[4], "no decision within 200 ms") || strs[0] != "" {
+			t.Fatalf("rc=%d strs=%q", rc, strs)
+		}
+		waitSlow(t)
+		if d := time.Since(start); d > 550*time.Millisecond {
+			t.Errorf("the timed-out call took %v", d)
+		}
+		// The worker still decides: calls pass at once, unlogged.
+		if rc, strs, _ := callDecide("coscheml during"); rc != int(submit.Unchanged) || strs != ([7]string{}) {
+			t.Fatalf("during: rc=%d strs=%q", rc, strs)
+		}
+		var rc2 int
+		for i := 0; i < 100; i++ {
+			time.Sleep(20 * time.Millisecond)
+			if rc2, _, _ = callDecide("coscheml after"); rc2 == int(submit.Rewrite) {
+				break
+			}
+		}
+		if rc2 != int(submit.Rewrite) {
+			t.Fatalf("no answer after the slow decision ended: rc=%d", rc2)
+		}
+	})
+	t.Run("fini during a decision", func(t *testing.T) {
+		setQueueTimeout(5000)
+		type out struct {
+			rc  int
+			d   time.Duration
+			log string
+		}
+		call := func(comment string, res chan<- out) {
+			start := time.Now()
+			rc, strs, _ := callDecide(comment)
+			res <- out{rc, time.Since(start), strs[4]}
+		}
+		inflight := make(chan out, 1)
+		go call("coscheml slow-2", inflight)
+		waitSlow(t)
+		queued := make(chan out, 3)
+		for i := 0; i < 3; i++ {
+			go call(fmt.Sprintf("coscheml q%d", i), queued)
+		}
+		time.Sleep(100 * time.Millisecond) // queued behind the slow decision
+		stopWorker()
+		for i := 0; i < 3; i++ {
+			if q := <-queued; q.rc != int(submit.Unchanged) || q.log != "" || q.d > 450*time.Millisecond {
+				t.Errorf("queued call at fini: %+v, want unchanged at once", q)
+			}
+		}
+		if r := <-inflight; r.rc != int(submit.Rewrite) {
+			t.Errorf("the decision in progress at fini: %+v, want its answer", r)
+		}
+		// No worker now: decided on the calling thread.
+		if rc, strs, _ := callDecide("coscheml direct"); rc != int(submit.Rewrite) || strs[2] != "c coscheml direct" {
+			t.Errorf("after fini: rc=%d strs=%q", rc, strs)
 		}
 	})
 }

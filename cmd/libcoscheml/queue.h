@@ -98,6 +98,10 @@ void cq_exit(void);
 void cq_stop(void);
 char *cq_alloc(uint32_t n);
 
+/* The shim's call (coscheml_abi.h's coscheml_decide_fn). */
+int coscheml_decide(const struct coscheml_job *job,
+		    struct coscheml_answer *ans);
+
 /* The caller's side of DONE: moves r's answer into ans (for tests, too). */
 int cq_move_answer(struct cq_req *r, struct coscheml_answer *ans);
 

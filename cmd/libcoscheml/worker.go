@@ -292,3 +292,32 @@ func cMentions(s, word string) bool {
 
 // passOpen says whether queue.c's pass window is open now (for tests).
 func passOpen() bool { return C.cq_pass_open() != 0 }
+
+// callDecide makes one coscheml_decide call as the shim does, from this
+// goroutine's thread, and returns the answer's code, strings (CQ_ANS_* order)
+// and begin_time (for tests: cgo is not allowed in them).
+func callDecide(comment string) (int, [C.CQ_NANS]string, int64) {
+	cs, tres := C.CString(comment), C.CString("gres:gpu:1")
+	defer C.free(unsafe.Pointer(cs))
+	defer C.free(unsafe.Pointer(tres))
+	j := C.struct_coscheml_job{size: C.sizeof_struct_coscheml_job, comment: cs, tres_per_node: tres,
+		user_id: 1000, submit_uid: 1000, min_nodes: 1, max_nodes: 1, time_limit: 60,
+		job_id: C.uint32_t(submit.NoVal), num_tasks: C.uint32_t(submit.NoVal),
+		flags: C.COSCHEML_SET_COMMENT | C.COSCHEML_SET_TRES}
+	a := C.struct_coscheml_answer{size: C.sizeof_struct_coscheml_answer}
+	rc := C.coscheml_decide(&j, &a)
+	var strs [C.CQ_NANS]string
+	for i, p := range [C.CQ_NANS]*C.char{a.tres_per_node, a.req_nodes, a.comment, a.user_msg, a.log, a.tres_per_job, a.tres_per_task} {
+		if p != nil {
+			strs[i] = C.GoString(p)
+			C.free(unsafe.Pointer(p))
+		}
+	}
+	return int(rc), strs, int64(a.begin_time)
+}
+
+// setQueueTimeout sets the callers' wait as the worker does (for tests).
+func setQueueTimeout(ms int) { C.cq_set_timeout_ms(C.int(ms)) }
+
+// ansBuf is the size of a request's answer buffer (for tests).
+const ansBuf = C.CQ_ANS_BUF
