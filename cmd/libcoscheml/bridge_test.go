@@ -718,3 +718,22 @@ func TestWorkerHandoff(t *testing.T) {
 		}
 	})
 }
+
+// FuzzGoString: goString, which reads the job's strings in place in C memory
+// one page at a time, returns exactly the bytes before the first NUL, wherever
+// the string starts and however many page boundaries it crosses.
+func FuzzGoString(f *testing.F) {
+	for _, s := range []string{"", "a", "coscheml:app=x", strings.Repeat("p", 5000), "a\x00b", strings.Repeat("q", 9000) + "\x00z"} {
+		f.Add(s, uint16(0))
+		f.Add(s, uint16(4095))
+	}
+	f.Fuzz(func(t *testing.T, s string, off uint16) {
+		want := s
+		if i := strings.IndexByte(s, 0); i >= 0 {
+			want = s[:i]
+		}
+		if got := cGoString(s, int(off)); got != want {
+			t.Fatalf("goString at offset %d: %d bytes, want %d", off, len(got), len(want))
+		}
+	})
+}

@@ -321,3 +321,17 @@ func setQueueTimeout(ms int) { C.cq_set_timeout_ms(C.int(ms)) }
 
 // ansBuf is the size of a request's answer buffer (for tests).
 const ansBuf = C.CQ_ANS_BUF
+
+// cGoString copies s into C memory at offset off of a fresh allocation and
+// reads it back with goString (for tests: the in-place read the worker does).
+func cGoString(s string, off int) string {
+	p := C.cq_alloc(C.uint32_t(off + len(s) + 1))
+	if p == nil {
+		return ""
+	}
+	defer C.free(unsafe.Pointer(p))
+	b := unsafe.Slice((*byte)(unsafe.Pointer(p)), off+len(s)+1)
+	copy(b[off:], s)
+	b[off+len(s)] = 0
+	return goString((*C.char)(unsafe.Pointer(&b[off])))
+}
