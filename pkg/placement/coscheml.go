@@ -42,6 +42,7 @@ type CoScheML struct {
 	opts  Options
 	e     engine
 	memo  memo
+	rows  [scanRows]scanRow // the scan's memo results by bucket, per recent request
 
 	cy cycle // the decision in progress; Place starts a new one
 
@@ -55,7 +56,8 @@ type CoScheML struct {
 // cycle is the state of one decision (the Kubernetes framework's CycleState): Place
 // replaces it whole, so nothing of a decision leaks into the next.
 type cycle struct {
-	req      uint32 // memo ID of the request's (profile, class); 0: no memo
+	req      uint32   // memo ID of the request's (profile, class); 0: no memo
+	row      *scanRow // the request's results by bucket index; nil: none
 	floorNew float64
 	fail     struct { // the closest refusal, for the wait reason
 		gi     int32
@@ -134,6 +136,7 @@ func (p *CoScheML) Place(c *Cluster, r *Request) Decision {
 	if c.indexed() {
 		p.memo.use(c.ix)
 		p.cy.req = p.memo.reqID(r.Profile, classOf(r.Class, r.Profile))
+		p.cy.row = p.rowFor(p.cy.req, len(c.ix.hot))
 	} // else: an uncached cluster is decided on a private copy; no memo
 	chosen, found := p.e.place(c, r, p, nil)
 	if chosen == nil {
@@ -222,7 +225,7 @@ func tagOf(r *Request) string {
 
 // score judges a feasible GPU from the memoized predictions: an idle GPU is the
 // middle tier; a shared one is refused below a floor, else ranked by tier and cost.
-func (p *CoScheML) score(gpu *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
+func (p *CoScheML) score(c *Cluster, st *gpuState, bi, gi int32, r *Request, cd *cand) reject {
 	if st.nres == 0 {
 		slots := st.slots
 		if r.Profile != nil {
@@ -234,7 +237,7 @@ func (p *CoScheML) score(gpu *GPU, st *gpuState, gi int32, r *Request, cd *cand)
 	if st.unknown > 0 {
 		return rejUnknown
 	}
-	res := p.predicted(gpu, st, r)
+	res := p.scanned(c, st, bi, gi, r)
 	if !(res.margin >= 0) { // below a floor, or a NaN prediction
 		m := res.margin
 		if math.IsNaN(m) {
@@ -292,19 +295,83 @@ type setResult struct {
 // of 2 leaves one resident on a GPU a job joins).
 const explained = 2
 
-// predicted returns the set result for gpu's residents, from the memo when the
-// same request already met the same resident set on this cluster.
-func (p *CoScheML) predicted(gpu *GPU, st *gpuState, r *Request) setResult {
+// predicted returns the set result for GPU gi's residents (st: its state),
+// from the memo when the same request already met the same resident set on
+// this cluster; the residents themselves are read only on a miss.
+func (p *CoScheML) predicted(c *Cluster, st *gpuState, gi int32, r *Request) setResult {
 	if st.sig == 0 || p.cy.req == 0 {
-		return p.compute(gpu.Residents, r)
+		return p.compute(c.gpuOf(gi).Residents, r)
 	}
 	e := p.memo.find(st.sig, p.cy.req)
 	if e.epoch == p.memo.epoch {
 		return e.res
 	}
 	e.sig, e.req, e.epoch = st.sig, p.cy.req, p.memo.epoch
-	e.res = p.compute(gpu.Residents, r)
+	e.res = p.compute(c.gpuOf(gi).Residents, r)
 	return e.res
+}
+
+// scanned is predicted for the scan of bucket bi (st: its state, gi: the GPU
+// evaluated), through the request's row: the row holds the results the scan
+// reads in bucket order, so a decision reads them in one sequential pass
+// instead of one memo slot, a cache miss when cold, per bucket. A row entry is
+// a copy of the memo's result for the same (request, resident set), checked
+// by its signature, so it gives bit-identical results. Its after speeds are
+// not kept: the reason reads those from the memo.
+func (p *CoScheML) scanned(c *Cluster, st *gpuState, bi, gi int32, r *Request) setResult {
+	row := p.cy.row
+	if row == nil || st.sig == 0 || int(bi) >= len(row.e) {
+		return p.predicted(c, st, gi, r)
+	}
+	e := &row.e[bi]
+	if e.sig == st.sig {
+		return setResult{speed: e.speed, minRes: e.minRes, cost: e.cost, margin: e.margin}
+	}
+	res := p.predicted(c, st, gi, r)
+	*e = rowEntry{sig: st.sig, speed: res.speed, minRes: res.minRes, cost: res.cost, margin: res.margin}
+	return res
+}
+
+// scanRow is one request's memo results by bucket index, for the scan. A row
+// is valid for one memo epoch; its entries are checked by signature, so
+// buckets renumbered by a rebuild only miss, never mislead.
+type scanRow struct {
+	req   uint32
+	epoch uint32
+	e     []rowEntry
+}
+
+type rowEntry struct {
+	sig                         uint64 // resident set the result is for; 0: empty
+	speed, minRes, cost, margin float64
+}
+
+// scanRows is how many requests keep a row (direct-mapped by memo request ID:
+// a site's active applications); maxRowBuckets bounds a row's length, so the
+// rows take at most scanRows x maxRowBuckets x 40 bytes (buckets beyond it
+// read the memo directly).
+const (
+	scanRows      = 64
+	maxRowBuckets = 2048
+)
+
+// rowFor returns request req's row, sized for buckets buckets (nil when the
+// request has no memo ID). A row of another request or an older memo epoch is
+// emptied first.
+func (p *CoScheML) rowFor(req uint32, buckets int) *scanRow {
+	if req == 0 {
+		return nil
+	}
+	row := &p.rows[req%scanRows]
+	if row.req != req || row.epoch != p.memo.epoch {
+		row.req, row.epoch = req, p.memo.epoch
+		clear(row.e)
+	}
+	n := min(buckets, maxRowBuckets)
+	if len(row.e) < n {
+		row.e = append(row.e, make([]rowEntry, n-len(row.e))...)
+	}
+	return row
 }
 
 // compute predicts the speeds of the request and of every resident after joining.
@@ -381,7 +448,7 @@ func (p *CoScheML) explainGPU(c *Cluster, r *Request, gi int32) string {
 	describeResidents(&b, gpu)
 	var res setResult
 	if c.indexed() {
-		res = p.predicted(gpu, &c.ix.gpus[gi], r) // the score stage's, from the memo
+		res = p.predicted(c, &c.ix.gpus[gi], gi, r) // the score stage's, from the memo
 	} else {
 		res = p.compute(gpu.Residents, r)
 	}
@@ -463,6 +530,12 @@ func (p *CoScheML) order(res []Resident) []int32 {
 func writeSpeed(b *strings.Builder, x float64) {
 	var buf [24]byte
 	b.Write(strconv.AppendFloat(buf[:0], x, 'f', 2, 64))
+}
+
+// gpuOf is GPU gi of an indexed cluster.
+func (c *Cluster) gpuOf(gi int32) *GPU {
+	n := c.ix.gpus[gi].node
+	return &c.Nodes[n].GPUs[gi-c.ix.nodeOff[n]]
 }
 
 // locateGlobal turns a global GPU index into node and GPU indexes (for reasons only:

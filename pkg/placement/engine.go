@@ -84,10 +84,13 @@ type cand struct {
 
 // scorer is a policy's stage: it judges a GPU that passed the shared filter (so a
 // busy GPU already meets the sharing rules). On acceptance it fills *cd (all
-// fields) and returns rejNone; on refusal by its own rule it leaves *cd alone. gpu
-// is the GPU itself, for the rare scores that need the residents (a memo miss).
+// fields) and returns rejNone; on refusal by its own rule it leaves *cd alone.
+// bi is the bucket evaluated (gi is its lowest eligible member), for scores
+// that keep results by bucket. st is GPU gi's state but for its node and hidden flag (it may be another
+// member's of the same bucket); c.gpuOf(gi) is the GPU itself, for the rare
+// scores that need the residents (a memo miss), read only then.
 type scorer interface {
-	score(gpu *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject
+	score(c *Cluster, st *gpuState, bi, gi int32, r *Request, cd *cand) reject
 }
 
 // engine runs the filter, score and select stages. It is not safe for concurrent use.
@@ -137,20 +140,28 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 	res := &e.scratch
 	e.req = r
 	e.ff = r.GPUs == 1 && c.Reach == ReachFirstFit
-	for bi := range ix.buckets {
+	for bi := range ix.hot {
 		if keep {
 			res = &e.bres[bi]
 		}
-		b := &ix.buckets[bi]
 		// The filter stage's reachability, per bucket: a single-GPU request on a
 		// first-fit cluster can use only the bucket's open (reachable) members.
-		m := b.members
-		if e.ff {
-			m = b.open
-		}
-		if r.Nodes != nil {
+		// Without a node filter the bucket's summary says it all (one sequential
+		// read per bucket); st is then the lowest member's state, and the
+		// candidate's node is set below from the GPU actually evaluated.
+		h := &ix.hot[bi]
+		st := &h.st
+		var n int
+		var gi, node int32
+		switch {
+		case r.Nodes != nil:
 			// A node filter: the bucket stands for its allowed members only (its
 			// lowest allowed GPU is evaluated; GPUs of a bucket differ in index only).
+			b := &ix.buckets[bi]
+			m := b.members
+			if e.ff {
+				m = b.open
+			}
 			e.members = e.members[:0]
 			for _, gi := range m {
 				if r.allows(ix.gpus[gi].node) {
@@ -168,17 +179,21 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 				e.rejects[rejUnreachable] += allowed - len(e.members)
 			}
 			e.rejects[rejNode] += len(b.members) - allowed
-			m = e.members
-		} else if e.ff {
-			e.rejects[rejUnreachable] += len(b.members) - len(m)
+			if n = len(e.members); n > 0 {
+				gi = e.members[0]
+				st = &ix.gpus[gi]
+				node = st.node
+			}
+		case e.ff:
+			e.rejects[rejUnreachable] += int(h.members - h.open)
+			n, gi, node = int(h.open), h.firstOpen, h.openNode
+		default:
+			n, gi, node = int(h.members), h.first, h.st.node
 		}
-		if len(m) == 0 {
+		if n == 0 {
 			res.why = rejNone
 			continue
 		}
-		gi := m[0]
-		st := &ix.gpus[gi]
-		gpu := &c.Nodes[st.node].GPUs[gi-ix.nodeOff[st.node]]
 		// The rest of the filter stage, the same for every policy (written out
 		// here: as a call it would not inline, and this loop runs once per GPU
 		// state): for a busy GPU the sharing rules, or "busy" for a policy that
@@ -193,13 +208,14 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 		}
 		// The score stage: the policy's own judgment of a feasible GPU.
 		if res.why == rejNone {
-			res.why = sc.score(gpu, st, gi, r, &res.cd)
+			res.why = sc.score(c, st, int32(bi), gi, r, &res.cd)
 		}
 		if res.why != rejNone {
-			e.rejects[res.why] += len(m)
+			e.rejects[res.why] += n
 			continue
 		}
-		ok += len(m)
+		res.cd.node = node // st may be another member's state: the same but for node
+		ok += n
 		if !found || better(&res.cd, &best) {
 			best, found = res.cd, true
 		}
