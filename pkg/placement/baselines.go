@@ -61,7 +61,7 @@ func (b *base) place(c *Cluster, r *Request, sc scorer) Decision {
 	}
 	s.WriteString("; ")
 	s.WriteString(b.rule)
-	s.WriteString(b.e.steerNote(c, &d))
+	b.e.writeSteerNote(&s, c, &d)
 	d.Reason = s.String()
 	return d
 }

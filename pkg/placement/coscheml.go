@@ -148,8 +148,11 @@ func (p *CoScheML) Place(c *Cluster, r *Request) Decision {
 	}
 	d := p.e.decisionFor(c, chosen)
 	var b strings.Builder
-	b.Grow(256)
-	// Appends rather than fmt, as in explainGPU: the same words as
+	// One allocation for the whole reason (a shared GPU's runs to about 400
+	// bytes): every allocation in a decision is a possible refill of Go's
+	// per-size caches, which is slow when they are cold.
+	b.Grow(512)
+	// Appends rather than fmt, as in writeExplain: the same words as
 	// "%s: %s: job %s (%s, %s)".
 	b.WriteString(p.name)
 	b.WriteString(": ")
@@ -168,14 +171,14 @@ func (p *CoScheML) Place(c *Cluster, r *Request) Decision {
 			writeSpeed(&b, d.PredictedSpeed)
 			b.WriteString("; ")
 		}
-		b.WriteString(p.explainGPU(c, r, cd.gi))
+		p.writeExplain(&b, c, r, cd.gi)
 	}
 	b.WriteString("; ")
 	p.rule(&b, chosen, r)
 	if d.Action == ActionExclusive {
 		p.e.rejectSummary(&b, "; other GPUs: ")
 	}
-	b.WriteString(p.e.steerNote(c, &d))
+	p.e.writeSteerNote(&b, c, &d)
 	d.Reason = b.String()
 	return d
 }
@@ -436,16 +439,24 @@ func residentLess(a, b *Resident) bool {
 
 // explainGPU words the predictions for placing r on GPU gi.
 func (p *CoScheML) explainGPU(c *Cluster, r *Request, gi int32) string {
+	var b strings.Builder
+	b.Grow(192)
+	p.writeExplain(&b, c, r, gi)
+	return b.String()
+}
+
+// writeExplain appends explainGPU's words to b (a decision's reason is built
+// in one buffer).
+func (p *CoScheML) writeExplain(b *strings.Builder, c *Cluster, r *Request, gi int32) {
 	n, g := c.locateGlobal(gi)
 	gpu := &c.Nodes[n].GPUs[g]
+	writeGPUName(b, c, n, g)
 	if len(gpu.Residents) == 0 {
-		return gpuName(c, n, g) + " idle"
+		b.WriteString(" idle")
+		return
 	}
-	var b strings.Builder
-	b.Grow(192) // a shared GPU's explanation: grown once, not in steps
-	b.WriteString(gpuName(c, n, g))
 	b.WriteString(" with ")
-	describeResidents(&b, gpu)
+	describeResidents(b, gpu)
 	var res setResult
 	if c.indexed() {
 		res = p.predicted(c, &c.ix.gpus[gi], gi, r) // the score stage's, from the memo
@@ -456,9 +467,9 @@ func (p *CoScheML) explainGPU(c *Cluster, r *Request, gi int32) string {
 	// Appends rather than fmt: this runs in every sharing decision, inside
 	// slurmctld's submit call.
 	b.WriteString(": predicted speed new job ")
-	writeSpeed(&b, res.speed)
+	writeSpeed(b, res.speed)
 	b.WriteString(" (floor ")
-	writeSpeed(&b, p.cy.floorNew)
+	writeSpeed(b, p.cy.floorNew)
 	b.WriteByte(')')
 	for i := range gpu.Residents {
 		rs := &gpu.Residents[i]
@@ -468,21 +479,20 @@ func (p *CoScheML) explainGPU(c *Cluster, r *Request, gi int32) string {
 		if len(gpu.Residents) <= explained {
 			// The speed compute predicted with the same co-runners: with at
 			// most one other resident their order cannot differ.
-			writeSpeed(&b, res.after[slices.Index(canonical, int32(i))])
+			writeSpeed(b, res.after[slices.Index(canonical, int32(i))])
 		} else {
-			writeSpeed(&b, p.predictAfter(gpu.Residents, i, r))
+			writeSpeed(b, p.predictAfter(gpu.Residents, i, r))
 		}
 		b.WriteString(" (floor ")
-		writeSpeed(&b, p.opts.Floors.For(classOf(rs.Class, rs.Profile)))
+		writeSpeed(b, p.opts.Floors.For(classOf(rs.Class, rs.Profile)))
 		b.WriteByte(')')
 	}
 	b.WriteString("; interference cost ")
-	writeSpeed(&b, res.cost)
+	writeSpeed(b, res.cost)
 	if p.lower != nil {
 		// Otherwise a wait with every prediction above its floor would read as a bug.
 		b.WriteString(p.floorNote())
 	}
-	return b.String()
 }
 
 // floorNote words how floors are tested with a calibrated lower bound (the

@@ -317,19 +317,37 @@ func steerSlots(c *Cluster, n, g int, want int32) int32 {
 	return min(max(want, low), free)
 }
 
-// steerNote words a first-fit shard count for the reason ("" when none).
-func (e *engine) steerNote(c *Cluster, d *Decision) string {
+// writeSteerNote appends the words for a first-fit shard count to the reason
+// (nothing when none): appends, the same words as "; %d shards instead of %d
+// so that Slurm's first-fit choice lands on gpu%d".
+func (e *engine) writeSteerNote(b *strings.Builder, c *Cluster, d *Decision) {
 	if !e.steered.on || len(d.Placement) != 1 {
-		return ""
+		return
 	}
 	s := d.Placement[0]
-	return fmt.Sprintf("; %d shards instead of %d so that Slurm's first-fit choice lands on gpu%d", e.steered.k, e.steered.want, c.Nodes[s.Node].GPUs[s.GPU].Index)
+	var num [20]byte
+	b.WriteString("; ")
+	b.Write(strconv.AppendInt(num[:0], int64(e.steered.k), 10))
+	b.WriteString(" shards instead of ")
+	b.Write(strconv.AppendInt(num[:0], int64(e.steered.want), 10))
+	b.WriteString(" so that Slurm's first-fit choice lands on gpu")
+	b.Write(strconv.AppendInt(num[:0], int64(c.Nodes[s.Node].GPUs[s.GPU].Index), 10))
 }
 
 // gpuName names a GPU for a reason: node name (sanitized: it comes from outside)
 // and GPU index.
 func gpuName(c *Cluster, n, g int) string {
-	return profile.Sanitize(c.Nodes[n].Name) + "/gpu" + strconv.Itoa(c.Nodes[n].GPUs[g].Index)
+	var b strings.Builder
+	writeGPUName(&b, c, n, g)
+	return b.String()
+}
+
+// writeGPUName appends gpuName's words to b.
+func writeGPUName(b *strings.Builder, c *Cluster, n, g int) {
+	var num [20]byte
+	b.WriteString(profile.Sanitize(c.Nodes[n].Name))
+	b.WriteString("/gpu")
+	b.Write(strconv.AppendInt(num[:0], int64(c.Nodes[n].GPUs[g].Index), 10))
 }
 
 // describeResidents lists a GPU's residents as `job 12 (resnet18-bs32, train)`.
