@@ -323,7 +323,7 @@ func (p *CoScheML) predicted(c *Cluster, st *gpuState, gi int32, r *Request) set
 // not kept: the reason reads those from the memo.
 func (p *CoScheML) scanned(c *Cluster, st *gpuState, bi, gi int32, r *Request) setResult {
 	row := p.cy.row
-	if row == nil || st.sig == 0 || int(bi) >= len(row.e) {
+	if row == nil || st.sig == 0 || bi < 0 || int(bi) >= len(row.e) {
 		return p.predicted(c, st, gi, r)
 	}
 	e := &row.e[bi]

@@ -85,10 +85,11 @@ type cand struct {
 // scorer is a policy's stage: it judges a GPU that passed the shared filter (so a
 // busy GPU already meets the sharing rules). On acceptance it fills *cd (all
 // fields) and returns rejNone; on refusal by its own rule it leaves *cd alone.
-// bi is the bucket evaluated (gi is its lowest eligible member), for scores
-// that keep results by bucket. st is GPU gi's state but for its node and hidden flag (it may be another
-// member's of the same bucket); c.gpuOf(gi) is the GPU itself, for the rare
-// scores that need the residents (a memo miss), read only then.
+// bi is the bucket evaluated (-1: none), for scores that keep results by
+// bucket; gi is the GPU evaluated, the bucket's lowest eligible member. st is
+// GPU gi's state but for its node and hidden flag (it may be another member's
+// of the same bucket); c.gpuOf(gi) is the GPU itself, for the rare scores that
+// need the residents (a memo miss), read only then.
 type scorer interface {
 	score(c *Cluster, st *gpuState, bi, gi int32, r *Request, cd *cand) reject
 }
