@@ -61,7 +61,7 @@ func (b *base) place(c *Cluster, r *Request, sc scorer) Decision {
 	}
 	s.WriteString("; ")
 	s.WriteString(b.rule)
-	s.WriteString(b.e.steerNote(c, &d))
+	b.e.writeSteerNote(&s, c, &d)
 	d.Reason = s.String()
 	return d
 }
@@ -100,7 +100,7 @@ func NewExclusive(opts Options) (*Exclusive, error) {
 func (p *Exclusive) Place(c *Cluster, r *Request) Decision { return p.place(c, r, p) }
 
 // score: the filter passes only idle GPUs to a policy that never shares.
-func (p *Exclusive) score(_ *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
+func (p *Exclusive) score(_ *Cluster, st *gpuState, _, gi int32, r *Request, cd *cand) reject {
 	*cd = p.idle(st, gi, r, false)
 	return rejNone
 }
@@ -123,7 +123,7 @@ func NewBlind(opts Options) (*Blind, error) {
 // Place chooses GPUs for r without changing c.
 func (p *Blind) Place(c *Cluster, r *Request) Decision { return p.place(c, r, p) }
 
-func (p *Blind) score(_ *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
+func (p *Blind) score(_ *Cluster, st *gpuState, _, gi int32, r *Request, cd *cand) reject {
 	if st.nres == 0 {
 		*cd = p.idle(st, gi, r, true)
 		return rejNone
@@ -150,7 +150,7 @@ func NewLeastLoaded(opts Options) (*LeastLoaded, error) {
 // Place chooses GPUs for r without changing c.
 func (p *LeastLoaded) Place(c *Cluster, r *Request) Decision { return p.place(c, r, p) }
 
-func (p *LeastLoaded) score(_ *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
+func (p *LeastLoaded) score(_ *Cluster, st *gpuState, _, gi int32, r *Request, cd *cand) reject {
 	if st.nres == 0 {
 		*cd = p.idle(st, gi, r, true)
 		return rejNone
@@ -185,7 +185,7 @@ func NewUtilSum(threshold float64, opts Options) (*UtilSum, error) {
 // Place chooses GPUs for r without changing c.
 func (p *UtilSum) Place(c *Cluster, r *Request) Decision { return p.place(c, r, p) }
 
-func (p *UtilSum) score(_ *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
+func (p *UtilSum) score(_ *Cluster, st *gpuState, _, gi int32, r *Request, cd *cand) reject {
 	if st.nres == 0 {
 		*cd = p.idle(st, gi, r, true)
 		cd.key = keyTier
@@ -224,7 +224,7 @@ func NewRandom(seed uint64, opts Options) (*Random, error) {
 // Place chooses GPUs for r without changing c.
 func (p *Random) Place(c *Cluster, r *Request) Decision { return p.place(c, r, p) }
 
-func (p *Random) score(_ *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
+func (p *Random) score(_ *Cluster, st *gpuState, _, gi int32, r *Request, cd *cand) reject {
 	if st.nres == 0 {
 		*cd = p.idle(st, gi, r, true)
 	} else {

@@ -42,6 +42,7 @@ type CoScheML struct {
 	opts  Options
 	e     engine
 	memo  memo
+	rows  [scanRows]scanRow // the scan's memo results by bucket, per recent request
 
 	cy cycle // the decision in progress; Place starts a new one
 
@@ -55,7 +56,8 @@ type CoScheML struct {
 // cycle is the state of one decision (the Kubernetes framework's CycleState): Place
 // replaces it whole, so nothing of a decision leaks into the next.
 type cycle struct {
-	req      uint32 // memo ID of the request's (profile, class); 0: no memo
+	req      uint32   // memo ID of the request's (profile, class); 0: no memo
+	row      *scanRow // the request's results by bucket index; nil: none
 	floorNew float64
 	fail     struct { // the closest refusal, for the wait reason
 		gi     int32
@@ -134,6 +136,7 @@ func (p *CoScheML) Place(c *Cluster, r *Request) Decision {
 	if c.indexed() {
 		p.memo.use(c.ix)
 		p.cy.req = p.memo.reqID(r.Profile, classOf(r.Class, r.Profile))
+		p.cy.row = p.rowFor(p.cy.req, len(c.ix.hot))
 	} // else: an uncached cluster is decided on a private copy; no memo
 	chosen, found := p.e.place(c, r, p, nil)
 	if chosen == nil {
@@ -145,8 +148,11 @@ func (p *CoScheML) Place(c *Cluster, r *Request) Decision {
 	}
 	d := p.e.decisionFor(c, chosen)
 	var b strings.Builder
-	b.Grow(256)
-	// Appends rather than fmt, as in explainGPU: the same words as
+	// One allocation for the whole reason (a shared GPU's runs to about 400
+	// bytes): every allocation in a decision is a possible refill of Go's
+	// per-size caches, which is slow when they are cold.
+	b.Grow(512)
+	// Appends rather than fmt, as in writeExplain: the same words as
 	// "%s: %s: job %s (%s, %s)".
 	b.WriteString(p.name)
 	b.WriteString(": ")
@@ -165,14 +171,14 @@ func (p *CoScheML) Place(c *Cluster, r *Request) Decision {
 			writeSpeed(&b, d.PredictedSpeed)
 			b.WriteString("; ")
 		}
-		b.WriteString(p.explainGPU(c, r, cd.gi))
+		p.writeExplain(&b, c, r, cd.gi)
 	}
 	b.WriteString("; ")
 	p.rule(&b, chosen, r)
 	if d.Action == ActionExclusive {
 		p.e.rejectSummary(&b, "; other GPUs: ")
 	}
-	b.WriteString(p.e.steerNote(c, &d))
+	p.e.writeSteerNote(&b, c, &d)
 	d.Reason = b.String()
 	return d
 }
@@ -222,7 +228,7 @@ func tagOf(r *Request) string {
 
 // score judges a feasible GPU from the memoized predictions: an idle GPU is the
 // middle tier; a shared one is refused below a floor, else ranked by tier and cost.
-func (p *CoScheML) score(gpu *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject {
+func (p *CoScheML) score(c *Cluster, st *gpuState, bi, gi int32, r *Request, cd *cand) reject {
 	if st.nres == 0 {
 		slots := st.slots
 		if r.Profile != nil {
@@ -234,7 +240,7 @@ func (p *CoScheML) score(gpu *GPU, st *gpuState, gi int32, r *Request, cd *cand)
 	if st.unknown > 0 {
 		return rejUnknown
 	}
-	res := p.predicted(gpu, st, r)
+	res := p.scanned(c, st, bi, gi, r)
 	if !(res.margin >= 0) { // below a floor, or a NaN prediction
 		m := res.margin
 		if math.IsNaN(m) {
@@ -292,19 +298,83 @@ type setResult struct {
 // of 2 leaves one resident on a GPU a job joins).
 const explained = 2
 
-// predicted returns the set result for gpu's residents, from the memo when the
-// same request already met the same resident set on this cluster.
-func (p *CoScheML) predicted(gpu *GPU, st *gpuState, r *Request) setResult {
+// predicted returns the set result for GPU gi's residents (st: its state),
+// from the memo when the same request already met the same resident set on
+// this cluster; the residents themselves are read only on a miss.
+func (p *CoScheML) predicted(c *Cluster, st *gpuState, gi int32, r *Request) setResult {
 	if st.sig == 0 || p.cy.req == 0 {
-		return p.compute(gpu.Residents, r)
+		return p.compute(c.gpuOf(gi).Residents, r)
 	}
 	e := p.memo.find(st.sig, p.cy.req)
 	if e.epoch == p.memo.epoch {
 		return e.res
 	}
 	e.sig, e.req, e.epoch = st.sig, p.cy.req, p.memo.epoch
-	e.res = p.compute(gpu.Residents, r)
+	e.res = p.compute(c.gpuOf(gi).Residents, r)
 	return e.res
+}
+
+// scanned is predicted for the scan of bucket bi (st: its state, gi: the GPU
+// evaluated), through the request's row: the row holds the results the scan
+// reads in bucket order, so a decision reads them in one sequential pass
+// instead of one memo slot, a cache miss when cold, per bucket. A row entry is
+// a copy of the memo's result for the same (request, resident set), checked
+// by its signature, so it gives bit-identical results. Its after speeds are
+// not kept: the reason reads those from the memo.
+func (p *CoScheML) scanned(c *Cluster, st *gpuState, bi, gi int32, r *Request) setResult {
+	row := p.cy.row
+	if row == nil || st.sig == 0 || bi < 0 || int(bi) >= len(row.e) {
+		return p.predicted(c, st, gi, r)
+	}
+	e := &row.e[bi]
+	if e.sig == st.sig {
+		return setResult{speed: e.speed, minRes: e.minRes, cost: e.cost, margin: e.margin}
+	}
+	res := p.predicted(c, st, gi, r)
+	*e = rowEntry{sig: st.sig, speed: res.speed, minRes: res.minRes, cost: res.cost, margin: res.margin}
+	return res
+}
+
+// scanRow is one request's memo results by bucket index, for the scan. A row
+// is valid for one memo epoch; its entries are checked by signature, so
+// buckets renumbered by a rebuild only miss, never mislead.
+type scanRow struct {
+	req   uint32
+	epoch uint32
+	e     []rowEntry
+}
+
+type rowEntry struct {
+	sig                         uint64 // resident set the result is for; 0: empty
+	speed, minRes, cost, margin float64
+}
+
+// scanRows is how many requests keep a row (direct-mapped by memo request ID:
+// a site's active applications); maxRowBuckets bounds a row's length, so the
+// rows take at most scanRows x maxRowBuckets x 40 bytes (buckets beyond it
+// read the memo directly).
+const (
+	scanRows      = 64
+	maxRowBuckets = 2048
+)
+
+// rowFor returns request req's row, sized for buckets buckets (nil when the
+// request has no memo ID). A row of another request or an older memo epoch is
+// emptied first.
+func (p *CoScheML) rowFor(req uint32, buckets int) *scanRow {
+	if req == 0 {
+		return nil
+	}
+	row := &p.rows[req%scanRows]
+	if row.req != req || row.epoch != p.memo.epoch {
+		row.req, row.epoch = req, p.memo.epoch
+		clear(row.e)
+	}
+	n := min(buckets, maxRowBuckets)
+	if len(row.e) < n {
+		row.e = append(row.e, make([]rowEntry, n-len(row.e))...)
+	}
+	return row
 }
 
 // compute predicts the speeds of the request and of every resident after joining.
@@ -369,19 +439,27 @@ func residentLess(a, b *Resident) bool {
 
 // explainGPU words the predictions for placing r on GPU gi.
 func (p *CoScheML) explainGPU(c *Cluster, r *Request, gi int32) string {
+	var b strings.Builder
+	b.Grow(192)
+	p.writeExplain(&b, c, r, gi)
+	return b.String()
+}
+
+// writeExplain appends explainGPU's words to b (a decision's reason is built
+// in one buffer).
+func (p *CoScheML) writeExplain(b *strings.Builder, c *Cluster, r *Request, gi int32) {
 	n, g := c.locateGlobal(gi)
 	gpu := &c.Nodes[n].GPUs[g]
+	writeGPUName(b, c, n, g)
 	if len(gpu.Residents) == 0 {
-		return gpuName(c, n, g) + " idle"
+		b.WriteString(" idle")
+		return
 	}
-	var b strings.Builder
-	b.Grow(192) // a shared GPU's explanation: grown once, not in steps
-	b.WriteString(gpuName(c, n, g))
 	b.WriteString(" with ")
-	describeResidents(&b, gpu)
+	describeResidents(b, gpu)
 	var res setResult
 	if c.indexed() {
-		res = p.predicted(gpu, &c.ix.gpus[gi], r) // the score stage's, from the memo
+		res = p.predicted(c, &c.ix.gpus[gi], gi, r) // the score stage's, from the memo
 	} else {
 		res = p.compute(gpu.Residents, r)
 	}
@@ -389,9 +467,9 @@ func (p *CoScheML) explainGPU(c *Cluster, r *Request, gi int32) string {
 	// Appends rather than fmt: this runs in every sharing decision, inside
 	// slurmctld's submit call.
 	b.WriteString(": predicted speed new job ")
-	writeSpeed(&b, res.speed)
+	writeSpeed(b, res.speed)
 	b.WriteString(" (floor ")
-	writeSpeed(&b, p.cy.floorNew)
+	writeSpeed(b, p.cy.floorNew)
 	b.WriteByte(')')
 	for i := range gpu.Residents {
 		rs := &gpu.Residents[i]
@@ -401,21 +479,20 @@ func (p *CoScheML) explainGPU(c *Cluster, r *Request, gi int32) string {
 		if len(gpu.Residents) <= explained {
 			// The speed compute predicted with the same co-runners: with at
 			// most one other resident their order cannot differ.
-			writeSpeed(&b, res.after[slices.Index(canonical, int32(i))])
+			writeSpeed(b, res.after[slices.Index(canonical, int32(i))])
 		} else {
-			writeSpeed(&b, p.predictAfter(gpu.Residents, i, r))
+			writeSpeed(b, p.predictAfter(gpu.Residents, i, r))
 		}
 		b.WriteString(" (floor ")
-		writeSpeed(&b, p.opts.Floors.For(classOf(rs.Class, rs.Profile)))
+		writeSpeed(b, p.opts.Floors.For(classOf(rs.Class, rs.Profile)))
 		b.WriteByte(')')
 	}
 	b.WriteString("; interference cost ")
-	writeSpeed(&b, res.cost)
+	writeSpeed(b, res.cost)
 	if p.lower != nil {
 		// Otherwise a wait with every prediction above its floor would read as a bug.
 		b.WriteString(p.floorNote())
 	}
-	return b.String()
 }
 
 // floorNote words how floors are tested with a calibrated lower bound (the
@@ -463,6 +540,12 @@ func (p *CoScheML) order(res []Resident) []int32 {
 func writeSpeed(b *strings.Builder, x float64) {
 	var buf [24]byte
 	b.Write(strconv.AppendFloat(buf[:0], x, 'f', 2, 64))
+}
+
+// gpuOf is GPU gi of an indexed cluster.
+func (c *Cluster) gpuOf(gi int32) *GPU {
+	n := c.ix.gpus[gi].node
+	return &c.Nodes[n].GPUs[gi-c.ix.nodeOff[n]]
 }
 
 // locateGlobal turns a global GPU index into node and GPU indexes (for reasons only:

@@ -84,10 +84,14 @@ type cand struct {
 
 // scorer is a policy's stage: it judges a GPU that passed the shared filter (so a
 // busy GPU already meets the sharing rules). On acceptance it fills *cd (all
-// fields) and returns rejNone; on refusal by its own rule it leaves *cd alone. gpu
-// is the GPU itself, for the rare scores that need the residents (a memo miss).
+// fields) and returns rejNone; on refusal by its own rule it leaves *cd alone.
+// bi is the bucket evaluated (-1: none), for scores that keep results by
+// bucket; gi is the GPU evaluated, the bucket's lowest eligible member. st is
+// GPU gi's state but for its node and hidden flag (it may be another member's
+// of the same bucket); c.gpuOf(gi) is the GPU itself, for the rare scores that
+// need the residents (a memo miss), read only then.
 type scorer interface {
-	score(gpu *GPU, st *gpuState, gi int32, r *Request, cd *cand) reject
+	score(c *Cluster, st *gpuState, bi, gi int32, r *Request, cd *cand) reject
 }
 
 // engine runs the filter, score and select stages. It is not safe for concurrent use.
@@ -137,20 +141,28 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 	res := &e.scratch
 	e.req = r
 	e.ff = r.GPUs == 1 && c.Reach == ReachFirstFit
-	for bi := range ix.buckets {
+	for bi := range ix.hot {
 		if keep {
 			res = &e.bres[bi]
 		}
-		b := &ix.buckets[bi]
 		// The filter stage's reachability, per bucket: a single-GPU request on a
 		// first-fit cluster can use only the bucket's open (reachable) members.
-		m := b.members
-		if e.ff {
-			m = b.open
-		}
-		if r.Nodes != nil {
+		// Without a node filter the bucket's summary says it all (one sequential
+		// read per bucket); st is then the lowest member's state, and the
+		// candidate's node is set below from the GPU actually evaluated.
+		h := &ix.hot[bi]
+		st := &h.st
+		var n int
+		var gi, node int32
+		switch {
+		case r.Nodes != nil:
 			// A node filter: the bucket stands for its allowed members only (its
 			// lowest allowed GPU is evaluated; GPUs of a bucket differ in index only).
+			b := &ix.buckets[bi]
+			m := b.members
+			if e.ff {
+				m = b.open
+			}
 			e.members = e.members[:0]
 			for _, gi := range m {
 				if r.allows(ix.gpus[gi].node) {
@@ -168,17 +180,21 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 				e.rejects[rejUnreachable] += allowed - len(e.members)
 			}
 			e.rejects[rejNode] += len(b.members) - allowed
-			m = e.members
-		} else if e.ff {
-			e.rejects[rejUnreachable] += len(b.members) - len(m)
+			if n = len(e.members); n > 0 {
+				gi = e.members[0]
+				st = &ix.gpus[gi]
+				node = st.node
+			}
+		case e.ff:
+			e.rejects[rejUnreachable] += int(h.members - h.open)
+			n, gi, node = int(h.open), h.firstOpen, h.openNode
+		default:
+			n, gi, node = int(h.members), h.first, h.st.node
 		}
-		if len(m) == 0 {
+		if n == 0 {
 			res.why = rejNone
 			continue
 		}
-		gi := m[0]
-		st := &ix.gpus[gi]
-		gpu := &c.Nodes[st.node].GPUs[gi-ix.nodeOff[st.node]]
 		// The rest of the filter stage, the same for every policy (written out
 		// here: as a call it would not inline, and this loop runs once per GPU
 		// state): for a busy GPU the sharing rules, or "busy" for a policy that
@@ -193,13 +209,14 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 		}
 		// The score stage: the policy's own judgment of a feasible GPU.
 		if res.why == rejNone {
-			res.why = sc.score(gpu, st, gi, r, &res.cd)
+			res.why = sc.score(c, st, int32(bi), gi, r, &res.cd)
 		}
 		if res.why != rejNone {
-			e.rejects[res.why] += len(m)
+			e.rejects[res.why] += n
 			continue
 		}
-		ok += len(m)
+		res.cd.node = node // st may be another member's state: the same but for node
+		ok += n
 		if !found || better(&res.cd, &best) {
 			best, found = res.cd, true
 		}
@@ -301,19 +318,37 @@ func steerSlots(c *Cluster, n, g int, want int32) int32 {
 	return min(max(want, low), free)
 }
 
-// steerNote words a first-fit shard count for the reason ("" when none).
-func (e *engine) steerNote(c *Cluster, d *Decision) string {
+// writeSteerNote appends the words for a first-fit shard count to the reason
+// (nothing when none): appends, the same words as "; %d shards instead of %d
+// so that Slurm's first-fit choice lands on gpu%d".
+func (e *engine) writeSteerNote(b *strings.Builder, c *Cluster, d *Decision) {
 	if !e.steered.on || len(d.Placement) != 1 {
-		return ""
+		return
 	}
 	s := d.Placement[0]
-	return fmt.Sprintf("; %d shards instead of %d so that Slurm's first-fit choice lands on gpu%d", e.steered.k, e.steered.want, c.Nodes[s.Node].GPUs[s.GPU].Index)
+	var num [20]byte
+	b.WriteString("; ")
+	b.Write(strconv.AppendInt(num[:0], int64(e.steered.k), 10))
+	b.WriteString(" shards instead of ")
+	b.Write(strconv.AppendInt(num[:0], int64(e.steered.want), 10))
+	b.WriteString(" so that Slurm's first-fit choice lands on gpu")
+	b.Write(strconv.AppendInt(num[:0], int64(c.Nodes[s.Node].GPUs[s.GPU].Index), 10))
 }
 
 // gpuName names a GPU for a reason: node name (sanitized: it comes from outside)
 // and GPU index.
 func gpuName(c *Cluster, n, g int) string {
-	return profile.Sanitize(c.Nodes[n].Name) + "/gpu" + strconv.Itoa(c.Nodes[n].GPUs[g].Index)
+	var b strings.Builder
+	writeGPUName(&b, c, n, g)
+	return b.String()
+}
+
+// writeGPUName appends gpuName's words to b.
+func writeGPUName(b *strings.Builder, c *Cluster, n, g int) {
+	var num [20]byte
+	b.WriteString(profile.Sanitize(c.Nodes[n].Name))
+	b.WriteString("/gpu")
+	b.Write(strconv.AppendInt(num[:0], int64(c.Nodes[n].GPUs[g].Index), 10))
 }
 
 // describeResidents lists a GPU's residents as `job 12 (resnet18-bs32, train)`.

@@ -23,7 +23,7 @@ func TestDecideAllocs(t *testing.T) {
 	}{
 		{"untagged, no comment", job(""), 0},
 		{"untagged, free-text comment", job("nightly run 42"), 0},
-		{"tagged, rewritten", job("coscheml:app=" + tags[0]), 20},
+		{"tagged, rewritten", job("coscheml:app=" + tags[0]), 12},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var r Result

@@ -112,7 +112,7 @@ func (e *Engine) keyFor(st *Snapshot) []byte {
 func (e *Engine) decideLocked(q *query) outcome {
 	e.view.mu.Lock()
 	defer e.view.mu.Unlock()
-	q.view, q.seq = &e.view.viewState, e.idSeq+1
+	q.view, q.seq, q.req = &e.view.viewState, e.idSeq+1, &e.view.req
 	if q.j.Modify {
 		// The update carries only what it changes: the job's node options come
 		// from the decision that placed it (its verified token).
@@ -140,8 +140,8 @@ func (e *Engine) decideLocked(q *query) outcome {
 	if out.usedID {
 		e.idSeq++
 	}
-	if out.rv != nil {
-		e.view.reserveLocked(*out.rv)
+	if out.reserve {
+		e.view.reserveLocked(out.rv)
 	}
 	if out.usedID && out.res.Code == Rewrite {
 		c := jobCtx{partition: q.partition(), reqNodes: q.reqNodes(), excNodes: q.excNodes(), arrayInx: q.arrayInx(), at: q.now}
@@ -198,13 +198,14 @@ type query struct {
 	j       JobFields
 	now     time.Time
 	idPfx   string
-	seq     uint64          // the sequence number a new decision ID takes
-	version uint32          // running Slurm's version (0: unknown), for the TRES syntax
-	key     []byte          // signs decision ids
-	prevID  string          // the earlier decision of this job (job_modify, verified token)
-	admin   bool            // the update comes from root, SlurmUser or admin_users
-	down    map[string]bool // nodes that cannot start jobs now (nil: unknown)
-	ctx     *jobCtx         // job_modify: what the job's earlier decision knew of it (nil: unknown)
+	seq     uint64             // the sequence number a new decision ID takes
+	version uint32             // running Slurm's version (0: unknown), for the TRES syntax
+	key     []byte             // signs decision ids
+	prevID  string             // the earlier decision of this job (job_modify, verified token)
+	admin   bool               // the update comes from root, SlurmUser or admin_users
+	down    map[string]bool    // nodes that cannot start jobs now (nil: unknown)
+	ctx     *jobCtx            // job_modify: what the job's earlier decision knew of it (nil: unknown)
+	req     *placement.Request // scratch for the policy's request (the view's, under its lock); nil: none
 }
 
 // The job's node options as a decision sees them: the update's own when it sets
@@ -262,9 +263,12 @@ func (q *query) id(shards int) string {
 type outcome struct {
 	res    Result
 	rec    decisionlog.Record
-	logged bool         // write rec to the decision log
-	usedID bool         // the decision took q.id()
-	rv     *reservation // slots to reserve until the job shows in the residency store
+	logged bool // write rec to the decision log
+	usedID bool // the decision took q.id()
+	// rv: slots to reserve until the job shows in the residency store (when
+	// reserve); a value, not a pointer: reserveLocked copies it anyway.
+	rv      reservation
+	reserve bool
 	// deferUntil (non-zero): the job was deferred (wait_defer) until then under
 	// decision rec.ID; the engine remembers it for the job's re-decision.
 	deferUntil time.Time
@@ -404,7 +408,14 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	if label == "" {
 		label = "new"
 	}
-	req := placement.Request{JobID: label, Tag: in.prof.Tag, Profile: in.prof, Class: in.class, GPUs: 1, Nodes: mask}
+	// The request lives in the view's scratch when there is one (a local would
+	// move to the heap through Place's interface call: one allocation less).
+	req := q.req
+	if req == nil {
+		req = new(placement.Request)
+	}
+	*req = placement.Request{JobID: label, Tag: in.prof.Tag, Profile: in.prof, Class: in.class, GPUs: 1, Nodes: mask}
+	defer func() { *req = placement.Request{} }() // keeps no profile or mask alive
 	typed := c.Reach == placement.ReachTyped
 	at := c
 	if typed && q.j.Modify && !TypedUpdates(q.version) {
@@ -414,7 +425,7 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 		// queued 41 s on average in one 22.05 replay).
 		at = c.WithReach(placement.ReachFirstFit)
 	}
-	d := st.policy.Place(at, &req)
+	d := st.policy.Place(at, req)
 	k, untyped := 0, false
 	if d.Action != placement.ActionWait && len(d.Placement) > 0 {
 		k = d.Placement[0].Slots
@@ -466,7 +477,8 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	in.ask.apply(&res)
 	out := finish(res, r, "rewrite", r.Action, d.Reason)
 	out.usedID = true
-	out.rv = &reservation{id: id, jobID: r.JobID, uid: q.j.UserID, node: s.Node, gpus: []int{s.GPU}, slots: k, prof: in.prof, class: in.class, at: q.now}
+	out.rv = reservation{id: id, jobID: r.JobID, uid: q.j.UserID, node: s.Node, gpus: []int{s.GPU}, slots: k, prof: in.prof, class: in.class, at: q.now}
+	out.reserve = true
 	return out
 }
 
@@ -514,7 +526,7 @@ func multiGPU(q *query, in *placeIn, n int, mask []bool) outcome {
 		id := q.id(0)
 		r.ID, r.Action, r.Node, r.GPU = id, "exclusive", node.Name, node.GPUs[0].Index
 		reason := fmt.Sprintf("%d GPUs: whole GPUs on %s, a node without other jobs (shard requests cover one GPU in Slurm 22.05)", n, profile.Sanitize(node.Name))
-		rv := &reservation{id: id, jobID: r.JobID, uid: q.j.UserID, node: ni, slots: node.GPUs[0].Slots, prof: in.prof, class: in.class, at: q.now}
+		rv := reservation{id: id, jobID: r.JobID, uid: q.j.UserID, node: ni, slots: node.GPUs[0].Slots, prof: in.prof, class: in.class, at: q.now}
 		for g := 0; g < n; g++ {
 			rv.gpus = append(rv.gpus, g)
 		}
@@ -522,7 +534,7 @@ func multiGPU(q *query, in *placeIn, n int, mask []bool) outcome {
 		res := Result{Code: Rewrite, TresPerNode: in.ask.gres.WithGPUs(n), ReqNodes: node.Name, Comment: comment.WithToken(q.j.Comment, comment.FormatToken(id, 0))}
 		in.ask.apply(&res)
 		out := finish(res, r, "rewrite", r.Action, reason)
-		out.usedID, out.rv = true, rv
+		out.usedID, out.rv, out.reserve = true, rv, true
 		return out
 	}
 	return finish(Result{}, r, "unchanged", "pass", fmt.Sprintf("%d GPUs: no node is free of other jobs (of the nodes the job may use); left to Slurm", n))

@@ -587,7 +587,7 @@ func TestDecisionHasNoSideEffects(t *testing.T) {
 		outs = append(outs, place(&q, &in))
 	}
 	a, b := outs[0], outs[1]
-	if a.res != b.res || a.rv == nil || b.rv == nil || a.rv.node != b.rv.node || a.rv.slots != b.rv.slots || !a.usedID {
+	if a.res != b.res || !a.reserve || !b.reserve || a.rv.node != b.rv.node || a.rv.slots != b.rv.slots || !a.usedID {
 		t.Fatalf("two decisions on one state differ: %+v / %+v", a, b)
 	}
 	if !strings.HasPrefix(a.rv.id, "t-7-") || !strings.Contains(a.res.Comment, "coscheml-id="+a.rv.id+":") {

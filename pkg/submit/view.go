@@ -36,6 +36,8 @@ type clusterView struct {
 	// without effect after each refresh that changed the view (warmDecision).
 	lastPlaced JobFields
 	hasPlaced  bool
+	// req: the scratch request of the decision in progress (under mu).
+	req placement.Request
 }
 
 // viewState is what a decision reads from the view (never writes).
@@ -219,7 +221,8 @@ func applyReservation(c *placement.Cluster, r *reservation) {
 	if c == nil || r.node >= len(c.Nodes) {
 		return
 	}
-	d := placement.Decision{Action: placement.ActionShare}
+	var slots [8]placement.Slot // Apply keeps none: no allocation for up to 8 GPUs
+	d := placement.Decision{Action: placement.ActionShare, Placement: slots[:0]}
 	for _, g := range r.gpus {
 		if g < len(c.Nodes[r.node].GPUs) {
 			d.Placement = append(d.Placement, placement.Slot{Node: r.node, GPU: g, Slots: r.slots})

@@ -69,7 +69,7 @@ func (e *Engine) warmDecision() {
 	if !e.view.hasPlaced {
 		return
 	}
-	q.j, q.view, q.seq = e.view.lastPlaced, &e.view.viewState, e.idSeq+1
+	q.j, q.view, q.seq, q.req = e.view.lastPlaced, &e.view.viewState, e.idSeq+1, &e.view.req
 	if in, _, ok := prepare(&q); ok {
 		place(&q, &in)
 	}
