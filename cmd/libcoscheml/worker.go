@@ -174,9 +174,10 @@ func serve(r *C.struct_cq_req) {
 }
 
 // futexWake wakes the caller waiting on addr. FUTEX_WAKE never blocks, so a
-// raw syscall (no entersyscall, no sysmon wake-up) is safe; on a private
-// futex the kernel does not read the word, and a waiter that already left
-// only costs a wake of no one.
+// raw syscall (no entersyscall, no sysmon wake-up) is safe. On a private
+// futex the kernel does not read the word: if the caller already left and
+// freed the request, the wake finds no one, or wakes a waiter on memory
+// reused at that address spuriously, which futex users must tolerate anyway.
 func futexWake(addr uintptr) {
 	const futexWakePrivate = 1 | 128 // FUTEX_WAKE | FUTEX_PRIVATE_FLAG
 	syscall.RawSyscall(syscall.SYS_FUTEX, addr, futexWakePrivate, 1)
