@@ -110,11 +110,7 @@ func embeddedCatalog() (profile.Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded Lucid catalog: %w", err)
 	}
-	cat := make(profile.Catalog, len(ps))
-	for _, p := range ps {
-		cat[p.Tag] = p
-	}
-	return cat, nil
+	return profile.CatalogOf(ps), nil
 }
 
 // lookupTag validates a tag given on the command line and finds its profile. An

@@ -142,3 +142,12 @@ func (c Catalog) Get(tag string) (*Profile, error) {
 	}
 	return nil, fmt.Errorf("tag %q: %w", Sanitize(tag), ErrNotFound)
 }
+
+// CatalogOf indexes ps by tag (a later profile with the same tag wins).
+func CatalogOf(ps []*Profile) Catalog {
+	cat := make(Catalog, len(ps))
+	for _, p := range ps {
+		cat[p.Tag] = p
+	}
+	return cat
+}

@@ -154,3 +154,26 @@ func TestCatalogGet(t *testing.T) {
 		t.Fatalf("Get(nope) = %v, want ErrNotFound", err)
 	}
 }
+
+func TestCatalogOf(t *testing.T) {
+	a1, b, a2 := &Profile{Tag: "a"}, &Profile{Tag: "b"}, &Profile{Tag: "a"}
+	for _, tc := range []struct {
+		name string
+		in   []*Profile
+		want Catalog
+	}{
+		{"none", nil, Catalog{}},
+		{"distinct tags", []*Profile{a1, b}, Catalog{"a": a1, "b": b}},
+		{"later wins", []*Profile{a1, b, a2}, Catalog{"a": a2, "b": b}},
+	} {
+		got := CatalogOf(tc.in)
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %d entries, want %d", tc.name, len(got), len(tc.want))
+		}
+		for tag, p := range tc.want {
+			if got[tag] != p {
+				t.Errorf("%s: %q is %p, want %p", tc.name, tag, got[tag], p)
+			}
+		}
+	}
+}

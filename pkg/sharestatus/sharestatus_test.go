@@ -80,10 +80,7 @@ func fixture(t *testing.T) Sources {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := profile.Catalog{}
-	for _, p := range ps {
-		cat[p.Tag] = p
-	}
+	cat := profile.CatalogOf(ps)
 	m, err := model.Default()
 	if err != nil {
 		t.Fatal(err)

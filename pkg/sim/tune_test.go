@@ -620,10 +620,7 @@ func shippedTraining(t *testing.T) (profile.Catalog, []observation.Observation, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := profile.Catalog{}
-	for _, p := range ps {
-		cat[p.Tag] = p
-	}
+	cat := profile.CatalogOf(ps)
 	obs, err := observation.ReadLucidPairs(bytes.NewReader(models.DefaultPairsCSV))
 	if err != nil {
 		t.Fatal(err)

@@ -46,10 +46,7 @@ func newMemSite(t *testing.T) *memSite {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.cat = profile.Catalog{}
-	for _, p := range ps {
-		s.cat[p.Tag] = p
-	}
+	s.cat = profile.CatalogOf(ps)
 	if s.m, err = model.Default(); err != nil {
 		t.Fatal(err)
 	}
