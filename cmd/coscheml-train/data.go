@@ -68,6 +68,10 @@ type trainingData struct {
 	// model must never see, to build an "unseen applications" benchmark).
 	excluded     int
 	excludedFams string
+	// measured: the pair file's measurements (never --obs, which users' jobs
+	// measured), for the model's measured pairs; measuredSD their noise.
+	measured   []model.MeasuredPair
+	measuredSD float64
 }
 
 // excludeFamilies drops every observation in which a job or co-runner belongs to
@@ -136,6 +140,7 @@ func loadData(c *cli.Context) (*trainingData, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pairs.name, err)
 	}
+	pairObs := obs
 	if obsIn != nil {
 		td.obsIn = append(td.obsIn, obsIn)
 		more, err := observation.ReadCSV(bytes.NewReader(obsIn.data))
@@ -150,11 +155,14 @@ func loadData(c *cli.Context) (*trainingData, error) {
 			fams[strings.ToLower(strings.TrimSpace(f))] = true
 		}
 		obs, td.excluded = excludeFamilies(obs, fams)
+		pairObs, _ = excludeFamilies(pairObs, fams)
 		td.excludedFams = ex
 	}
 	if c.Bool("skip-unknown") {
 		obs, td.dropped, td.missing = training.FilterKnown(cat, obs)
+		pairObs, _, _ = training.FilterKnown(cat, pairObs)
 	}
+	td.measured, td.measuredSD = training.MeasuredPairs(pairObs)
 	td.ds, err = training.BuildDataset(cat, obs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w (profiles from %s)", names(td.obsIn), err, names(td.profIn))

@@ -144,6 +144,11 @@ func retrain(c *cli.Context, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "seen-pairs margins from %d leave-pairs-out residuals; default coverage %.3g\n", seen.Residuals, seen.DefaultCoverage)
 		}
 	}
+	// The admin's measurements (--pairs and the held-out set, which users
+	// cannot write) answer the pairs they measured; the users' accumulated
+	// observations reach the decisions only through the model and the pair
+	// memory's per-user caps.
+	m.Measured, m.MeasuredSD = training.MeasuredPairs(append(append([]observation.Observation(nil), shared...), hold...))
 	newM := training.Evaluate(m, holdDS)
 	fmt.Fprintf(stdout, "trained on %d observations (%d accumulated + %d shared); %d held out (%s)\n",
 		trainDS.Len(), len(site), len(shared), holdDS.Len(), holdFrom)

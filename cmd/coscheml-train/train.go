@@ -49,7 +49,7 @@ func trainCommand() *cli.Command {
 		UsageText: "coscheml-train train --out M [--solo S.csv --pairs P.csv] [--generic-profiles F.csv] [--obs OBS.csv]\n" +
 			"                     [--forest N] [--max-depth D] [--min-leaf L] [--max-features K] [--features NAMES|all]\n" +
 			"                     [--bins B] [--seed S] [--folds K] [--skip-cv] [--skip-unknown] [--exclude-families F,...] [--class-weighted-coverage]\n" +
-			"                     [--plain-seen-margins]",
+			"                     [--plain-seen-margins] [--no-measured-pairs]",
 		Description: "Reads solo profiles and co-located observations, runs K-fold and leave-applications-out\n" +
 			"cross-validation (an application is a model family: all batch sizes and precisions of\n" +
 			"e.g. resnet18 are held out together, and no training sample contains them), prints both\n" +
@@ -60,6 +60,7 @@ func trainCommand() *cli.Command {
 			&cli.IntFlag{Name: "folds", Value: 5, Usage: "`K` for k-fold cross-validation"},
 			&cli.BoolFlag{Name: "skip-cv", Usage: "train without cross-validation (the model file then records none)"},
 			&cli.BoolFlag{Name: "class-weighted-coverage", Usage: "store no default coverage per floor: every floor (infer's too) is tested at the class-weighted default, as before issue 9 follow-up 4 (less JCT, infer less protected; docs/model.md)"},
+			&cli.BoolFlag{Name: "no-measured-pairs", Usage: "answer every pair from the trees, also the pairs the --pairs data measured (by default a measured pair is answered from its measurement; docs/model.md)"},
 			&cli.BoolFlag{Name: "plain-seen-margins", Usage: "seen-pairs margins by predicted speed only, the same for every application (before issue 9 follow-up 6); by default they are normalized by the job application's scale (docs/model.md)"},
 			&cli.StringFlag{Name: "exclude-families", Usage: "leave out every observation involving these comma-separated `FAMILIES` (e.g. resnet18,mobilenetv3): a model that has never seen them, for the unseen-applications benchmark (docs/evaluation.md)"},
 		),
@@ -140,6 +141,9 @@ func trainCommand() *cli.Command {
 			m.CV = cv
 			m.Calibration = cal
 			m.SeenCalibration = seen
+			if !c.Bool("no-measured-pairs") {
+				m.Measured, m.MeasuredSD = td.measured, td.measuredSD
+			}
 			m.Source = td.source()
 			m.CreatedAt = time.Now().UTC().Truncate(time.Second)
 			if err := m.Save(out); err != nil {

@@ -227,6 +227,12 @@ func (m *Model) PredictSpeedLower(job *profile.Profile, co []*profile.Profile, c
 // cleared with a wider margin. A coverage > 0 applies as given. It does not
 // allocate.
 func (m *Model) PredictSpeedLowerFloor(job *profile.Profile, co []*profile.Profile, coverage, floor float64) (speed, lower float64) {
+	if p, ok := m.measuredPair(job, co); ok {
+		if coverage <= 0 {
+			coverage = m.DefaultCoverageForFloor(job, co, floor)
+		}
+		return p.Speed, m.measuredLower(p, coverage)
+	}
 	var x featureVec
 	computeFeatures(job, co, &x)
 	if x[fCoCount] == 0 || len(m.Trees) == 0 {

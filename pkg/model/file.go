@@ -139,7 +139,7 @@ func (m *Model) validate() error {
 	if err := m.SeenCalibration.Valid(); err != nil {
 		return fmt.Errorf("seen-pairs %w", err)
 	}
-	return nil
+	return m.validateMeasured()
 }
 
 // Load reads a model file. Errors name the file.

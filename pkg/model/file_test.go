@@ -127,6 +127,12 @@ func TestDecodeRejectsInvalidContent(t *testing.T) {
 			t := &m.Trees[0]
 			t.Right[0] = t.Left[0]
 		}, "parents"},
+		{"measured speed above 1", func(m *Model) { m.Measured[0].Speed = 1.5 }, "measured pair 1"},
+		{"measured speed NaN", func(m *Model) { m.Measured[1].Speed = math.NaN() }, "measured pair 2"},
+		{"measured without a measurement", func(m *Model) { m.Measured[0].N = 0 }, "at least 1"},
+		{"measured pair twice", func(m *Model) { m.Measured[1] = m.Measured[0] }, "listed twice"},
+		{"measured bad tag", func(m *Model) { m.Measured[0].Co = "a b" }, "co-runner"},
+		{"measured noise", func(m *Model) { m.MeasuredSD = -1 }, "noise"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -140,6 +146,7 @@ func TestDecodeRejectsInvalidContent(t *testing.T) {
 				}
 			}
 			m.Features = append([]string(nil), base.Features...)
+			m.Measured = append([]MeasuredPair(nil), base.Measured...)
 			tc.mutate(&m)
 			b, err := m.Encode()
 			if err != nil {

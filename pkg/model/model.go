@@ -33,13 +33,20 @@ type Model struct {
 	// older files: every prediction then uses Calibration. docs/model.md.
 	Tags            []string    `codec:"tags"`
 	SeenCalibration Calibration `codec:"seen_calibration"`
+	// Measured are the pairs the admin's training data measured, answered
+	// from the measurement (measured.go); MeasuredSD is the pooled standard
+	// deviation of repeated measurements of one pair. Empty in older files
+	// (which older programs, ignoring the field, read as before).
+	Measured   []MeasuredPair `codec:"measured,omitempty"`
+	MeasuredSD float64        `codec:"measured_sd,omitempty"`
 
 	// The packed form for prediction, built by Compile and Decode (see pack).
-	nodes  []node              // every tree's nodes, tree after tree
-	vals   []float64           // leaf values by node index
-	roots  []int32             // tree i's root
-	depths []int32             // tree i's depth
-	tags   map[string]struct{} // Tags as a set, for the margin's lookup
+	nodes    []node              // every tree's nodes, tree after tree
+	vals     []float64           // leaf values by node index
+	roots    []int32             // tree i's root
+	depths   []int32             // tree i's depth
+	tags     map[string]struct{} // Tags as a set, for the margin's lookup
+	measured map[pairKey]int32   // index of Measured by pair
 }
 
 // node is one packed tree node. A split sends x to left when x[feat] < thr and
@@ -71,6 +78,13 @@ func (m *Model) Compile() error {
 func (m *Model) pack() {
 	m.nodes, m.vals, m.roots, m.depths = nil, nil, nil, nil
 	m.tags = nil
+	m.measured = nil
+	if len(m.Measured) > 0 {
+		m.measured = make(map[pairKey]int32, len(m.Measured))
+		for i, p := range m.Measured {
+			m.measured[pairKey{p.Job, p.Co}] = int32(i)
+		}
+	}
 	if len(m.Tags) > 0 {
 		m.tags = make(map[string]struct{}, len(m.Tags))
 		for _, t := range m.Tags {
@@ -136,6 +150,9 @@ func (m *Model) PredictSpeed(job *profile.Profile, co []*profile.Profile) float6
 // PredictSpeedSpread implements SpreadPredictor: the mean of the trees' leaf values
 // and their standard deviation. Like PredictSpeed it does not allocate.
 func (m *Model) PredictSpeedSpread(job *profile.Profile, co []*profile.Profile) (speed, sd float64) {
+	if p, ok := m.measuredPair(job, co); ok {
+		return p.Speed, 0
+	}
 	var x featureVec
 	computeFeatures(job, co, &x)
 	if x[fCoCount] == 0 || len(m.Trees) == 0 {
@@ -280,6 +297,9 @@ type Info struct {
 	SeenJobScales int     `json:"seen_job_scales,omitempty"`
 	SeenScaleMin  float64 `json:"seen_scale_min,omitempty"`
 	SeenScaleMax  float64 `json:"seen_scale_max,omitempty"`
+	// Measured pairs answered from the admin's measurements, and their noise.
+	MeasuredPairs int     `json:"measured_pairs,omitempty"`
+	MeasuredSD    float64 `json:"measured_sd,omitempty"`
 }
 
 // Info summarises the model.
@@ -299,6 +319,7 @@ func (m *Model) Info() Info {
 		in.Residuals = m.Calibration.Residuals
 		in.FloorCoverage = append([]FloorCoverage(nil), m.Calibration.FloorCoverage...)
 	}
+	in.MeasuredPairs, in.MeasuredSD = len(m.Measured), m.MeasuredSD
 	if len(m.SeenCalibration.Levels) > 0 && len(m.Tags) > 0 {
 		in.SeenTags, in.SeenDefaultCoverage = len(m.Tags), m.SeenCalibration.DefaultCoverage
 		in.SeenMarginAt075, in.SeenMarginAt090 = m.SeenMargin(0.75, 0), m.SeenMargin(0.9, 0)
@@ -361,6 +382,10 @@ func (in Info) String() string {
 				in.SeenJobScales, in.SeenScaleMin, in.SeenScaleMax, in.SeenScale)
 		}
 		s += floorCoverageLine(in.SeenFloorCoverage)
+	}
+	if in.MeasuredPairs > 0 {
+		s += fmt.Sprintf("  measured pairs: %d ordered pairs answered from the training data's measurements, bound by their noise (sd %.3f, at least %.2f)\n",
+			in.MeasuredPairs, in.MeasuredSD, MeasuredNoiseFloor)
 	}
 	s += "  features computed: "
 	for i, f := range in.Features {

@@ -407,13 +407,7 @@ func zt(c, n float64) float64 {
 }
 
 // z is the standard normal quantile at coverage c (one-sided), 0 for c <= 0.5.
-func z(c float64) float64 {
-	if !(c > 0.5) {
-		return 0
-	}
-	c = min(c, 0.9999)
-	return math.Sqrt2 * math.Erfinv(2*c-1)
-}
+func z(c float64) float64 { return model.NormalQuantile(c) }
 
 // Predictor puts a Memory in front of a model: for a job with exactly one
 // co-runner whose pair the memory knows, the memory's estimate and lower bound;
@@ -427,6 +421,14 @@ type Predictor struct {
 	cov   coverageModel // the model's default coverage per co-location, when it has one
 	flo   model.FloorLowerPredictor
 	cal   *model.Calibration // the model's leave-families-out calibration, when it has one
+	meas  measuredModel      // the model's measured pairs, when it has them
+}
+
+// measuredModel is a model that answers some pairs from measurements
+// (*model.Model with measured pairs): no residual correction applies to them.
+type measuredModel interface {
+	IsMeasured(job *profile.Profile, co []*profile.Profile) bool
+	Measurement(job *profile.Profile, co []*profile.Profile) (speed float64, n int, noise float64, ok bool)
 }
 
 // coverageModel is a model whose default coverage depends on the co-location
@@ -452,6 +454,7 @@ func NewPredictor(m model.Predictor, mem *Memory) (*Predictor, error) {
 	p.lower, _ = m.(model.LowerPredictor)
 	p.cov, _ = m.(coverageModel)
 	p.flo, _ = m.(model.FloorLowerPredictor)
+	p.meas, _ = m.(measuredModel)
 	if mm, ok := m.(*model.Model); ok && mm.Calibration.DefaultCoverage > 0 {
 		p.def = mm.Calibration.DefaultCoverage
 		p.cal = &mm.Calibration
@@ -512,7 +515,13 @@ func (p *Predictor) PredictSpeedLowerFloor(job *profile.Profile, co []*profile.P
 	var e Estimate
 	if job != nil && len(co) == 1 && co[0] != nil {
 		var ok bool
-		if e, ok = p.mem.Estimate(job.Tag, co[0].Tag, pairCov); ok {
+		e, ok = p.mem.Estimate(job.Tag, co[0].Tag, pairCov)
+		if p.meas != nil && e.Evidence > 0 {
+			if ms, mn, noise, measured := p.meas.Measurement(job, co); measured {
+				return pooled(e, ok, ms, float64(mn), noise, p.mem.opts.NoiseSD, pairCov)
+			}
+		}
+		if ok {
 			return e.Speed, e.Lower
 		}
 	}
@@ -524,7 +533,7 @@ func (p *Predictor) PredictSpeedLowerFloor(job *profile.Profile, co []*profile.P
 		speed = p.model.PredictSpeed(job, co)
 		lower = speed
 	}
-	if job != nil && len(co) > 0 {
+	if job != nil && len(co) > 0 && (p.meas == nil || !p.meas.IsMeasured(job, co)) {
 		var r, sd, n float64
 		var ok bool
 		if len(co) == 1 && co[0] != nil && !p.mem.opts.NoFamilyLevels {
@@ -550,6 +559,21 @@ func (p *Predictor) PredictSpeedLowerFloor(job *profile.Profile, co []*profile.P
 	return speed, lower
 }
 
+// pooled is a measured pair's estimate once the cluster observed it too: the
+// training measurement (mean ms over mn runs, noise) counts as mn more pieces
+// of evidence beside the memory's e. Without the memory's MinEvidence (enough
+// users) the bound is never above the measurement's own: one user can make a
+// measured pair more cautious, never looser.
+func pooled(e Estimate, enough bool, ms, mn, noise, memNoise, coverage float64) (speed, lower float64) {
+	n := mn + e.Evidence
+	speed = (mn*ms + e.Evidence*e.Speed) / n
+	lower = speed - z(coverage)*max(noise, memNoise)/math.Sqrt(n)
+	if !enough {
+		lower = min(lower, ms-z(coverage)*noise/math.Sqrt(mn), e.Lower)
+	}
+	return speed, lower
+}
+
 // Observe records one measurement: job ran at speed next to co, for user uid.
 // With one co-runner it is pair evidence; with any, a residual of the model
 // for the job's application (prediction - measured, the speed clipped to 1).
@@ -568,6 +592,11 @@ func (p *Predictor) Observe(job *profile.Profile, co []*profile.Profile, uid str
 		}
 	} else if !(speed > 0 && speed <= observation.MaxSpeed) {
 		return fmt.Errorf("%w: %v outside (0, %v]", ErrSpeed, speed, observation.MaxSpeed)
+	}
+	if p.meas != nil && p.meas.IsMeasured(job, co) {
+		// the model answered from a measurement: its residual says nothing of
+		// the trees' bias, which the corrections learn
+		return nil
 	}
 	res := p.model.PredictSpeed(job, co) - min(speed, 1)
 	if len(co) == 1 {

@@ -362,10 +362,11 @@ func TestPredictorPassesCoverage(t *testing.T) {
 // margin at its own default coverage through the memory, as from the model
 // alone.
 func TestPredictorSeenPairsDefault(t *testing.T) {
-	m, err := model.Default()
+	dm, err := model.Default()
 	if err != nil {
 		t.Fatal(err)
 	}
+	m := dm.WithoutMeasured() // the trees' bound (measured pairs: TestPredictorMeasuredPair)
 	if len(m.Tags) < 2 || m.SeenCalibration.DefaultCoverage == m.Calibration.DefaultCoverage {
 		t.Skip("the shipped model has no distinct seen-pairs default")
 	}
@@ -541,4 +542,69 @@ func knownPair(t *testing.T, mem *Memory, coverage float64) Estimate {
 		t.Fatal("pair not known after two users")
 	}
 	return e
+}
+
+// A pair the model answers from the training data's measurement: the cluster's
+// observations pool with it (the measurement counts as its runs), one user can
+// only make it more cautious, and no residual correction moves it.
+func TestPredictorMeasuredPair(t *testing.T) {
+	m, err := model.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := m.Measured[0]
+	job, co := &profile.Profile{Tag: mp.Job}, []*profile.Profile{{Tag: mp.Co}}
+	ms, ml := m.PredictSpeedLowerFloor(job, co, 0, 0.9)
+	cov := m.DefaultCoverageForFloor(job, co, 0.9)
+	noise := max(m.MeasuredSD, model.MeasuredNoiseFloor)
+	tests := []struct {
+		name                 string
+		obs                  []obs
+		wantSpeed, wantLower float64
+	}{
+		{"no evidence: the measurement", nil, ms, ml},
+		{"one user, better: no looser", []obs{{mp.Job, mp.Co, "u1", 1}}, (ms + 1) / 2, ml},
+		{"one user, worse: more cautious", []obs{{mp.Job, mp.Co, "u1", ms - 0.3}}, ms - 0.15,
+			min(ms-0.15-z(cov)*noise/math.Sqrt(2), ms-0.3-z(cov)*noise)},
+		{"two users agree: tighter", []obs{{mp.Job, mp.Co, "u1", ms}, {mp.Job, mp.Co, "u2", ms}}, ms,
+			ms - z(cov)*noise/math.Sqrt(float64(mp.N)+2)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := New(Options{})
+			p, err := NewPredictor(m, mem)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range tc.obs {
+				if err := mem.Add(o.job, o.co, o.uid, o.speed); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// a large residual of the job's application elsewhere moves nothing here
+			for _, u := range []string{"r1", "r2", "r3"} {
+				for range 3 {
+					if err := mem.AddResidual(mp.Job, u, 0.3); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			s, l := p.PredictSpeedLowerFloor(job, co, 0, 0.9)
+			if math.Abs(s-tc.wantSpeed) > 1e-9 || math.Abs(l-tc.wantLower) > 1e-9 {
+				t.Fatalf("(%v, %v), want (%v, %v)", s, l, tc.wantSpeed, tc.wantLower)
+			}
+			if l > ml+1e-12 && len(tc.obs) < 2 {
+				t.Fatalf("one user loosened the bound: %v > %v", l, ml)
+			}
+		})
+	}
+	// Observations of a measured pair are not residuals of the trees.
+	mem := New(Options{})
+	p, _ := NewPredictor(m, mem)
+	if err := p.Observe(job, co, "u1", 0.5); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, n, ok := mem.PairResidual(mp.Job, mp.Co); ok || n != 0 {
+		t.Fatalf("a measured pair's observation became a residual (evidence %v)", n)
+	}
 }

@@ -72,8 +72,8 @@ func TestSimTwin(t *testing.T) {
 	if os.Getenv("E2E_SIM") == "" {
 		t.Skip("set E2E_SIM=1 (make e2e-sim)")
 	}
-	n, seeds := 200, 3
-	for name, dst := range map[string]*int{"E2E_JOBS": &n, "E2E_SEEDS": &seeds} {
+	n, seeds, compress := 200, 3, 500
+	for name, dst := range map[string]*int{"E2E_JOBS": &n, "E2E_SEEDS": &seeds, "E2E_COMPRESS": &compress} {
 		if v := os.Getenv(name); v != "" {
 			k, err := strconv.Atoi(v)
 			if err != nil || k < 1 || k > 5000 {
@@ -115,7 +115,7 @@ func TestSimTwin(t *testing.T) {
 	// each job's JCT at submit, by "seed/job": what a refusal cost it against the oracle
 	jctAt := map[string]map[string]float64{"coscheml": {}, "oracle": {}}
 	for seed := int64(1); seed <= int64(seeds); seed++ {
-		jobs, err := Prepare(tr.Jobs, tt.Tags(), Spec{Jobs: n, Seed: seed, MaxDuration: 24 * 3600, Load: 2, GPUs: 16, Compress: 500, MinWork: 2})
+		jobs, err := Prepare(tr.Jobs, tt.Tags(), Spec{Jobs: n, Seed: seed, MaxDuration: 24 * 3600, Load: 2, GPUs: 16, Compress: float64(compress), MinWork: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -87,6 +87,9 @@ func rocAUC(r []Scored, positive func(Scored) bool, score func(Scored) float64) 
 // training mean when m reports one (a *Model does); otherwise it predicts the
 // mean of ds itself, an optimistic baseline.
 func Evaluate(m model.Predictor, ds Dataset) model.Metrics {
+	if mm, ok := m.(*model.Model); ok && len(mm.Measured) > 0 {
+		m = mm.WithoutMeasured() // the trees are what is judged
+	}
 	mean := 0.0
 	if tm, ok := m.(interface{ TrainingMean() float64 }); ok {
 		mean = tm.TrainingMean()
