@@ -23,10 +23,15 @@ func summarizeExplain(lines []string) []string {
 	}
 	var trees []*tree
 	var forest string
+	var after []string // closing lines kept as they are (a measured pair's)
 	byNum := map[int]*tree{}
 	for _, l := range lines {
 		if strings.HasPrefix(l, "forest of ") {
 			forest = l
+			continue
+		}
+		if strings.HasPrefix(l, "measured pair: ") {
+			after = append(after, l)
 			continue
 		}
 		num, rest, ok := cutTreePrefix(l)
@@ -100,10 +105,11 @@ func summarizeExplain(lines []string) []string {
 	for _, s := range trees[closest].splits {
 		out = append(out, "  "+s)
 	}
-	return append(out,
+	out = append(out,
 		fmt.Sprintf("features the paths split on most (in how many of the %d trees): %s", n, strings.Join(top, ", ")),
 		fmt.Sprintf("tree leaves range %.3f .. %.3f", lo, hi),
 		forest)
+	return append(out, after...)
 }
 
 // cutTreePrefix splits "tree 12: rest" into 12 and "rest".

@@ -112,12 +112,13 @@ func TestPredictExplainIsShort(t *testing.T) {
 	if ns > 40 || ns*5 > nf {
 		t.Errorf("--explain prints %d lines, --explain-full %d", ns, nf)
 	}
-	for _, want := range []string{"forest of", "closest to the average", "split on most", "--explain-full"} {
+	// the pair was measured: both forms say the answer is the measurement
+	for _, want := range []string{"forest of", "closest to the average", "split on most", "--explain-full", "measured pair: "} {
 		if !strings.Contains(short, want) {
 			t.Errorf("--explain lacks %q:\n%s", want, short)
 		}
 	}
-	if !strings.Contains(full, "tree 2: ") {
+	if !strings.Contains(full, "tree 2: ") || !strings.Contains(full, "measured pair: ") {
 		t.Errorf("--explain-full lacks the trees' paths:\n%s", full)
 	}
 }

@@ -157,6 +157,8 @@ func (w *Writer) loop() {
 	var (
 		timer *time.Timer
 		last  time.Time // when the previous record was taken
+		batch []byte    // a burst's records, encoded
+		n     int       // records in batch
 	)
 	for r := range w.ch {
 		f = w.write(f, r)
@@ -176,17 +178,25 @@ func (w *Writer) loop() {
 		case <-timer.C:
 		case <-w.quit:
 		}
+		// What queued meanwhile goes out in one write (one stat and one
+		// write syscall per burst instead of per record: each syscall of an
+		// otherwise idle Go runtime wakes its sysmon thread).
 		for drained := false; !drained; {
 			select {
 			case r, ok := <-w.ch:
 				if !ok {
+					f = w.writeBytes(f, batch, n)
 					return
 				}
-				f = w.write(f, r)
+				if b, ok := w.encode(r); ok {
+					batch, n = append(batch, b...), n+1
+				}
 			default:
 				drained = true
 			}
 		}
+		f = w.writeBytes(f, batch, n)
+		batch, n = batch[:0], 0
 		last = time.Now()
 	}
 }
@@ -194,26 +204,46 @@ func (w *Writer) loop() {
 // write appends r to the log (f, opened when nil) and returns the file to
 // write next (nil after an error: reopened next time).
 func (w *Writer) write(f *os.File, r Record) *os.File {
+	b, ok := w.encode(r)
+	if !ok {
+		return f
+	}
+	return w.writeBytes(f, b, 1)
+}
+
+// encode is r's line in the log.
+func (w *Writer) encode(r Record) ([]byte, bool) {
 	b, err := json.Marshal(r)
 	if err != nil {
 		w.setErr(fmt.Errorf("decision log: %w", err))
+		return nil, false
+	}
+	return append(b, '\n'), true
+}
+
+// writeBytes appends b, n records' lines, to the log (f, opened when nil) and
+// returns the file to write next (nil after an error: reopened next time). A
+// failed write counts its n records as dropped.
+func (w *Writer) writeBytes(f *os.File, b []byte, n int) *os.File {
+	if n == 0 {
 		return f
 	}
-	b = append(b, '\n')
+	var err error
 	if f == nil {
 		if f, err = w.open(); err != nil {
 			w.setErr(err)
-			w.dropped.Add(1)
+			w.dropped.Add(int64(n))
 			return nil
 		}
 	}
 	if f, err = w.rotate(f, len(b)); err != nil {
 		w.setErr(err)
-		w.dropped.Add(1)
+		w.dropped.Add(int64(n))
 		return f
 	}
 	if _, err := f.Write(b); err != nil {
 		w.setErr(fmt.Errorf("decision log %s: %w", w.path, err))
+		w.dropped.Add(int64(n))
 		f.Close()
 		return nil // reopen next time (the file may have been moved away)
 	}

@@ -134,3 +134,36 @@ func TestLinger(t *testing.T) {
 		t.Errorf("records after Close %v, want %v", ids, want)
 	}
 }
+
+// TestLingerBatch: a burst's records queued during the linger reach the file
+// together after it, in order, without Close.
+func TestLingerBatch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "decisions.log")
+	w := NewWriterLinger(path, 0, 0, 30*time.Millisecond)
+	defer w.Close()
+	var want []string
+	for i := range 50 {
+		id := fmt.Sprintf("r-%d", i)
+		want = append(want, id)
+		w.Log(Record{ID: id, Time: time.Now(), Op: "submit", Outcome: "rewrite", Action: "share"})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var ids []string
+	for time.Now().Before(deadline) {
+		recs, err := Since(path, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = ids[:0]
+		for _, r := range recs {
+			ids = append(ids, r.ID)
+		}
+		if len(ids) == len(want) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !slices.Equal(ids, want) || w.Dropped() != 0 {
+		t.Fatalf("log holds %v (dropped %d), want %v", ids, w.Dropped(), want)
+	}
+}

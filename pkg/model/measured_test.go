@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/coscheml/coscheml/pkg/profile"
@@ -66,5 +67,23 @@ func TestNormalQuantile(t *testing.T) {
 		if got := NormalQuantile(tc.c); math.Abs(got-tc.want) > 1e-5 {
 			t.Errorf("NormalQuantile(%v) = %v, want %v", tc.c, got, tc.want)
 		}
+	}
+}
+
+// Explain says when the answer is a measurement rather than the trees' path.
+func TestExplainMeasured(t *testing.T) {
+	m, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := m.Measured[0]
+	job := &profile.Profile{Tag: mp.Job}
+	lines := m.Explain(job, []*profile.Profile{{Tag: mp.Co}})
+	if last := lines[len(lines)-1]; !strings.Contains(last, "measured pair") {
+		t.Fatalf("last line %q does not name the measurement", last)
+	}
+	lines = m.WithoutMeasured().Explain(job, []*profile.Profile{{Tag: mp.Co}})
+	if last := lines[len(lines)-1]; strings.Contains(last, "measured pair") {
+		t.Fatalf("trees alone: %q", last)
 	}
 }

@@ -248,6 +248,9 @@ func (m *Model) Explain(job *profile.Profile, co []*profile.Profile) []string {
 		mean, sd := m.predictVec(&x)
 		out = append(out, fmt.Sprintf("forest of %d trees: speed %.3f (average), trees spread %.3f (standard deviation)", len(m.Trees), mean, sd))
 	}
+	if p, ok := m.measuredPair(job, co); ok {
+		out = append(out, fmt.Sprintf("measured pair: the answer is the training data's measurement, speed %.3f over %d run(s), not the trees'", p.Speed, p.N))
+	}
 	return out
 }
 
