@@ -159,6 +159,17 @@ func TestRetrainReplacesWorseCurrent(t *testing.T) {
 	if !nm.Calibrated() || !strings.Contains(stdout, "calibrated margins from") || nm.Calibration.Residuals != 300 {
 		t.Errorf("new model calibrated %v (%d residuals); stdout %q", nm.Calibrated(), nm.Calibration.Residuals, stdout)
 	}
+	// Its measured pairs are the admin's held-out measurements only: the
+	// users' 300 observations never answer a pair directly.
+	want, _ := training.MeasuredPairs(f.all[300:])
+	if len(nm.Measured) != len(want) || len(want) == 0 {
+		t.Fatalf("%d measured pairs, want the held-out set's %d", len(nm.Measured), len(want))
+	}
+	for i := range want {
+		if nm.Measured[i] != want[i] {
+			t.Fatalf("measured pair %d: %+v, want %+v", i, nm.Measured[i], want[i])
+		}
+	}
 
 	// No current model yet: the first one is written.
 	first := filepath.Join(f.dir, "first.model")
