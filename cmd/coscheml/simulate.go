@@ -64,7 +64,7 @@ func simulateCommand() *cli.Command {
 			&cli.StringFlag{Name: "shard-pinning", Usage: "how Slurm reaches a GPU: first-fit or typed (default: the config's shard_pinning; typed with --demo)"},
 			&cli.StringFlag{Name: "decide-at", Value: "start", Usage: "when a job is placed: start (an idealised scheduler: FIFO + backfill, placement when a job starts) or submit (what the plugin does in slurmctld: decided at submission; a wait is deferred and re-decided by the loop, or without it runs on a whole GPU)"},
 			&cli.DurationFlag{Name: "redecide", Usage: "with --decide-at submit: the re-decide loop's interval in trace time (0: no loop, a wait runs on a whole GPU; default: 2s when the config's wait_defer is set, else 0)"},
-			&cli.BoolFlag{Name: "untyped-updates", Usage: "with --decide-at submit and typed pinning: the loop's updates cannot name a GPU's type (Slurm before 26.05), so re-decisions use untyped shard counts that Slurm's first fit places when the job starts"},
+			&cli.BoolFlag{Name: "untyped-updates", Usage: "with --decide-at submit and typed pinning: the loop's updates cannot name a GPU's type (Slurm 22.05), so re-decisions use untyped shard counts that Slurm's first fit places when the job starts"},
 			&cli.DurationFlag{Name: "start-delay", Usage: "with --decide-at submit: the longest wait, in trace time, from a loop pass's re-decisions to Slurm starting those jobs together (its next backfill pass: bf_interval); drawn uniformly up to it per pass (0: at once)"},
 			&cli.StringFlag{Name: "policies", Value: strings.Join(placement.Names(), ","), Usage: "policies to compare, comma-separated"},
 			&cli.StringFlag{Name: "report", Usage: "write the report files into this directory"},

@@ -1,7 +1,7 @@
 package placement
 
 // Untyped shard counts: a request that cannot name its GPU's type (a job update
-// on Slurm before 26.05, which refuses typed shard requests there) asks its node
+// on Slurm before 23.11, which does not honour typed shard requests there) asks its node
 // for K untyped shards, and Slurm's allocator puts them where they fit when the
 // job starts. slurmctld's plugin and the simulator both choose K here.
 

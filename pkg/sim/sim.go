@@ -104,7 +104,7 @@ type SubmitModel struct {
 	// --interval, in the trace's time); 0: no loop.
 	Redecide float64
 	// UntypedUpdates: on a typed cluster (Reach typed), the loop's updates
-	// cannot name a GPU's type (Slurm before 26.05: it refuses typed shard
+	// cannot name a GPU's type (Slurm before 23.11: it does not honour typed shard
 	// requests in an update). As in the plugin, a re-decision then chooses among
 	// the GPUs an untyped count reaches (Cluster.WithReach(ReachFirstFit)) and
 	// asks for placement.UntypedSlots' count, or stays deferred when no count

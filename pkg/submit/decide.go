@@ -482,16 +482,19 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	return out
 }
 
-// slurmTypedUpdate is the first Slurm release (SLURM_VERSION_NUMBER) whose
-// `scontrol update` of a pending job accepts a typed shard request
-// (TresPerNode=gres/shard:g1:2): measured on the suite's per-GPU-type cluster,
-// 22.05.8 refuses it, 26.05.3 accepts it; the releases between are not measured
-// and keep the untyped steering (docs/compatibility.md).
-const slurmTypedUpdate = 26<<16 | 5<<8
+// slurmTypedUpdate is the first Slurm release (SLURM_VERSION_NUMBER) that
+// honours a typed shard request set by an update of a pending job
+// (TresPerNode=gres/shard:g1:2: the job then starts on GPU 1). Measured on the
+// suite's per-GPU-type cluster by TestTypedUpdate on every release of the
+// matrix: 23.11.11, 24.11.7, 25.11.7 and 26.05.3 honour it; 22.05.8 refuses
+// its own spelling ("gres:shard:g1:2": "Invalid GRES specification") and
+// stores the newer one without honouring it (the job starts on GPU 0; in a
+// replay 62% of such re-decisions landed as intended).
+const slurmTypedUpdate = 23<<16 | 11<<8
 
 // TypedUpdates reports whether Slurm release v (SLURM_VERSION_NUMBER, 0:
-// unknown) takes a typed shard request in an update; unknown counts as no (the
-// untyped steering works on all). The e2e replay's simulator twin reads it too.
+// unknown) honours a typed shard request in an update; unknown counts as no
+// (the untyped steering works on all). The e2e replay's simulator twin reads it too.
 func TypedUpdates(v uint32) bool { return v >= slurmTypedUpdate }
 
 // usedSlots is the shards a GPU's residents hold.

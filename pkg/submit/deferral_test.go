@@ -89,7 +89,7 @@ func (p *fixedPolicy) Place(_ *placement.Cluster, _ *placement.Request) placemen
 // shards Slurm lands on it, and when no count does the job is deferred again
 // (never released to a whole GPU that nothing could join).
 func TestTypedRedecision(t *testing.T) {
-	const v2205, v2605 = 22<<16 | 5<<8 | 8, 26<<16 | 5<<8 | 3
+	const v2205, v2311, v2605 = 22<<16 | 5<<8 | 8, 23<<16 | 11<<8 | 11, 26<<16 | 5<<8 | 3
 	cases := []struct {
 		name      string
 		version   uint32
@@ -100,6 +100,7 @@ func TestTypedRedecision(t *testing.T) {
 	}{
 		{"26.05: typed, GPU 1", v2605, 1, "gres:shard:g1:2", "n1", 0},
 		{"26.05: typed, GPU 0", v2605, 0, "gres:shard:g0:2", "n1", 0},
+		{"23.11: typed, GPU 1", v2311, 1, "gres:shard:g1:2", "n1", 0},
 		{"22.05: first fit lands on GPU 0", v2205, 0, "gres:shard:2", "n1", 0},
 		{"22.05: no untyped count lands on GPU 1: deferred again", v2205, 1, "gres:shard:4", "", 30},
 		{"unknown release: as 22.05", 0, 1, "gres:shard:4", "", 30},
