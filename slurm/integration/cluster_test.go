@@ -317,6 +317,9 @@ type topology struct {
 	// redecide is the interval of the re-decide loop the cluster starts when
 	// its configuration defers waits (0: a pass every second).
 	redecide time.Duration
+	// minJobAge keeps a finished job's record this long (0: 600 s), so that a
+	// replay longer than that still sees its first jobs' end states.
+	minJobAge time.Duration
 }
 
 func (tp topology) String() string {
@@ -640,7 +643,7 @@ func (c *cluster) writeSlurmConf() {
 	// main scheduler skips a job as "has invalid account" and only backfill
 	// starts it, every bf_interval (default 30 s).
 	p("SchedulerParameters=batch_sched_delay=0,bf_interval=1")
-	p("MinJobAge=600")
+	p("MinJobAge=%d", int(cmp.Or(c.topo.minJobAge, 600*time.Second).Seconds()))
 	p("GresTypes=gpu,shard")
 	if c.a.pluginDir == c.a.slurm.pluginDir {
 		p("PluginDir=%s", c.a.slurm.pluginDir) // an installed plugin

@@ -270,7 +270,9 @@ func slurmVersionNumber(v string) uint32 {
 // its limit assumed; the limit only informs backfill, as the trace duration does
 // in the simulator).
 func replayTopology(o replayOptions) topology {
-	return topology{typed: o.typed, extraConf: "OverTimeLimit=UNLIMITED", redecide: o.redecide}
+	// A replay at low compression runs longer than Slurm's default record
+	// lifetime: keep every job's end state until the run is read.
+	return topology{typed: o.typed, extraConf: "OverTimeLimit=UNLIMITED", redecide: o.redecide, minJobAge: 6 * time.Hour}
 }
 
 // runReplay replays every seed under every setup; save, when set, gets the
