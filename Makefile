@@ -56,7 +56,7 @@ export CGO_CFLAGS
 PROGRAMS := coscheml coscheml-train coscheml-node
 BINS     := $(addprefix bin/,$(PROGRAMS))
 
-.PHONY: all build programs libcoscheml plugin test vet unit race fuzz-short integration integration-matrix integration-repeat \
+.PHONY: e2e-parallel all build programs libcoscheml plugin test vet unit race fuzz-short integration integration-matrix integration-repeat \
         shim-check bench fuzz demo e2e e2e-sim install install-data uninstall package test-deb-suite clean help
 
 all: build
@@ -134,6 +134,22 @@ integration:
 # E2E_TRACE (philly | generic:FILE | alibaba:FILE) and E2E_REPORT pass through.
 e2e:
 	E2E=1 flock /tmp/coscheml-integration.lock $(GO) test -tags integration -count=1 -timeout 120m -v -run '^TestE2E$$' ./slurm/integration/
+
+# The same benchmark with its three setups side by side, one process each (each on
+# its own cluster), then one merged report in E2E_REPORT (default e2e-report/):
+# about 45 minutes at E2E_COMPRESS=100 (docs/evaluation.md). A short test first
+# builds the library, plugin and programs for the Slurm under test, so the three
+# processes share them.
+E2E_PAR_DIR ?= $(CURDIR)/e2e-report-parts
+e2e-parallel:
+	flock /tmp/coscheml-integration.lock sh -c '\
+	  $(GO) test -tags integration -count=1 -run "^TestTypedUpdate$$" ./slurm/integration/ >/dev/null || exit 1; \
+	  for s in exclusive blind coscheml; do \
+	    E2E=1 E2E_SETUPS=$$s E2E_REPORT=$(E2E_PAR_DIR)/$$s COSCHEML_INTEGRATION_NOBUILD=1 \
+	      $(GO) test -tags integration -count=1 -timeout 180m -run "^TestE2E$$" ./slurm/integration/ > $(E2E_PAR_DIR).$$s.log 2>&1 & \
+	  done; wait; \
+	  E2E_MERGE=$(E2E_PAR_DIR)/exclusive,$(E2E_PAR_DIR)/blind,$(E2E_PAR_DIR)/coscheml E2E_REPORT=$${E2E_REPORT:-$(CURDIR)/e2e-report} \
+	    $(GO) test -tags integration -count=1 -v -run "^TestE2EMerge$$" ./slurm/integration/'
 
 # The simulator's figures for make e2e's jobs, without daemons (seconds; no root):
 # where Co-scheML's decisions differ from the oracle's (docs/evaluation.md).

@@ -5,6 +5,8 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"cmp"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -483,4 +485,43 @@ func (c *cluster) intendedAll() map[string]string {
 		out[m[1]] = m[4] + "/" + m[5]
 	}
 	return out
+}
+
+// TestE2EMerge merges the reports of replays run side by side, one setup per
+// process (make e2e-parallel), into one report: E2E_MERGE lists their
+// folders (comma-separated), E2E_REPORT names the merged one (default the
+// repository's e2e-report). Without E2E_MERGE it skips.
+func TestE2EMerge(t *testing.T) {
+	dirs := os.Getenv("E2E_MERGE")
+	if dirs == "" {
+		t.Skip("merges replay reports with E2E_MERGE=dir,dir,... (make e2e-parallel)")
+	}
+	var all replay.Report
+	for _, d := range strings.Split(dirs, ",") {
+		b, err := os.ReadFile(filepath.Join(d, "results.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r replay.Report
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		if all.Date == "" {
+			all = r
+			all.Runs = nil
+		}
+		all.Runs = append(all.Runs, r.Runs...)
+	}
+	all.Command = "make e2e-parallel (" + all.Command + ", one setup per process, side by side)"
+	all.Summaries = replay.Summarize(all.Runs)
+	all.Checks = replay.Checks(all.Summaries)
+	out := cmp.Or(os.Getenv("E2E_REPORT"), filepath.Join("..", "..", "e2e-report")) // go test runs in this package's folder
+	if err := replay.Write(out, all); err != nil {
+		t.Fatal(err)
+	}
+	var md bytes.Buffer
+	if err := replay.Markdown(&md, all.Summaries); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("\n%s\n%s\nReport written to %s/ (results.json, summary.md)\n", strings.Join(all.Setup, "\n"), md.String(), out)
 }
