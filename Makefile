@@ -9,6 +9,7 @@
 #   make integration-matrix  the integration suite on every Slurm release (root)
 #   make integration-repeat  the suite REPEAT times in a row on one Slurm, stops at the first failure (root)
 #   make e2e          replay a trace on the real-daemon cluster: exclusive, blind, coscheml beside the simulator (root; E2E_JOBS, E2E_SEEDS, E2E_COMPRESS; e2e-report/)
+#   make e2e-parallel the same replay with its three setups side by side, one process each, reports merged (root; E2E_COMPRESS=100 in 45 min)
 #   make e2e-sim      the simulator half of make e2e, no daemons: the same jobs under exclusive, blind, coscheml, oracle (E2E_JOBS, E2E_SEEDS)
 #   make demo         the simulator on the shipped data: comparison table + report
 #   make bench        benchmarks, short
