@@ -562,13 +562,14 @@ func (p *Predictor) PredictSpeedLowerFloor(job *profile.Profile, co []*profile.P
 // pooled is a measured pair's estimate once the cluster observed it too: the
 // training measurement (mean ms over mn runs, noise) counts as mn more pieces
 // of evidence beside the memory's e. Without the memory's MinEvidence (enough
-// users) the bound is never above the measurement's own: one user can make a
-// measured pair more cautious, never looser.
+// users) neither the estimate nor the bound is above the measurement's own: one
+// user can make a measured pair more cautious, never looser.
 func pooled(e Estimate, enough bool, ms, mn, noise, memNoise, coverage float64) (speed, lower float64) {
 	n := mn + e.Evidence
 	speed = (mn*ms + e.Evidence*e.Speed) / n
 	lower = speed - z(coverage)*max(noise, memNoise)/math.Sqrt(n)
 	if !enough {
+		speed = min(speed, ms)
 		lower = min(lower, ms-z(coverage)*noise/math.Sqrt(mn), e.Lower)
 	}
 	return speed, lower

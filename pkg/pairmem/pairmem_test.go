@@ -563,7 +563,7 @@ func TestPredictorMeasuredPair(t *testing.T) {
 		wantSpeed, wantLower float64
 	}{
 		{"no evidence: the measurement", nil, ms, ml},
-		{"one user, better: no looser", []obs{{mp.Job, mp.Co, "u1", 1}}, (ms + 1) / 2, ml},
+		{"one user, better: no looser", []obs{{mp.Job, mp.Co, "u1", 1}}, ms, ml},
 		{"one user, worse: more cautious", []obs{{mp.Job, mp.Co, "u1", ms - 0.3}}, ms - 0.15,
 			min(ms-0.15-z(cov)*noise/math.Sqrt(2), ms-0.3-z(cov)*noise)},
 		{"two users agree: tighter", []obs{{mp.Job, mp.Co, "u1", ms}, {mp.Job, mp.Co, "u2", ms}}, ms,
