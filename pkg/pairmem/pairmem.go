@@ -512,14 +512,22 @@ func (p *Predictor) PredictSpeedLowerFloor(job *profile.Profile, co []*profile.P
 			}
 		}
 	}
-	var e Estimate
+	var (
+		e        Estimate
+		measured bool // the model answers this pair from a measurement
+	)
 	if job != nil && len(co) == 1 && co[0] != nil {
-		var ok bool
+		var (
+			ok        bool
+			ms, noise float64
+			mn        int
+		)
+		if p.meas != nil {
+			ms, mn, noise, measured = p.meas.Measurement(job, co)
+		}
 		e, ok = p.mem.Estimate(job.Tag, co[0].Tag, pairCov)
-		if p.meas != nil && e.Evidence > 0 {
-			if ms, mn, noise, measured := p.meas.Measurement(job, co); measured {
-				return pooled(e, ok, ms, float64(mn), noise, p.mem.opts.NoiseSD, pairCov)
-			}
+		if measured && e.Evidence > 0 {
+			return pooled(e, ok, ms, float64(mn), noise, p.mem.opts.NoiseSD, pairCov)
 		}
 		if ok {
 			return e.Speed, e.Lower
@@ -533,7 +541,7 @@ func (p *Predictor) PredictSpeedLowerFloor(job *profile.Profile, co []*profile.P
 		speed = p.model.PredictSpeed(job, co)
 		lower = speed
 	}
-	if job != nil && len(co) > 0 && (p.meas == nil || !p.meas.IsMeasured(job, co)) {
+	if job != nil && len(co) > 0 && !measured {
 		var r, sd, n float64
 		var ok bool
 		if len(co) == 1 && co[0] != nil && !p.mem.opts.NoFamilyLevels {

@@ -503,7 +503,7 @@ func (p *CoScheML) floorNote() string {
 		if p.opts.FloorConfidence > 0 {
 			cov = fmt.Sprintf("coverage %.3g", p.opts.FloorConfidence)
 		}
-		p.note = fmt.Sprintf("; floors tested at the prediction less its calibrated margin (floor_confidence: %s)", cov)
+		p.note = fmt.Sprintf("; floors tested at the prediction less its calibrated margin, a measured pair at its measurement less its noise margin (floor_confidence: %s)", cov)
 	}
 	return p.note
 }

@@ -241,6 +241,11 @@ type Engine struct {
 	// them to metrics_file, so a hung refresh does not stop the metrics.
 	counters *metrics.Counters
 	metricMu sync.Mutex // serializes metrics file writes
+	// countersSince is when the counters started: the finished runs measured
+	// since then are counted (countRunsLocked), each once: counted holds the
+	// keys of those the last reload read (bgMu).
+	countersSince time.Time
+	counted       map[uint64]struct{}
 
 	// ephemeral signs decision ids when the decision key is unusable.
 	ephemeral []byte
@@ -297,7 +302,8 @@ func NewAsync(src Sources, opts Options, prep func(Sources) (Sources, string)) *
 
 func newEngine(src Sources, opts Options, prep func(Sources) (Sources, string)) *Engine {
 	e := &Engine{src: src, opts: opts.withDefaults(), notes: map[string]string{}, kick: make(chan struct{}, 1), prep: prep, born: time.Now()}
-	e.counters = metrics.NewCounters(e.opts.Now())
+	e.countersSince = e.opts.Now()
+	e.counters = metrics.NewCounters(e.countersSince)
 	e.pollFn = src.NodeStates
 	e.queueFn = src.QueueIDs
 	e.view.ttl = e.opts.ReservationTTL
@@ -325,7 +331,8 @@ func (e *Engine) Reload() {
 // Caller holds bgMu.
 func (e *Engine) reloadLocked(restore bool) {
 	now := e.opts.Now()
-	l := loadSnapshot(&e.src, e.snap.Load(), now)
+	l := loadSnapshot(&e.src, e.snap.Load(), now, e.countersSince)
+	e.countRunsLocked(l)
 	// A policy that panics here panics in decisions too, where each is caught
 	// and the job passes through; the warm-up only must not take Reload down.
 	e.safely(func() { warmPolicy(l, e.entries, e.view.reservations(), e.spare) })
@@ -337,6 +344,27 @@ func (e *Engine) reloadLocked(restore bool) {
 		e.restoreLocked(l, now)
 	}
 	e.refreshLocked(true)
+}
+
+// countRunsLocked feeds the metrics (jobs below floor, the model's error) with
+// the co-located runs the Epilog measured since the counters started, each
+// once: a reload reads every observation again. The floor is the stored
+// profile's class's, as in decisions. Caller holds bgMu.
+func (e *Engine) countRunsLocked(l *Snapshot) {
+	seen := make(map[uint64]struct{}, len(l.mem.runs))
+	for _, r := range l.mem.runs {
+		seen[r.key] = struct{}{}
+		if _, ok := e.counted[r.key]; ok {
+			continue
+		}
+		e.counters.Measured(string(r.class), r.predicted, r.speed, l.cfg.SpeedFloor.For(r.class))
+	}
+	if l.mem.pred != nil || len(seen) > 0 {
+		// Keys the load did not read are dropped: their files are gone. A
+		// memory that failed to load keeps the keys it had.
+		e.counted = seen
+	}
+	l.mem.runs = nil // counted: the snapshot need not keep them
 }
 
 // firstLoad runs prep, loads everything and rebuilds the reservations, then

@@ -3,10 +3,12 @@ package submit
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +36,20 @@ type memLoad struct {
 	known   int // pairs with enough evidence to override the model
 	used    int // observations used
 	problem string
+	// runs are the co-located observations with known profiles, for the
+	// metrics (Engine.countRuns): each with the model's own prediction.
+	runs []finishedRun
+}
+
+// finishedRun is one co-located run the Epilog measured, as the metrics
+// count it: the stored profile's class (never the job's own say), the
+// model's prediction for it and the measured speed.
+type finishedRun struct {
+	key       uint64 // identity of the observation, for counting it once
+	when      time.Time
+	class     profile.Class
+	predicted float64
+	speed     float64
 }
 
 // loadMemory builds a pair memory from the observation CSVs in dir, capped per
@@ -41,8 +57,9 @@ type memLoad struct {
 // simulator does (pairmem.NewPredictor, then Observe for every co-located
 // observation whose profiles are known). Unreadable files are skipped and named
 // in problem; an unreadable folder gives no predictor: fail open to the model.
-// A missing folder is no problem: nothing was observed yet.
-func loadMemory(dir string, pred model.Predictor, cat profile.Catalog, now func() time.Time) memLoad {
+// A missing folder is no problem: nothing was observed yet. The co-located
+// runs measured at or after runsSince are also returned, for the metrics.
+func loadMemory(dir string, pred model.Predictor, cat profile.Catalog, now func() time.Time, runsSince time.Time) memLoad {
 	var out memLoad
 	names, err := obsFiles(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -96,6 +113,10 @@ func loadMemory(dir string, pred model.Predictor, cat profile.Catalog, now func(
 		}
 		if err := mp.Observe(job, co, o.UID, o.Speed); err == nil {
 			out.used++
+			if !o.When.Before(runsSince) {
+				out.runs = append(out.runs, finishedRun{key: runKey(o), when: o.When, class: job.Class,
+					predicted: pred.PredictSpeed(job, co), speed: o.Speed})
+			}
 		}
 	}
 	out.pairs, out.known = mem.Len(), mem.Known()
@@ -109,6 +130,17 @@ func loadMemory(dir string, pred model.Predictor, cat profile.Catalog, now func(
 		out.problem = fmt.Sprintf("pair memory: skipped: %s", strings.Join(problems, "; "))
 	}
 	return out
+}
+
+// runKey identifies an observation across reloads (FNV-1a of its job, node,
+// tag and time): the same run read again is counted once.
+func runKey(o *observation.Observation) uint64 {
+	h := fnv.New64a()
+	for _, s := range []string{o.JobID, o.Node, o.Tag, strconv.FormatInt(o.When.UnixNano(), 10)} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return h.Sum64()
 }
 
 // profilesOf returns the profiles of a co-located observation's job and

@@ -127,7 +127,7 @@ func TestSnapshotPairMemory(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			l := loadSnapshot(&s.src, nil, time.Now())
+			l := loadSnapshot(&s.src, nil, time.Now(), time.Time{})
 			if l.degraded() != "" || l.policy == nil {
 				t.Fatalf("snapshot degraded: %q", l.degraded())
 			}
@@ -162,7 +162,7 @@ func TestSnapshotPairMemoryFailsOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.cfg.ObservationDir = file
-	l := loadSnapshot(&s.src, nil, time.Now())
+	l := loadSnapshot(&s.src, nil, time.Now(), time.Time{})
 	if l.degraded() != "" || l.pred != model.Predictor(s.m) {
 		t.Fatalf("degraded %q, pred %T", l.degraded(), l.pred)
 	}
@@ -190,5 +190,57 @@ func TestEnginePairMemoryReload(t *testing.T) {
 			t.Fatalf("no reload: %.4f, want %.4f", pred(), want)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The metrics count each co-located run the Epilog measured since the counters
+// started once, against the stored profile's floor, with the model's error;
+// the file is read back from disk.
+func TestEngineCountsFinishedRuns(t *testing.T) {
+	s := newMemSite(t)
+	s.cfg.MetricsFile = filepath.Join(t.TempDir(), "ctld.prom")
+	s.observe(t, "old.csv", 3, 0.1) // before the counters started: not counted
+	e := New(s.src, Options{})
+	defer e.Close()
+	floor := s.cfg.SpeedFloor.For(s.a.Class)
+	pred := s.m.PredictSpeed(s.a, []*profile.Profile{s.b})
+	speeds := []float64{floor - 0.2, floor - 0.05, min(floor+0.05, 1)}
+	var obs []observation.Observation
+	for i, sp := range speeds {
+		obs = append(obs, observation.Observation{Tag: s.a.Tag, CoTags: []string{s.b.Tag}, Speed: sp, Source: "epilog",
+			JobID: strconv.Itoa(500 + i), UID: strconv.Itoa(3000 + i), When: time.Now().Add(time.Duration(i) * time.Second)})
+	}
+	if err := observation.AppendFile(filepath.Join(s.cfg.ObservationDir, "n1.csv"), obs...); err != nil {
+		t.Fatal(err)
+	}
+	// Solo runs and unknown tags are not co-located runs of known profiles.
+	if err := observation.AppendFile(filepath.Join(s.cfg.ObservationDir, "n1.csv"),
+		observation.Observation{Tag: s.a.Tag, Speed: 0.1, Source: "epilog", JobID: "600", UID: "3100", When: time.Now()},
+		observation.Observation{Tag: "no-such-app", CoTags: []string{s.b.Tag}, Speed: 0.1, Source: "epilog", JobID: "601", UID: "3101", When: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // read again: still counted once
+		e.Reload()
+	}
+	e.Close() // writes the file
+	b, err := os.ReadFile(s.cfg.MetricsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	var sum float64
+	for _, sp := range speeds {
+		sum += math.Abs(pred - sp)
+	}
+	for _, want := range []string{
+		`coscheml_jobs_below_floor_total{class="` + string(s.a.Class) + `"} 2`,
+		`coscheml_prediction_abs_error_ratio_count 3`,
+	} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("metrics file lacks %q:\n%s", want, text)
+		}
+	}
+	if got := sampleWith(text, "coscheml_prediction_abs_error_ratio_sum"); math.Abs(got-sum) > 1e-6 {
+		t.Errorf("error sum %.6f, want %.6f", got, sum)
 	}
 }

@@ -165,8 +165,9 @@ func currentStamps(src *Sources, cfg config.Config) stamps {
 
 // loadSnapshot reads everything once. prev (may be nil) is the snapshot in effect:
 // a model that fails to reload is replaced by prev's when its path did not change.
-// It touches nothing but the files it reads.
-func loadSnapshot(src *Sources, prev *Snapshot, now time.Time) *Snapshot {
+// It touches nothing but the files it reads. The pair memory's co-located runs
+// measured at or after runsSince are kept for the metrics (Engine.countRuns).
+func loadSnapshot(src *Sources, prev *Snapshot, now, runsSince time.Time) *Snapshot {
 	l := &Snapshot{at: now}
 	cfg, err := src.LoadConfig(src.ConfigPath)
 	if err != nil {
@@ -208,7 +209,7 @@ func loadSnapshot(src *Sources, prev *Snapshot, now time.Time) *Snapshot {
 	if memoryOn(cfg) {
 		l.stamps.observations = obsStamp(cfg.ObservationDir)
 		if l.bare != nil && l.catErr == nil {
-			l.mem = loadMemory(cfg.ObservationDir, l.bare, l.catalog, time.Now)
+			l.mem = loadMemory(cfg.ObservationDir, l.bare, l.catalog, time.Now, runsSince)
 			if l.mem.pred != nil {
 				l.pred = l.mem.pred
 			}
