@@ -381,7 +381,12 @@ func (e *engine) waitReason(policy string, r *Request, found int) string {
 	var b strings.Builder
 	b.Grow(256)
 	var num [20]byte
-	fmt.Fprintf(&b, "%s: wait: job %s needs %d GPU(s), ", policy, profile.Sanitize(r.JobID), r.GPUs)
+	b.WriteString(policy) // no fmt: waits are the common answer of a full cluster
+	b.WriteString(": wait: job ")
+	b.WriteString(profile.Sanitize(r.JobID))
+	b.WriteString(" needs ")
+	b.Write(strconv.AppendInt(num[:0], int64(r.GPUs), 10))
+	b.WriteString(" GPU(s), ")
 	b.Write(strconv.AppendInt(num[:0], int64(found), 10))
 	b.WriteString(" of ")
 	b.Write(strconv.AppendInt(num[:0], int64(e.scanned), 10))
