@@ -348,16 +348,18 @@ func (e *Engine) reloadLocked(restore bool) {
 
 // countRunsLocked feeds the metrics (jobs below floor, the model's error) with
 // the co-located runs the Epilog measured since the counters started, each
-// once: a reload reads every observation again. The floor is the stored
-// profile's class's, as in decisions. Caller holds bgMu.
+// once: a reload reads every observation again, so only new ones are
+// predicted. The floor is the stored profile's class's, as in decisions; the
+// prediction the model's own (l.bare). Caller holds bgMu.
 func (e *Engine) countRunsLocked(l *Snapshot) {
 	seen := make(map[uint64]struct{}, len(l.mem.runs))
 	for _, r := range l.mem.runs {
 		seen[r.key] = struct{}{}
-		if _, ok := e.counted[r.key]; ok {
+		if _, ok := e.counted[r.key]; ok || l.bare == nil {
 			continue
 		}
-		e.counters.Measured(string(r.class), r.predicted, r.speed, l.cfg.SpeedFloor.For(r.class))
+		cl := r.job.Class
+		e.counters.Measured(string(cl), l.bare.PredictSpeed(r.job, r.co), r.speed, l.cfg.SpeedFloor.For(cl))
 	}
 	if l.mem.pred != nil || len(seen) > 0 {
 		// Keys the load did not read are dropped: their files are gone. A

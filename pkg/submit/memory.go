@@ -37,19 +37,18 @@ type memLoad struct {
 	used    int // observations used
 	problem string
 	// runs are the co-located observations with known profiles, for the
-	// metrics (Engine.countRuns): each with the model's own prediction.
+	// metrics (Engine.countRunsLocked).
 	runs []finishedRun
 }
 
 // finishedRun is one co-located run the Epilog measured, as the metrics
-// count it: the stored profile's class (never the job's own say), the
-// model's prediction for it and the measured speed.
+// count it: the stored profiles (the job's class is its profile's, never the
+// job's own say) and the measured speed.
 type finishedRun struct {
-	key       uint64 // identity of the observation, for counting it once
-	when      time.Time
-	class     profile.Class
-	predicted float64
-	speed     float64
+	key   uint64 // identity of the observation, for counting it once
+	job   *profile.Profile
+	co    []*profile.Profile
+	speed float64
 }
 
 // loadMemory builds a pair memory from the observation CSVs in dir, capped per
@@ -114,8 +113,7 @@ func loadMemory(dir string, pred model.Predictor, cat profile.Catalog, now func(
 		if err := mp.Observe(job, co, o.UID, o.Speed); err == nil {
 			out.used++
 			if !o.When.Before(runsSince) {
-				out.runs = append(out.runs, finishedRun{key: runKey(o), when: o.When, class: job.Class,
-					predicted: pred.PredictSpeed(job, co), speed: o.Speed})
+				out.runs = append(out.runs, finishedRun{key: runKey(o), job: job, co: co, speed: o.Speed})
 			}
 		}
 	}
