@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -361,10 +362,18 @@ func (e *Engine) countRunsLocked(l *Snapshot) {
 		cl := r.job.Class
 		e.counters.Measured(string(cl), l.bare.PredictSpeed(r.job, r.co), r.speed, l.cfg.SpeedFloor.For(cl))
 	}
-	if l.mem.pred != nil || len(seen) > 0 {
-		// Keys the load did not read are dropped: their files are gone. A
-		// memory that failed to load keeps the keys it had.
+	if l.mem.pred != nil && !l.mem.partial {
+		// A complete load: keys it did not read are dropped (their files
+		// are gone).
 		e.counted = seen
+	} else {
+		// Files left unread (bounds, errors) may be read next time: keep
+		// every key, so a run is never counted twice.
+		if e.counted == nil {
+			e.counted = seen
+		} else {
+			maps.Copy(e.counted, seen)
+		}
 	}
 	l.mem.runs = nil // counted: the snapshot need not keep them
 }

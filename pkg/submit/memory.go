@@ -37,8 +37,9 @@ type memLoad struct {
 	used    int // observations used
 	problem string
 	// runs are the co-located observations with known profiles, for the
-	// metrics (Engine.countRunsLocked).
-	runs []finishedRun
+	// metrics (Engine.countRunsLocked); partial: some files were not read.
+	runs    []finishedRun
+	partial bool
 }
 
 // finishedRun is one co-located run the Epilog measured, as the metrics
@@ -122,6 +123,7 @@ func loadMemory(dir string, pred model.Predictor, cat profile.Catalog, now func(
 		out.pred = mp
 	}
 	if len(problems) > 0 {
+		out.partial = true
 		if len(problems) > 3 {
 			problems = append(problems[:3], fmt.Sprintf("%d more", len(problems)-3))
 		}

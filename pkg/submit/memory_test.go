@@ -2,6 +2,7 @@ package submit
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -242,5 +243,59 @@ func TestEngineCountsFinishedRuns(t *testing.T) {
 	}
 	if got := sampleWith(text, "coscheml_prediction_abs_error_ratio_sum"); math.Abs(got-sum) > 1e-6 {
 		t.Errorf("error sum %.6f, want %.6f", got, sum)
+	}
+}
+
+// A load that leaves files unread (here the file bound) keeps the runs it
+// counted before: read again later, they are not counted twice.
+func TestEngineCountsRunsOnceAcrossPartialLoads(t *testing.T) {
+	s := newMemSite(t)
+	e := New(s.src, Options{})
+	defer e.Close()
+	countOf := func() float64 {
+		for _, f := range e.counters.Families(time.Now()) {
+			if f.Name == "coscheml_prediction_abs_error_ratio" {
+				for _, smp := range f.Samples {
+					if smp.Suffix == "_count" {
+						return smp.Value
+					}
+				}
+			}
+		}
+		t.Fatal("no error histogram")
+		return 0
+	}
+	obs := []observation.Observation{{Tag: s.a.Tag, CoTags: []string{s.b.Tag}, Speed: 0.8, Source: "epilog",
+		JobID: "700", UID: "4000", When: time.Now()}}
+	if err := observation.AppendFile(filepath.Join(s.cfg.ObservationDir, "n1.csv"), obs...); err != nil {
+		t.Fatal(err)
+	}
+	e.Reload()
+	if got := countOf(); got != 1 {
+		t.Fatalf("after the first load: %v runs counted, want 1", got)
+	}
+	// memMaxFiles files sorted before n1.csv: n1.csv is not read.
+	var extra []string
+	for i := range memMaxFiles {
+		p := filepath.Join(s.cfg.ObservationDir, fmt.Sprintf("a%05d.csv", i))
+		o := observation.Observation{Tag: s.a.Tag, Speed: 1, Source: "epilog", JobID: strconv.Itoa(800 + i), UID: "4001", When: time.Now()}
+		if i == 0 { // a co-located run from before the counters: the memory is in use
+			o.CoTags, o.Speed, o.When = []string{s.b.Tag}, 0.9, time.Now().Add(-time.Hour)
+		}
+		if err := observation.AppendFile(p, o); err != nil {
+			t.Fatal(err)
+		}
+		extra = append(extra, p)
+	}
+	e.Reload()
+	if l := e.snap.Load(); !l.mem.partial || !strings.Contains(l.mem.problem, "not read") || l.mem.pred == nil {
+		t.Fatalf("the load was not bounded or left no memory: partial %v, memory %v, note %q", l.mem.partial, l.mem.pred != nil, l.mem.problem)
+	}
+	for _, p := range extra {
+		os.Remove(p)
+	}
+	e.Reload()
+	if got := countOf(); got != 1 {
+		t.Errorf("after a partial load and a complete one: %v runs counted, want 1", got)
 	}
 }
