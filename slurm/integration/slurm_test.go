@@ -47,6 +47,7 @@ func TestSlurm(t *testing.T) {
 	sub("bootstrap", testBootstrap)
 	sub("bypass", testBypass)
 	sub("prolog_epilog", testPrologEpilog)
+	sub("metrics", testMetrics)
 	sub("fail_open", testFailOpen)
 	sub("survives_1000", testSurvives)
 	sub("redecide", testRedecide)
