@@ -30,8 +30,10 @@ import (
 // submissions each (default 20), the order rotated every round:
 //
 //   - base: plugin off, the user's request (--gres=gpu:1): Slurm alone;
-//   - rewritten: plugin off, the user submits what the plugin would have made
-//     of it (--gres=shard:N --nodelist=NODE): Slurm's own cost of the rewrite;
+//   - rewritten: plugin off, the user submits what the plugin makes of it
+//     with the queue filled (--gres=shard:N, and --nodelist=NODE when pinned;
+//     with 1,000 held jobs a wait for a whole GPU in shards): Slurm's own cost
+//     of the rewrite;
 //   - noop: Slurm's own job_submit/defaults, which does nothing, on a third
 //     cluster: what slurmctld does for any job_submit plugin;
 //   - pass: plugin on, an untagged job (untagged: pass): the call, the engine's
@@ -65,23 +67,32 @@ func TestSubmissionCPU(t *testing.T) {
 	noop.restartCtld()
 	rssEmpty := [2]int{vmRSS(off.ctld.pid), vmRSS(on.ctld.pid)}
 
-	// What the plugin makes of the tagged job, for the "rewritten" mode.
-	probe := on.showJob(on.mustSbatch(tagged...))
-	shard := strings.TrimPrefix(probe.TresPerNode, "gres:")
-	if !strings.HasPrefix(shard, "shard:") || probe.ReqNodeList == "" || probe.ReqNodeList == "(null)" {
-		t.Fatalf("the plugin did not rewrite the probe job: TresPerNode=%q ReqNodeList=%q", probe.TresPerNode, probe.ReqNodeList)
-	}
-	rewritten := []string{"--hold", "--gres=" + shard, "--nodelist=" + probe.ReqNodeList, "-o", "/dev/null",
-		"--comment=coscheml:app=" + lightA, "--wrap=true"}
-
 	fillStart := time.Now()
 	fillQueue(t, queue, tagged, off, on, noop)
 	t.Logf("queued %d held jobs on each cluster in %v", queue, time.Since(fillStart).Round(time.Second))
+
+	// What the plugin makes of the tagged job with this queue (the rounds'
+	// state: with 1,000 held jobs every GPU is at its co-runner limit, so a
+	// wait for a whole GPU in shards), for the "rewritten" mode.
+	probeID := on.mustSbatch(tagged...)
+	probe := on.showJob(probeID)
+	on.cancel(probeID)
+	shard := strings.TrimPrefix(probe.TresPerNode, "gres:")
+	if !strings.HasPrefix(shard, "shard:") {
+		t.Fatalf("the plugin did not rewrite the probe job: TresPerNode=%q ReqNodeList=%q", probe.TresPerNode, probe.ReqNodeList)
+	}
+	rewritten := []string{"--hold", "--gres=" + shard, "-o", "/dev/null", "--comment=coscheml:app=" + lightA, "--wrap=true"}
+	rewrittenWhat := "plugin off, --gres=" + shard
+	if probe.ReqNodeList != "" && probe.ReqNodeList != "(null)" {
+		rewritten = append(rewritten, "--nodelist="+probe.ReqNodeList)
+		rewrittenWhat += " --nodelist=" + probe.ReqNodeList
+	}
+	t.Logf("the plugin's answer to a tagged job with %d queued: %s", queue, rewrittenWhat)
 	rssFull := [2]int{vmRSS(off.ctld.pid), vmRSS(on.ctld.pid)}
 
 	modes := []cpuMode{
 		{name: "base", c: off, args: tagged, what: "plugin off, --gres=gpu:1"},
-		{name: "rewritten", c: off, args: rewritten, what: "plugin off, --gres=" + shard + " --nodelist=" + probe.ReqNodeList},
+		{name: "rewritten", c: off, args: rewritten, what: rewrittenWhat},
 		{name: "noop", c: noop, args: untagged, what: "Slurm's job_submit/defaults (does nothing), untagged --gres=gpu:1"},
 		{name: "pass", c: on, args: untagged, what: "plugin on, untagged --gres=gpu:1 (untagged: pass)"},
 		{name: "full", c: on, args: tagged, what: "plugin on, tagged --gres=gpu:1 (rewritten by the plugin)"},
