@@ -25,7 +25,8 @@ var ErrorBuckets = []float64{0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5}
 // The zero value is not ready: use NewCounters.
 type Counters struct {
 	mu         sync.Mutex
-	decisions  map[[2]string]uint64 // outcome, action
+	decisions  map[[2]string]uint64 // outcome, action: other words than these
+	known      [len(outcomes)][len(actions)]uint64
 	waits      uint64
 	rejects    map[string]uint64 // reason
 	passes     map[string]uint64 // why the engine could not decide (loading, stale)
@@ -42,16 +43,37 @@ func NewCounters(now time.Time) *Counters {
 		errBuckets: make([]uint64, len(ErrorBuckets)), start: now}
 }
 
+// The decision log's outcome and action words, counted in a fixed table: the
+// submit path then touches a few words, not a map (a decision runs with cold
+// caches in slurmctld, docs/performance-slurm.md).
+var (
+	outcomes = [...]string{"unchanged", "rewrite", "reject"}
+	actions  = [...]string{"share", "exclusive", "wait", "pass"}
+)
+
+func wordIndex(words []string, s string) int {
+	for i, w := range words {
+		if w == s {
+			return i
+		}
+	}
+	return -1
+}
+
 // Decision counts one decision: outcome unchanged|rewrite|reject, action
 // share|exclusive|wait|pass (decisionlog.Record's fields). A wait also counts in
 // waits, a reject in rejects under reason (a short fixed word such as
 // "invalid_tag" or "unknown_profile", never user text).
 func (c *Counters) Decision(outcome, action, reason string) {
-	outcome, action = labelValue(outcome), labelValue(action)
+	oi, ai := wordIndex(outcomes[:], outcome), wordIndex(actions[:], action)
+	if oi < 0 || ai < 0 {
+		outcome, action = labelValue(outcome), labelValue(action)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := [2]string{outcome, action}
-	if _, ok := c.decisions[k]; ok || len(c.decisions) < maxLabelValues {
+	if oi >= 0 && ai >= 0 {
+		c.known[oi][ai]++
+	} else if k := [2]string{outcome, action}; len(c.decisions) < maxLabelValues || c.decisions[k] > 0 {
 		c.decisions[k]++
 	} else {
 		c.decisions[[2]string{"other", "other"}]++
@@ -130,13 +152,24 @@ func (c *Counters) Families(now time.Time) []Family {
 	defer c.mu.Unlock()
 	dec := Family{Name: "coscheml_decisions_total", Type: Counter,
 		Help: "Placement decisions of the job_submit plugin by outcome (unchanged, rewrite, reject) and action (share, exclusive, wait, pass)."}
-	keys := make([][2]string, 0, len(c.decisions))
-	for k := range c.decisions {
+	counts := make(map[[2]string]uint64, len(c.decisions)+len(outcomes)*len(actions))
+	for k, n := range c.decisions {
+		counts[k] += n
+	}
+	for oi, row := range c.known {
+		for ai, n := range row {
+			if n > 0 {
+				counts[[2]string{outcomes[oi], actions[ai]}] += n
+			}
+		}
+	}
+	keys := make([][2]string, 0, len(counts))
+	for k := range counts {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+"/"+keys[i][1] < keys[j][0]+"/"+keys[j][1] })
 	for _, k := range keys {
-		dec.Samples = append(dec.Samples, Sample{Labels: []Label{{"outcome", k[0]}, {"action", k[1]}}, Value: float64(c.decisions[k])})
+		dec.Samples = append(dec.Samples, Sample{Labels: []Label{{"outcome", k[0]}, {"action", k[1]}}, Value: float64(counts[k])})
 	}
 	fams := []Family{
 		dec,

@@ -65,6 +65,7 @@ func TestCountersFileReadBack(t *testing.T) {
 	c.Decision("unchanged", "wait", "")
 	c.Decision("reject", "pass", "unknown_profile")
 	c.Decision("reject", "pass", "Invalid Tag!\n")
+	c.Decision("Moved!", "share", "") // not one of the log's words: counted under its sanitized label
 	c.Measured("train", 0.90, 0.86, 0.75) // error 0.04, above floor
 	c.Measured("infer", 0.92, 0.70, 0.90) // error 0.22, below floor
 	path := filepath.Join(t.TempDir(), "coscheml.prom")
@@ -79,6 +80,9 @@ func TestCountersFileReadBack(t *testing.T) {
 	for _, want := range []string{
 		`coscheml_decisions_total{outcome="rewrite",action="share"} 2`,
 		`coscheml_decisions_total{outcome="reject",action="pass"} 2`,
+		`coscheml_decisions_total{outcome="rewrite",action="exclusive"} 1`,
+		`coscheml_decisions_total{outcome="unchanged",action="wait"} 1`,
+		`coscheml_decisions_total{outcome="moved_",action="share"} 1`,
 		`coscheml_waits_total 1`,
 		`coscheml_rejects_total{reason="unknown_profile"} 1`,
 		`coscheml_rejects_total{reason="invalid_tag__"} 1`, // sanitized, never raw user text
