@@ -188,8 +188,9 @@ func (w *Writer) loop() {
 					f = w.writeBytes(f, batch, n)
 					return
 				}
-				if b, ok := w.encode(r); ok {
-					batch, n = append(batch, b...), n+1
+				var encoded bool
+				if batch, encoded = w.encode(batch, &r); encoded {
+					n++
 				}
 			default:
 				drained = true
@@ -204,19 +205,19 @@ func (w *Writer) loop() {
 // write appends r to the log (f, opened when nil) and returns the file to
 // write next (nil after an error: reopened next time).
 func (w *Writer) write(f *os.File, r Record) *os.File {
-	b, ok := w.encode(r)
+	b, ok := w.encode(nil, &r)
 	if !ok {
 		return f
 	}
 	return w.writeBytes(f, b, 1)
 }
 
-// encode is r's line in the log.
-func (w *Writer) encode(r Record) ([]byte, bool) {
-	b, err := json.Marshal(r)
+// encode appends r's line in the log to dst.
+func (w *Writer) encode(dst []byte, r *Record) ([]byte, bool) {
+	b, err := appendRecord(dst, r)
 	if err != nil {
 		w.setErr(fmt.Errorf("decision log: %w", err))
-		return nil, false
+		return dst, false
 	}
 	return append(b, '\n'), true
 }
