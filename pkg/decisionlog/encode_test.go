@@ -39,7 +39,7 @@ func TestAppendRecordMatchesJSON(t *testing.T) {
 		"zero":          {},
 		"full":          full,
 		"minimal":       {ID: "x", Time: time.Unix(0, 0), Op: "modify", Outcome: "unchanged", Action: "pass", GPU: -1, Reason: "untagged"},
-		"zone":          {Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", -(9*3600 + 30*60)))},
+		"zone":          {Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", -(9*3600+30*60)))},
 		"big speed":     {PredictedSpeed: 1e21, MinResidentSpeed: -123456.789},
 		"tiny speed":    {PredictedSpeed: 5e-324, MinResidentSpeed: -1e-9},
 		"empty slices":  {GPUs: []int{}, Replaces: []string{}, CoRunners: []string{}},

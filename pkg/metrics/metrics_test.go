@@ -65,7 +65,7 @@ func TestCountersFileReadBack(t *testing.T) {
 	c.Decision("unchanged", "wait", "")
 	c.Decision("reject", "pass", "unknown_profile")
 	c.Decision("reject", "pass", "Invalid Tag!\n")
-	c.Decision("Moved!", "share", "") // not one of the log's words: counted under its sanitized label
+	c.Decision("Moved!", "share", "")     // not one of the log's words: counted under its sanitized label
 	c.Measured("train", 0.90, 0.86, 0.75) // error 0.04, above floor
 	c.Measured("infer", 0.92, 0.70, 0.90) // error 0.22, below floor
 	path := filepath.Join(t.TempDir(), "coscheml.prom")
