@@ -244,7 +244,7 @@ type Engine struct {
 	metricMu sync.Mutex // serializes metrics file writes
 	// countersSince is when the counters started: the finished runs measured
 	// since then are counted (countRunsLocked), each once: counted holds the
-	// keys of those the last reload read (bgMu).
+	// keys of the runs counted and still in the observation files (bgMu).
 	countersSince time.Time
 	counted       map[uint64]struct{}
 
