@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,14 @@ func TestAppendRecordMatchesJSON(t *testing.T) {
 		GPU: 3, Shards: 2, GPUs: []int{3, 4}, Replaces: []string{"a-1", "b-2"}, PredictedSpeed: 0.9312, MinResidentSpeed: 1e-7,
 		CoRunners: []string{"bert-base-bs32"}, Policy: "coscheml", Reason: "coscheml: share <&> \"q\" \\ \t\n\r\b\f\x00\x1f\x7f é \u2028\u2029 \xff",
 		TresIn: "gres/gpu:1", TresOut: "gres/shard:2"}
+	// A field added to Record must be set here, so that the comparison below
+	// fails until appendRecord writes it too.
+	v := reflect.ValueOf(full)
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			t.Fatalf("Record.%s is not set in the full record: set it here and write it in appendRecord", v.Type().Field(i).Name)
+		}
+	}
 	for name, r := range map[string]Record{
 		"zero":          {},
 		"full":          full,
