@@ -20,7 +20,7 @@ const maxLabelValues = 32
 var ErrorBuckets = []float64{0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5}
 
 // Counters are the decision metrics of the job_submit library in slurmctld. Every
-// method is safe for concurrent use and cheap (a mutex and a map update: no I/O),
+// method is safe for concurrent use and cheap (a mutex and a counter: no I/O),
 // so the submit path may call them; the file is written by Run in the background.
 // The zero value is not ready: use NewCounters.
 type Counters struct {
