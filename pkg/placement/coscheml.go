@@ -198,6 +198,8 @@ func (p *CoScheML) rule(b *strings.Builder, chosen []cand, r *Request) {
 	prefer := p.opts.PreferShareSpeed
 	// Appends rather than fmt (%.2f is writeSpeed).
 	switch {
+	case r.GPUs > 1:
+		b.WriteString("several GPUs: whole idle GPUs (Slurm's shard requests fit on one GPU per node)")
 	case r.Profile == nil:
 		b.WriteString("no profile: interference unknown, so a whole idle GPU")
 	case low > 0:

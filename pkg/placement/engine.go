@@ -198,11 +198,14 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 		// The rest of the filter stage, the same for every policy (written out
 		// here: as a call it would not inline, and this loop runs once per GPU
 		// state): for a busy GPU the sharing rules, or "busy" for a policy that
-		// never shares. An idle GPU always fits a job alone.
+		// never shares and for a several-GPU job (Slurm's shard requests fit on
+		// one GPU per node, so such a job asks for whole GPUs, gres/gpu, which
+		// Slurm gives only where no shard is allocated). An idle GPU always fits
+		// a job alone.
 		switch {
 		case st.nres == 0:
 			res.why = rejNone
-		case !e.shares:
+		case !e.shares || r.GPUs > 1:
 			res.why = rejBusy
 		default:
 			res.why = shareFeasible(e.opts, st, r)
@@ -274,6 +277,10 @@ func (e *engine) decisionFor(c *Cluster, chosen []cand) Decision {
 	for i, cd := range chosen {
 		n, g := c.locateGlobal(cd.gi)
 		slots := cd.slots
+		if len(chosen) > 1 {
+			// Whole GPUs (gres/gpu): Slurm lets nothing join them as shards.
+			slots = int32(c.Nodes[n].GPUs[g].Slots)
+		}
 		if c.Reach == ReachFirstFit && len(chosen) == 1 {
 			if k := steerSlots(c, n, g, slots); k != slots {
 				e.steered = steer{want: slots, k: k, on: true}

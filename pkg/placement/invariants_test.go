@@ -33,7 +33,11 @@ func TestDecisionInvariants(t *testing.T) {
 			if rng.IntN(10) > 0 {
 				p = cat[rng.IntN(len(cat))]
 			}
-			r := req(fmt.Sprintf("%d-%d", trial, step), p, 1+rng.IntN(3))
+			gpus := 1 // mostly single-GPU jobs, the ones that may share
+			if rng.IntN(3) == 0 {
+				gpus = 2 + rng.IntN(2)
+			}
+			r := req(fmt.Sprintf("%d-%d", trial, step), p, gpus)
 			d := policies[name].Place(c, r)
 			actions[d.Action]++
 			if d.Reason == "" {
@@ -63,6 +67,15 @@ func checkDecision(t *testing.T, c *Cluster, r *Request, d Decision, name string
 	t.Helper()
 	if len(d.Placement) != r.GPUs {
 		t.Fatalf("%s: %d GPUs for a request of %d", name, len(d.Placement), r.GPUs)
+	}
+	if r.GPUs > 1 {
+		// Several GPUs are whole idle GPUs (gres/gpu): Slurm gives them only
+		// where no shard is allocated, and no shard joins them.
+		for _, s := range d.Placement {
+			if g := &c.Nodes[s.Node].GPUs[s.GPU]; len(g.Residents) > 0 || s.Slots != g.Slots {
+				t.Fatalf("%s: %d GPUs: n%d/gpu%d has %d residents, %d of %d slots taken: %s", name, r.GPUs, s.Node, s.GPU, len(g.Residents), s.Slots, g.Slots, d.Reason)
+			}
+		}
 	}
 	if c.Reach == ReachFirstFit && len(d.Placement) == 1 {
 		// Slurm's first-fit allocator must land exactly there with these slots:

@@ -379,7 +379,10 @@ func TestMultiGPU(t *testing.T) {
 			put(c, "5", heavyA, 2, 1, 4)
 			put(c, "6", heavyA, 2, 2, 4)
 		}, 5, ActionExclusive, []int{0, 0, 0, 1, 1}},
-		{"shares on a node of low jobs", func(c *Cluster) {
+		// Slurm's shard requests fit on one GPU per node, so a several-GPU job
+		// asks for whole GPUs (gres/gpu), which Slurm gives only where no shard is
+		// allocated: it never joins a busy GPU, even one a single-GPU job could.
+		{"never joins busy GPUs, even of low jobs", func(c *Cluster) {
 			for n := 0; n < 3; n++ {
 				for g := 0; g < 4; g++ {
 					if n == 1 && g < 2 {
@@ -389,7 +392,12 @@ func TestMultiGPU(t *testing.T) {
 					put(c, fmt.Sprintf("%d-%d", n, g), heavyA, n, g, 4)
 				}
 			}
-		}, 2, ActionShare, []int{1, 1}},
+		}, 2, ActionWait, nil},
+		{"takes idle GPUs next to busy ones", func(c *Cluster) {
+			put(c, "0-0", lowA, 0, 0, 2)
+			put(c, "1-0", lowA, 1, 0, 2)
+			put(c, "2-0", lowA, 2, 0, 2)
+		}, 3, ActionExclusive, []int{0, 0, 0}},
 		{"waits when too few GPUs are acceptable", func(c *Cluster) {
 			for n := 0; n < 3; n++ {
 				for g := 0; g < 4; g++ {
@@ -415,8 +423,10 @@ func TestMultiGPU(t *testing.T) {
 			if len(gpus) != len(d.Placement) {
 				t.Fatalf("a GPU chosen twice: %v", d.Placement)
 			}
-			if d.Action == ActionShare && !strings.Contains(d.Reason, "slowest GPU") {
-				t.Errorf("reason: %s", d.Reason)
+			for _, sl := range d.Placement {
+				if g := &c.Nodes[sl.Node].GPUs[sl.GPU]; len(g.Residents) > 0 || sl.Slots != g.Slots {
+					t.Errorf("%d GPUs: n%d/gpu%d with %d residents, %d of %d slots: want whole idle GPUs", tt.gpus, sl.Node, sl.GPU, len(g.Residents), sl.Slots, g.Slots)
+				}
 			}
 			c.Apply(req("m", lowB, tt.gpus), d)
 			if err := c.Check(); err != nil {
@@ -426,7 +436,8 @@ func TestMultiGPU(t *testing.T) {
 	}
 }
 
-// Every policy handles multi-GPU requests the same way: one node when possible.
+// Every policy handles multi-GPU requests the same way: whole idle GPUs, on one
+// node when possible, never a busy GPU (blind's shards included).
 func TestMultiGPUAllPolicies(t *testing.T) {
 	for _, name := range Names() {
 		c := NewCluster(2, 4, 24000, 4)
@@ -436,9 +447,26 @@ func TestMultiGPUAllPolicies(t *testing.T) {
 			t.Fatalf("%s: %v: %s", name, d.Placement, d.Reason)
 		}
 		for _, s := range d.Placement {
-			if s.Node != 1 {
-				t.Errorf("%s: placed on node %d, want all on node 1: %s", name, s.Node, d.Reason)
+			if s.Node != 1 || s.Slots != 4 {
+				t.Errorf("%s: placed on node %d with %d slots, want all on node 1, whole GPUs: %s", name, s.Node, s.Slots, d.Reason)
 			}
+		}
+		// One light job on each node: room for a single GPU's share, not for a
+		// several-GPU job, which spreads over the idle GPUs or waits.
+		c = NewCluster(2, 4, 24000, 4)
+		put(c, "a", lowA, 0, 0, 2)
+		put(c, "b", lowA, 1, 0, 2)
+		d = mustPolicy(t, name, Options{}).Place(c, req("m", lowB, 4))
+		for _, s := range d.Placement {
+			if s.GPU == 0 || s.Slots != 4 {
+				t.Errorf("%s: 4 GPUs with 3 idle per node: %v on n%d/gpu%d (%d slots), want idle GPUs only, whole: %s", name, d.Action, s.Node, s.GPU, s.Slots, d.Reason)
+			}
+		}
+		if d.Action != ActionExclusive || len(d.Placement) != 4 {
+			t.Errorf("%s: 4 GPUs with 6 idle: %v %v: %s", name, d.Action, d.Placement, d.Reason)
+		}
+		if d = mustPolicy(t, name, Options{}).Place(c, req("m", lowB, 7)); d.Action != ActionWait {
+			t.Errorf("%s: 7 GPUs with 6 idle: %v %v, want wait: %s", name, d.Action, d.Placement, d.Reason)
 		}
 	}
 }
@@ -879,7 +907,7 @@ func TestPlaceReasonWording(t *testing.T) {
 		{"shared below prefer, no idle GPU", mid, 4, 1, mid, fmt.Sprintf("every predicted speed above its floor but some below %.2f: shared for want of idle GPUs", 0.9)},
 		{"idle, no sharing within floors", heavy, 2, 1, heavy, "idle GPU: no GPU could be shared within the floors"},
 		{"no profile", nil, 0, 1, nil, "no profile: interference unknown, so a whole idle GPU"},
-		{"several GPUs", light, 2, 2, light, fmt.Sprintf("every predicted speed >= %.2f: sharing preferred to opening an idle GPU", 0.9)},
+		{"several GPUs", light, 2, 2, light, "several GPUs: whole idle GPUs (Slurm's shard requests fit on one GPU per node)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

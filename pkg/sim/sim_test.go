@@ -97,20 +97,20 @@ func TestRatesFollowCoRunners(t *testing.T) {
 	if math.Abs(res.Useful-140) > 1e-9 || math.Abs(res.AllocGPUS-125) > 1e-9 || res.Makespan != 125 {
 		t.Errorf("useful %v alloc %v makespan %v, want 140, 125, 125", res.Useful, res.AllocGPUS, res.Makespan)
 	}
-	// A multi-GPU job runs at its slowest GPU: C (2 GPUs) shares one GPU with an
-	// "a" job (C is "b": 0.8) and the other with a "b" job (0.9): rate 0.8.
+	// A several-GPU job takes whole idle GPUs (Slurm's shard requests fit on one
+	// GPU per node): C (2 GPUs) does not join X and Y, which least-loaded spread
+	// over the two GPUs; it starts when both ended and runs alone at full speed.
 	jobs = []trace.Job{
 		{ID: "X", Submit: 0, Duration: 1000, GPUs: 1, Tag: "a", Class: profile.ClassTrain},
 		{ID: "Y", Submit: 0, Duration: 1000, GPUs: 1, Tag: "b", Class: profile.ClassTrain},
 		{ID: "C", Submit: 1, Duration: 80, GPUs: 2, Tag: "b", Class: profile.ClassTrain},
 	}
-	// least-loaded spreads X and Y over the two GPUs, then C joins both.
 	res, err = Run(Config{Nodes: 1, GPUsPerNode: 2}, jobs, tb, mustPolicy(t, "least-loaded", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := res.Jobs[2]; math.Abs(c.End-(1+80/0.8)) > 1e-9 || c.MinSpeed != 0.8 {
-		t.Errorf("C ended %v at min speed %v, want %v at 0.8", c.End, c.MinSpeed, 1+80/0.8)
+	if c := res.Jobs[2]; c.Start != 1000 || math.Abs(c.End-1080) > 1e-9 || c.MinSpeed != 1 {
+		t.Errorf("C ran %v..%v at min speed %v, want 1000..1080 at 1", c.Start, c.End, c.MinSpeed)
 	}
 }
 
