@@ -506,9 +506,11 @@ func usedSlots(g *placement.GPU) int {
 	return used
 }
 
-// multiGPU pins a several-GPU job to a node with no resident at all: 22.05 shard
-// requests cover one GPU, so the job keeps whole GPUs, and a node without shard
-// jobs avoids 22.05's bug of giving a whole-GPU job a GPU that shards use.
+// multiGPU pins a several-GPU job to a node with no resident at all: Slurm's shard
+// requests fit on one GPU per node (every release, unless
+// MULTIPLE_SHARING_GRES_PJ), so the job keeps whole GPUs, and a node without
+// shard jobs avoids 22.05's bug of giving a whole-GPU job a GPU that shards use.
+// The simulator's policies follow the same rule (pkg/placement: whole idle GPUs).
 func multiGPU(q *query, in *placeIn, n int, mask []bool) outcome {
 	c, r := q.view.cluster, in.rec
 	for ni := range c.Nodes {
@@ -528,7 +530,7 @@ func multiGPU(q *query, in *placeIn, n int, mask []bool) outcome {
 		}
 		id := q.id(0)
 		r.ID, r.Action, r.Node, r.GPU = id, "exclusive", node.Name, node.GPUs[0].Index
-		reason := fmt.Sprintf("%d GPUs: whole GPUs on %s, a node without other jobs (shard requests cover one GPU in Slurm 22.05)", n, profile.Sanitize(node.Name))
+		reason := fmt.Sprintf("%d GPUs: whole GPUs on %s, a node without other jobs (Slurm's shard requests fit on one GPU per node)", n, profile.Sanitize(node.Name))
 		rv := reservation{id: id, jobID: r.JobID, uid: q.j.UserID, node: ni, slots: node.GPUs[0].Slots, prof: in.prof, class: in.class, at: q.now}
 		for g := 0; g < n; g++ {
 			rv.gpus = append(rv.gpus, g)
