@@ -507,8 +507,8 @@ func usedSlots(g *placement.GPU) int {
 }
 
 // multiGPU pins a several-GPU job to a node with no resident at all: Slurm's shard
-// requests fit on one GPU per node (every release, unless
-// MULTIPLE_SHARING_GRES_PJ), so the job keeps whole GPUs, and a node without
+// requests fit on one GPU per node (every release; 23.11 and later can opt out
+// with MULTIPLE_SHARING_GRES_PJ), so the job keeps whole GPUs, and a node without
 // shard jobs avoids 22.05's bug of giving a whole-GPU job a GPU that shards use.
 // The simulator's policies follow the same rule (pkg/placement: whole idle GPUs).
 func multiGPU(q *query, in *placeIn, n int, mask []bool) outcome {
