@@ -30,6 +30,9 @@ for f in /usr/lib/coscheml/libcoscheml.so /usr/libexec/coscheml/prolog.sh /usr/l
 	/usr/share/coscheml/data/README-gpu.md /usr/share/doc/coscheml/docs/install.md /usr/share/coscheml/grafana/coscheml.json; do
 	check "file $f" test -s "$f"
 done
+if command -v systemctl >/dev/null; then
+	check "plugin package enables the re-decide loop with slurmctld" test -L /etc/systemd/system/slurmctld.service.wants/coscheml-redecide.service
+fi
 check "plugin in Slurm's plugin folder" sh -c 'ls /usr/lib/*/slurm-wlm/job_submit_coscheml.so'
 check "plugin looks for /usr/lib/coscheml" sh -c 'grep -q /usr/lib/coscheml /usr/lib/*/slurm-wlm/job_submit_coscheml.so'
 check "library exports coscheml_init" sh -c 'nm -D /usr/lib/coscheml/libcoscheml.so | grep -q " T coscheml_init"'
@@ -59,6 +62,7 @@ rm -rf "$tmp"
 if [ "${KEEP:-0}" != 1 ]; then
 	check "dpkg --purge" dpkg --purge coscheml-slurm-plugin coscheml
 	check "nothing left in /usr/bin" sh -c '! ls /usr/bin/coscheml* 2>/dev/null'
+	check "re-decide loop no longer enabled" sh -c '! test -e /etc/systemd/system/slurmctld.service.wants/coscheml-redecide.service'
 fi
 [ "$fail" = 0 ] && echo "test-deb: all checks passed" || echo "test-deb: FAILED"
 exit "$fail"

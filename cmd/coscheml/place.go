@@ -211,7 +211,7 @@ func runPlace(c *cli.Context) error {
 		s := d.Placement[0]
 		n := &cluster.Nodes[s.Node]
 		g, _ := submit.ParseTres("gres:gpu:1")
-		rw := &slurmRewrite{TresPerNode: g.WithShards(s.Slots), ReqNodes: n.Name, ShardPinning: cfg.ShardPinning}
+		rw := &slurmRewrite{TresPerNode: g.WithShards(s.Slots), ReqNodes: n.Name, ShardPinning: cluster.Reach.String()}
 		if cluster.Reach == placement.ReachTyped {
 			rw.TresPerNode = g.WithTypedShards(submit.TypeName(cfg.ShardTypePrefix, n.GPUs[s.GPU].Index), s.Slots, 0)
 		}
@@ -355,7 +355,7 @@ func parseState(data []byte, cat profile.Catalog, cfg config.Config) (*placement
 	for n := range c.Nodes {
 		slices.SortFunc(c.Nodes[n].GPUs, func(a, b placement.GPU) int { return a.Index - b.Index })
 	}
-	c.Reach = placeconf.Reach(cfg)
+	c.Reach = placeconf.ModelReach(cfg)
 	c.Reindex()
 	return c, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/elfsym"
+	"github.com/coscheml/coscheml/pkg/placeconf"
 	"github.com/coscheml/coscheml/pkg/slurmconf"
 	"github.com/urfave/cli/v2"
 )
@@ -162,6 +163,7 @@ func runPreflight(c *cli.Context) error {
 		mode = cfg.ShardPinning
 	}
 	if err != nil {
+		cfg = config.Default()
 		p.fail("config", "%v", err)
 	} else {
 		p.ok("config", "%s loads", cmpOr(cfgPath, "(built-in defaults)"))
@@ -174,10 +176,20 @@ func runPreflight(c *cli.Context) error {
 
 	// Can placements be pinned with this slurm.conf?
 	if sc != nil {
+		how := ""
+		if mode == config.PinAuto {
+			cfg.ShardPinning = mode
+			var why string
+			if mode, why = placeconf.ResolvePinning(sc, cfg); why != "" {
+				how = " (shard_pinning auto, not typed: " + why + ")"
+			} else {
+				how = " (shard_pinning auto)"
+			}
+		}
 		if err := sc.CheckSteering(mode); err != nil {
-			p.warn("pinning", "SAFE MODE at start: %v; tagged jobs will run on whole GPUs, no co-location", err)
+			p.warn("pinning", "SAFE MODE at start: %v%s; tagged jobs will run on whole GPUs, no co-location", err, how)
 		} else {
-			p.ok("pinning", "%s pinning works with %s", mode, confPath)
+			p.ok("pinning", "%s pinning works with %s%s", mode, confPath, how)
 		}
 	}
 	return p.result()

@@ -82,7 +82,13 @@ func TestPreflight(t *testing.T) {
 	}{
 		{name: "all good", ctld: "26.05.3", plugin: "26.05.3", pluginABI: abiVersion, libABI: abiVersion, selectParams: "CR_Core",
 			code: 0, want: []string{"ok    plugin", "built for Slurm 26.05.3, slurmctld's release", "speaks interface 2, as the plugin does",
-				"first-fit pinning works", "all checks passed"}},
+				"first-fit pinning works", "shard_pinning auto, not typed", "counts 4 GPUs under one type", "all checks passed"}},
+		{name: "per-GPU types: auto is typed", ctld: "26.05.3", plugin: "26.05.3", pluginABI: abiVersion, libABI: abiVersion, selectParams: "CR_Core,LL_SHARED_GRES",
+			edit: func(s preflightSetup) {
+				b, _ := os.ReadFile(s.slurmConf)
+				os.WriteFile(s.slurmConf, []byte(strings.Replace(string(b), "gpu:h200:4", "gpu:g0:1,gpu:g1:1,gpu:g2:1,gpu:g3:1", 1)), 0o644)
+			},
+			code: 0, want: []string{"ok    pinning", "typed pinning works", "(shard_pinning auto)", "all checks passed"}},
 		{name: "micro upgrade without rebuild", ctld: "24.11.7", plugin: "24.11.6", pluginABI: abiVersion, libABI: abiVersion, selectParams: "CR_Core",
 			code: 1, want: []string{"FAIL  plugin", "built for Slurm 24.11.6 but slurmctld is 24.11.7", "DOES NOT START", "make install"}},
 		{name: "library of another build", ctld: "25.11.7", plugin: "25.11.7", pluginABI: abiVersion, libABI: abiVersion + 1, selectParams: "CR_Core",

@@ -31,7 +31,11 @@ func redecideCommand() *cli.Command {
 			"Examples:\n" +
 			"   coscheml redecide               # one pass\n" +
 			"   coscheml redecide --loop        # the service\n\n" +
-			"Exit codes: 0 ok, 1 the queue cannot be listed, 2 usage (wait_defer is 0).",
+			"With --loop it also renews a heartbeat file (redecide_heartbeat; default redecide.alive\n" +
+			"beside the decision log) after every pass that listed the queue, and removes it when\n" +
+			"stopped: the plugin defers waits only while that heartbeat is fresh.\n\n" +
+			"Exit codes: 0 ok (also --loop with wait_defer 0: nothing to do), 1 the queue cannot be\n" +
+			"listed, 2 usage (wait_defer is 0 without --loop).",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "loop", Usage: "run until stopped (SIGTERM), a pass every --interval"},
 			&cli.DurationFlag{Name: "interval", Value: 2 * time.Second, Usage: "time between passes with --loop"},
@@ -52,6 +56,12 @@ func runRedecide(c *cli.Context) error {
 		return err
 	}
 	if cfg.WaitDefer <= 0 {
+		if c.Bool("loop") {
+			// The service starts with slurmctld wherever the plugin is installed:
+			// a site that turned deferral off gets one line, not a restart loop.
+			fmt.Fprintln(c.App.ErrWriter, "coscheml: redecide: wait_defer is 0 in the configuration: the plugin defers no job, so the loop has nothing to do and exits")
+			return nil
+		}
 		return usageErrorf("redecide: wait_defer is 0 in the configuration: the plugin defers no job, there is nothing to re-decide")
 	}
 	interval := c.Duration("interval")
@@ -64,7 +74,7 @@ func runRedecide(c *cli.Context) error {
 	errw := c.App.ErrWriter
 	l := &redecide.Loop{
 		Run: runSlurm, Squeue: c.String("squeue"), Scontrol: c.String("scontrol"),
-		Refresh: cfg.WaitDefer / 2, MaxPerPass: c.Int("max-per-pass"),
+		Refresh: cfg.WaitDefer / 2, MaxPerPass: c.Int("max-per-pass"), Heartbeat: cfg.HeartbeatPath(),
 		Log: func(format string, a ...any) {
 			fmt.Fprintln(errw, "coscheml: redecide:", sanitizeLine(fmt.Sprintf(format, a...)))
 		},

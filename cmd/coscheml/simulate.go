@@ -61,7 +61,7 @@ func simulateCommand() *cli.Command {
 			&cli.IntFlag{Name: "jobs", Value: 0, Usage: "sample this many jobs of the trace per seed (0: all)"},
 			&cli.Float64Flag{Name: "load", Value: 0, Usage: "compress arrivals so that offered load = X x cluster capacity (0: as in the trace)"},
 			&cli.IntFlag{Name: "seeds", Value: 3, Usage: "seeds (1..K): job sample, applications, classes, random policy"},
-			&cli.StringFlag{Name: "shard-pinning", Usage: "how Slurm reaches a GPU: first-fit or typed (default: the config's shard_pinning; typed with --demo)"},
+			&cli.StringFlag{Name: "shard-pinning", Usage: "how Slurm reaches a GPU: first-fit or typed (default: the config's shard_pinning, typed for auto; typed with --demo)"},
 			&cli.StringFlag{Name: "decide-at", Value: "start", Usage: "when a job is placed: start (an idealised scheduler: FIFO + backfill, placement when a job starts) or submit (what the plugin does in slurmctld: decided at submission; a wait is deferred and re-decided by the loop, or without it runs on a whole GPU)"},
 			&cli.DurationFlag{Name: "redecide", Usage: "with --decide-at submit: the re-decide loop's interval in trace time (0: no loop, a wait runs on a whole GPU; default: 2s when the config's wait_defer is set, else 0)"},
 			&cli.BoolFlag{Name: "untyped-updates", Usage: "with --decide-at submit and typed pinning: the loop's updates cannot name a GPU's type (Slurm 22.05), so re-decisions use untyped shard counts that Slurm's first fit places when the job starts"},
@@ -132,12 +132,13 @@ func runSimulate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	reach := placeconf.Reach(cfg)
+	// The config's shard_pinning (auto: the per-GPU Types install.md sets up,
+	// so typed). The demo compares the policies themselves: every GPU reachable
+	// whatever the config says. --shard-pinning first-fit shows what Slurm
+	// 22.05's first-fit shard allocator costs them.
+	reach := placeconf.ModelReach(cfg)
 	pin := c.String("shard-pinning")
 	if demo && pin == "" {
-		// The demo compares the policies themselves: every GPU reachable, as with
-		// per-GPU Slurm types. --shard-pinning first-fit shows what Slurm 22.05's
-		// first-fit shard allocator costs them.
 		pin = config.PinTyped
 	}
 	switch p := pin; p {

@@ -460,24 +460,30 @@ func TestSafeMode(t *testing.T) {
 	if err := store.Put(ps[0]); err != nil {
 		t.Fatal(err)
 	}
-	conf := func(params string) string {
+	confGres := func(params, gpus string) string {
 		p := filepath.Join(t.TempDir(), "slurm.conf")
 		text := "SelectType=select/cons_tres\nSelectTypeParameters=" + params +
-			"\nGresTypes=gpu,shard\nNodeName=n[1-3] CPUs=8 Gres=gpu:h200:4,shard:16\n"
+			"\nGresTypes=gpu,shard\nNodeName=n[1-3] CPUs=8 Gres=" + gpus + ",shard:16\n"
 		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
+	conf := func(params string) string { return confGres(params, "gpu:h200:4") }
 	job := submit.JobFields{Comment: "coscheml:app=" + ps[0].Tag, TresPerNode: "gres/gpu:1", MinNodes: 1, JobID: submit.NoVal}
+	perGPU := "gpu:g0:1,gpu:g1:1,gpu:g2:1,gpu:g3:1"
 	for _, tc := range []struct {
 		name, slurmConf string
 		safe            bool
+		typed           bool // shard_pinning auto (the default) resolves to typed
+		note            string
 	}{
-		{"LL_SHARED_GRES", conf("CR_Core,LL_SHARED_GRES"), true},
-		{"plain", conf("CR_Core"), false},
-		{"unknown slurm.conf", "", false},
-		{"unreadable slurm.conf", filepath.Join(t.TempDir(), "missing.conf"), false},
+		{"LL_SHARED_GRES", conf("CR_Core,LL_SHARED_GRES"), true, false, "SAFE MODE"},
+		{"plain", conf("CR_Core"), false, false, "shard_pinning auto: first-fit, because NodeName=n[1-3]"},
+		{"per-GPU types", confGres("CR_Core", perGPU), false, true, "shard_pinning auto: typed"},
+		{"per-GPU types, LL_SHARED_GRES", confGres("CR_Core,LL_SHARED_GRES", perGPU), false, true, "shard_pinning auto: typed"},
+		{"unknown slurm.conf", "", false, false, ""},
+		{"unreadable slurm.conf", filepath.Join(t.TempDir(), "missing.conf"), false, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc, log := initGo(cfgPath, 0x190b07, tc.slurmConf)
@@ -486,6 +492,9 @@ func TestSafeMode(t *testing.T) {
 			}
 			if got := strings.Count(log, "SAFE MODE"); got != map[bool]int{true: 1, false: 0}[tc.safe] {
 				t.Fatalf("init log says SAFE MODE %d times:\n%s", got, log)
+			}
+			if tc.note != "" && !strings.Contains(log, tc.note) || tc.note == "" && strings.Contains(log, "shard_pinning") {
+				t.Fatalf("init log %q: want %q", log, tc.note)
 			}
 			// The engine reads the residency store in the background: wait for it.
 			var r submit.Result
@@ -504,6 +513,9 @@ func TestSafeMode(t *testing.T) {
 				}
 			} else if r.ReqNodes == "" {
 				t.Errorf("normal mode: the job should be pinned to a node: %+v", r)
+			}
+			if typed := strings.Contains(r.TresPerNode, "shard:g"); typed != tc.typed {
+				t.Errorf("typed request %v (tres=%q), want %v", typed, r.TresPerNode, tc.typed)
 			}
 			if bad := decideGo(submit.JobFields{Comment: "coscheml:app=../x", TresPerNode: "gres/gpu:1", JobID: submit.NoVal}); bad.Code != submit.Reject {
 				t.Errorf("a bad tag must still be refused: %+v", bad)

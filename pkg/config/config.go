@@ -6,6 +6,7 @@
 package config
 
 import (
+	"path/filepath"
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/floors"
@@ -58,15 +59,22 @@ type Config struct {
 	AdminUsers string `yaml:"admin_users"`
 
 	// ShardPinning is how the plugin makes Slurm use the GPU it chose: first-fit
-	// (a shard count Slurm 22.05's first-fit allocator lands on the GPU with) or
-	// typed (every GPU has its own Slurm GPU Type, named in the request).
+	// (a shard count Slurm 22.05's first-fit allocator lands on the GPU with),
+	// typed (every GPU has its own Slurm GPU Type, named in the request) or auto
+	// (typed where slurm.conf gives every GPU its Type <prefix><i>, else first-fit).
 	ShardPinning string `yaml:"shard_pinning"`
 	// ShardTypePrefix: with typed pinning, GPU index i has the Slurm Type <prefix><i>.
 	ShardTypePrefix string `yaml:"shard_type_prefix"`
 	// WaitDefer: a tagged job answered "wait" gets begin_time now+WaitDefer, so
 	// that `coscheml redecide --loop` can re-decide it (scontrol update) before it
 	// falls back to its whole-GPU request (0 = off: a wait runs on a whole GPU).
+	// Only while the loop runs (RedecideHeartbeat fresh): without it a deferral
+	// would only delay the job.
 	WaitDefer time.Duration `yaml:"wait_defer"`
+	// RedecideHeartbeat: the file `coscheml redecide --loop` renews after each
+	// pass and the plugin reads to know the loop runs ("": redecide.alive beside
+	// decision_log; see HeartbeatPath).
+	RedecideHeartbeat string `yaml:"redecide_heartbeat"`
 	// DecideTimeout: how long slurmctld's submitting thread waits for a
 	// decision before it passes the job through unchanged (fail open).
 	DecideTimeout time.Duration `yaml:"decide_timeout"`
@@ -113,6 +121,11 @@ const (
 const (
 	PinFirstFit = "first-fit"
 	PinTyped    = "typed"
+	// PinAuto: typed where slurm.conf gives every GPU of every shard node its own
+	// Type <shard_type_prefix><index>, else first-fit (resolved by the plugin and
+	// `coscheml preflight` from slurm.conf; the simulator models a cluster set up
+	// as docs/install.md says, i.e. typed).
+	PinAuto = "auto"
 )
 
 // Policies are the placement policy names the configuration accepts (the
@@ -139,9 +152,23 @@ func Default() Config {
 		UnknownProfile:   UnknownBootstrap,
 		InvalidTag:       "reject",
 		RawRequests:      RawRefuse,
-		ShardPinning:     PinFirstFit,
+		ShardPinning:     PinAuto,
 		ShardTypePrefix:  "g",
+		WaitDefer:        20 * time.Second,
 		DecideTimeout:    500 * time.Millisecond,
 		Profiling:        ProfilingSpec{Enabled: true, Backend: "nvml", Interval: 500 * time.Millisecond, StaleAfter: 30 * 24 * time.Hour},
 	}
+}
+
+// HeartbeatPath is where the re-decide loop's heartbeat lives: redecide_heartbeat,
+// else redecide.alive in decision_log's folder (both the loop and slurmctld can
+// write and read there); "" when neither is set: no loop is ever seen running.
+func (c Config) HeartbeatPath() string {
+	switch {
+	case c.RedecideHeartbeat != "":
+		return c.RedecideHeartbeat
+	case c.DecisionLog != "":
+		return filepath.Join(filepath.Dir(c.DecisionLog), "redecide.alive")
+	}
+	return ""
 }

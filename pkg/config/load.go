@@ -299,6 +299,7 @@ func (c Config) Validate() error {
 		{"decision_log", c.DecisionLog},
 		{"decision_key", c.DecisionKey},
 		{"metrics_file", c.MetricsFile},
+		{"redecide_heartbeat", c.RedecideHeartbeat},
 	} {
 		switch {
 		case p.val == "":
@@ -346,7 +347,7 @@ func (c Config) Validate() error {
 		{"raw_requests", c.RawRequests, []string{RawRefuse, RawAllow}},
 		{"invalid_tag", c.InvalidTag, []string{"reject", "exclusive"}},
 		{"profiling.backend", c.Profiling.Backend, []string{"nvml", "mock"}},
-		{"shard_pinning", c.ShardPinning, []string{PinFirstFit, PinTyped}},
+		{"shard_pinning", c.ShardPinning, []string{PinAuto, PinFirstFit, PinTyped}},
 	} {
 		if !contains(e.allowed, e.val) {
 			bad(e.key, "%q is not allowed; want %s", Sanitize(e.val), strings.Join(e.allowed, " or "))

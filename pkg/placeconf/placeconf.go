@@ -11,6 +11,7 @@ import (
 	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/placement"
+	"github.com/coscheml/coscheml/pkg/slurmconf"
 )
 
 // Options maps the configuration's placement knobs onto placement.Options.
@@ -29,12 +30,38 @@ func Options(cfg config.Config) placement.Options {
 
 // Reach is the configuration's shard_pinning as the cluster's reachability:
 // "typed" (one Slurm GPU Type per GPU index) reaches every GPU; anything else is
-// Slurm's first-fit shard allocator, the safe default.
+// Slurm's first-fit shard allocator, the safe default (the plugin resolves auto
+// on slurm.conf before this, ResolvePinning).
 func Reach(cfg config.Config) placement.Reach {
 	if cfg.ShardPinning == config.PinTyped {
 		return placement.ReachTyped
 	}
 	return placement.ReachFirstFit
+}
+
+// ModelReach is Reach for the tools that model a cluster instead of reading its
+// slurm.conf (coscheml simulate, coscheml place): auto is the cluster docs/install.md
+// sets up, one GPU Type per GPU, so typed.
+func ModelReach(cfg config.Config) placement.Reach {
+	if cfg.ShardPinning == config.PinAuto {
+		return placement.ReachTyped
+	}
+	return Reach(cfg)
+}
+
+// ResolvePinning is cfg's shard_pinning with auto resolved on slurm.conf (sc,
+// with its gres.conf; nil: unknown, so first-fit, which needs nothing of it): typed
+// where every node with shards gives each GPU its own Type <shard_type_prefix><index>,
+// else first-fit. why says what ruled typed out. The plugin (at every load) and
+// `coscheml preflight` resolve it here, so they agree.
+func ResolvePinning(sc *slurmconf.Conf, cfg config.Config) (mode, why string) {
+	if cfg.ShardPinning != config.PinAuto {
+		return cfg.ShardPinning, ""
+	}
+	if sc == nil {
+		return config.PinFirstFit, "slurm.conf is unknown"
+	}
+	return sc.AutoSteering(cfg.ShardTypePrefix)
 }
 
 // Policy returns the configured policy with pred as its predictor.

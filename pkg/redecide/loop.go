@@ -25,8 +25,13 @@ type Loop struct {
 	// few seconds. The jobs re-decided least recently go first, so all get turns.
 	MaxPerPass int
 	Log        func(format string, args ...any)
+	// Heartbeat: the file Forever renews after every pass that listed the queue
+	// (WriteHeartbeat) and removes when it ends, so that the plugin defers waits
+	// only while a loop runs ("": none; the plugin then never defers).
+	Heartbeat string
 
 	lastRunning string
+	hbErr       string // the last heartbeat error logged ("" none)
 	changedLast bool
 	tried       map[uint32]time.Time // job ID -> time of its last re-decision
 }
@@ -97,11 +102,23 @@ func (l *Loop) Pass(ctx context.Context, now time.Time) (int, error) {
 func (l *Loop) Forever(ctx context.Context, interval time.Duration) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	if l.Heartbeat != "" {
+		defer func() {
+			if err := RemoveHeartbeat(l.Heartbeat); err != nil {
+				l.logf("%v", err)
+			}
+		}()
+	}
 	for {
-		if n, err := l.Pass(ctx, time.Now()); err != nil {
+		n, err := l.Pass(ctx, time.Now())
+		switch {
+		case err != nil:
 			l.logf("%v", err)
-		} else if n > 0 {
+		case n > 0:
 			l.logf("re-decided %d deferred job(s)", n)
+		}
+		if err == nil && l.Heartbeat != "" {
+			l.beat(time.Now().Add(HeartbeatTTL(interval)))
 		}
 		select {
 		case <-ctx.Done():
@@ -109,6 +126,19 @@ func (l *Loop) Forever(ctx context.Context, interval time.Duration) error {
 		case <-t.C:
 		}
 	}
+}
+
+// beat renews the heartbeat; a failure is logged when it first happens and when
+// it changes, not every pass.
+func (l *Loop) beat(until time.Time) {
+	msg := ""
+	if err := WriteHeartbeat(l.Heartbeat, until); err != nil {
+		msg = err.Error() + ": the plugin will not defer waits while it is missing"
+	}
+	if msg != l.hbErr && msg != "" {
+		l.logf("%s", msg)
+	}
+	l.hbErr = msg
 }
 
 func (l *Loop) prog(p, def string) string {

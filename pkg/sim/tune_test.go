@@ -503,6 +503,7 @@ func TestTuneWhereJCTGoes(t *testing.T) {
 		model  *model.Model             // nil: the shipped model
 		opts   func(*placement.Options)
 		warm   bool // the pair memory first learns from another sample (seed + WarmUpSeedOffset)
+		cfg    func(*Config)
 	}{
 		{name: "oracle", policy: "oracle"},
 		{name: "blind", policy: "blind"},
@@ -517,6 +518,12 @@ func TestTuneWhereJCTGoes(t *testing.T) {
 		{name: "floor_confidence 0.75 (every floor)", policy: "coscheml", opts: func(o *placement.Options) { o.FloorConfidence = 0.75 }},
 		{name: "prefer_share_speed 0.75 (share before opening an idle GPU)", policy: "coscheml", opts: func(o *placement.Options) { o.PreferShareSpeed = 0.75 }},
 		{name: "warm memory (default otherwise)", policy: "coscheml", warm: true},
+		// The defaults of shard_pinning and wait_defer: how Slurm reaches the
+		// chosen GPU, and whether "wait" answers are re-decided (the plugin's
+		// own mode, decided at submit).
+		{name: "first-fit pinning (no per-GPU Types)", policy: "coscheml", cfg: func(c *Config) { c.Reach = placement.ReachFirstFit }},
+		{name: "at submit, no re-decide loop", policy: "coscheml", cfg: func(c *Config) { c.Submit = &SubmitModel{} }},
+		{name: "at submit + loop (2 s, start at next backfill 30 s)", policy: "coscheml", cfg: func(c *Config) { c.Submit = &SubmitModel{Redecide: 2, StartDelay: 30} }},
 	}
 	classes := []profile.Class{profile.ClassInfer, profile.ClassTrain, profile.ClassHPC}
 	for _, wl := range wls {
@@ -534,6 +541,9 @@ func TestTuneWhereJCTGoes(t *testing.T) {
 				}
 				cfg, opts := wl.cfg, placement.DefaultOptions()
 				cfg.Seed, opts.Seed = uint64(seed), uint64(seed)
+				if v.cfg != nil {
+					v.cfg(&cfg)
+				}
 				if v.opts != nil {
 					v.opts(&opts)
 				}

@@ -95,19 +95,20 @@ func (c *Conf) PerGPUTypes() (bool, string) {
 	seen := false
 	for _, n := range c.Nodes {
 		var gpus, shards int64
+		why := ""
 		types := map[string]bool{}
 		for _, g := range n.Gres {
 			switch g.Name {
 			case "gpu":
 				gpus += g.Count
-				if g.Type == "" {
-					return false, fmt.Sprintf("NodeName=%s (line %d): untyped gpu entry", n.Names, n.Line)
-				}
-				if g.Count != 1 {
-					return false, fmt.Sprintf("NodeName=%s (line %d): gpu:%s:%d counts %d GPUs under one type", n.Names, n.Line, g.Type, g.Count, g.Count)
-				}
-				if types[g.Type] {
-					return false, fmt.Sprintf("NodeName=%s (line %d): gpu type %s named twice", n.Names, n.Line, g.Type)
+				switch {
+				case why != "":
+				case g.Type == "":
+					why = fmt.Sprintf("NodeName=%s (line %d): untyped gpu entry", n.Names, n.Line)
+				case g.Count != 1:
+					why = fmt.Sprintf("NodeName=%s (line %d): gpu:%s:%d counts %d GPUs under one type", n.Names, n.Line, g.Type, g.Count, g.Count)
+				case types[g.Type]:
+					why = fmt.Sprintf("NodeName=%s (line %d): gpu type %s named twice", n.Names, n.Line, g.Type)
 				}
 				types[g.Type] = true
 			case "shard":
@@ -115,7 +116,10 @@ func (c *Conf) PerGPUTypes() (bool, string) {
 			}
 		}
 		if shards == 0 {
-			continue
+			continue // no shards: never placed by type, whatever its GPUs are called
+		}
+		if why != "" {
+			return false, why
 		}
 		if gpus == 0 {
 			return false, fmt.Sprintf("NodeName=%s (line %d): shards without gpu entries", n.Names, n.Line)
@@ -126,6 +130,42 @@ func (c *Conf) PerGPUTypes() (bool, string) {
 		return false, "no NodeName line has both GPUs and shards"
 	}
 	return true, ""
+}
+
+// AutoSteering is what shard_pinning auto resolves to on this configuration:
+// Typed when every node with shards gives each of its GPUs its own Type, named
+// prefix followed by the GPU's index (g0, g1, ...: the layout docs/install.md
+// sets up), else FirstFit, with why typed was ruled out.
+func (c *Conf) AutoSteering(prefix string) (mode, why string) {
+	if ok, why := c.PerGPUTypes(); !ok {
+		return FirstFit, why
+	}
+	for _, n := range c.Nodes {
+		var names []string
+		shards := false
+		for _, g := range n.Gres {
+			switch g.Name {
+			case "gpu":
+				names = append(names, g.Type)
+			case "shard":
+				shards = true
+			}
+		}
+		if !shards {
+			continue
+		}
+		want := make(map[string]bool, len(names))
+		for i := range names {
+			want[prefix+strconv.Itoa(i)] = true
+		}
+		for _, t := range names {
+			if !want[t] {
+				return FirstFit, fmt.Sprintf("NodeName=%s (line %d): GPU type %s is not one of %s0 to %s%d (shard_type_prefix, then the GPU's index)",
+					n.Names, n.Line, cut(t), prefix, prefix, len(names)-1)
+			}
+		}
+	}
+	return Typed, ""
 }
 
 // Load reads path and the files it Includes (relative names are taken from

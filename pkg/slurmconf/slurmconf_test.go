@@ -202,3 +202,48 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestAutoSteering: shard_pinning auto is typed only where every shard node names
+// its GPUs <prefix><index>, else first-fit with the reason.
+func TestAutoSteering(t *testing.T) {
+	for _, tc := range []struct {
+		name, text, prefix, want, why string
+	}{
+		{"install.md layout", "NodeName=n[1-4] Gres=gpu:g0:1,gpu:g1:1,gpu:g2:1,gpu:g3:1,shard:16\n", "g", Typed, ""},
+		{"order in the line does not matter", "NodeName=a Gres=gpu:g1:1,gpu:g0:1,shard:8\n", "g", Typed, ""},
+		{"another prefix", "NodeName=a Gres=gpu:h200_0:1,gpu:h200_1:1,shard:8\n", "h200_", Typed, ""},
+		{"a node without shards is not looked at", "NodeName=a Gres=gpu:g0:1,shard:4\nNodeName=b Gres=gpu:a100:4\n", "g", Typed, ""},
+		{"one model type", "NodeName=a Gres=gpu:h200:4,shard:16\n", "g", FirstFit, "counts 4 GPUs under one type"},
+		{"untyped", "NodeName=a Gres=gpu:4,shard:16\n", "g", FirstFit, "untyped gpu entry"},
+		{"per-GPU types, other names", "NodeName=a Gres=gpu:a:1,gpu:b:1,shard:8\n", "g", FirstFit, `GPU type "a" is not one of g0 to g1`},
+		{"per-GPU types, an index skipped", "NodeName=a Gres=gpu:g0:1,gpu:g2:1,shard:8\n", "g", FirstFit, `GPU type "g2" is not one of g0 to g1`},
+		{"prefix of another", "NodeName=a Gres=gpu:g0:1,gpu:g1:1,shard:8\n", "gpu", FirstFit, "is not one of gpu0 to gpu1"},
+		{"no shards anywhere", "NodeName=a Gres=gpu:g0:1\n", "g", FirstFit, "no NodeName line has both GPUs and shards"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse(strings.NewReader(tc.text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mode, why := c.AutoSteering(tc.prefix)
+			if mode != tc.want || !strings.Contains(why, tc.why) || (tc.why == "") != (why == "") {
+				t.Fatalf("AutoSteering(%q) = %s (%q), want %s (%q)", tc.prefix, mode, why, tc.want, tc.why)
+			}
+			if mode == Typed && c.CheckSteering(Typed) != nil {
+				t.Fatalf("auto chose typed where CheckSteering refuses it: %v", c.CheckSteering(Typed))
+			}
+		})
+	}
+}
+
+// TestShippedExampleIsTyped: the slurm.conf snippet the install guide points to
+// gets exact pinning from the default shard_pinning (auto).
+func TestShippedExampleIsTyped(t *testing.T) {
+	c, err := Load(filepath.Join("..", "..", "slurm", "slurm.conf.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode, why := c.AutoSteering("g"); mode != Typed {
+		t.Fatalf("slurm/slurm.conf.example: auto resolves to %s (%s), want typed", mode, why)
+	}
+}

@@ -129,7 +129,11 @@ func (e *Engine) decideLocked(q *query) outcome {
 		out = place(q, &in)
 		out.rec.Replaces = dropped
 		ours := q.j.Modify && e.view.takeDeferredLocked(q.prevID)
-		out = deferral(q, out, ours, q.snap.cfg.WaitDefer)
+		wait := q.snap.cfg.WaitDefer
+		if !ours && !e.loopRunning(q.now) {
+			wait = 0 // no loop would re-decide it: a deferral would only delay the job
+		}
+		out = deferral(q, out, ours, wait)
 	}
 	if out.res.Code == Unchanged && q.snap != nil && q.snap.cfgErr == nil {
 		// Left as submitted: a shard request then lands wherever Slurm puts it.

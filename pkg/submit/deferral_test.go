@@ -1,6 +1,8 @@
 package submit
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 	"github.com/coscheml/coscheml/pkg/decisionlog"
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/placement"
+	"github.com/coscheml/coscheml/pkg/redecide"
 )
 
 func TestDeferralsFrom(t *testing.T) {
@@ -56,6 +59,7 @@ func TestRestartKeepsDeferrals(t *testing.T) {
 		c.Cluster.Nodes, c.Cluster.GPUsPerNode = "n1", 1
 		c.WaitDefer = 30 * time.Second
 	})
+	f.loopRuns(t)
 	f.e.Decide(job("coscheml:app=heavy-a"))
 	w := f.e.Decide(job("coscheml:app=heavy-b"))
 	if w.BeginTime == 0 {
@@ -114,6 +118,7 @@ func TestTypedRedecision(t *testing.T) {
 			})
 			pol := &fixedPolicy{gpu: -1}
 			f.policy = func(config.Config, model.Predictor) (placement.Policy, error) { return pol, nil }
+			f.loopRuns(t)
 			f.e.Close()
 			e := New(f.sources(), Options{Now: f.clock, SlurmVersion: func() uint32 { return tc.version }})
 			t.Cleanup(e.Close)
@@ -164,6 +169,63 @@ func TestTypedRedecisionUntyped(t *testing.T) {
 			r := f.e.Decide(m)
 			if r.Code != Rewrite || r.TresPerNode != tc.wantTres || r.ReqNodes != tc.wantNode {
 				t.Fatalf("re-decision: %+v; want %s on %q", r, tc.wantTres, tc.wantNode)
+			}
+		})
+	}
+}
+
+// TestDeferralFollowsTheLoop: wait_defer defers a "wait" only while the re-decide
+// loop's heartbeat counts; a heartbeat that expired, was removed or could have
+// been written by someone else defers nothing, and each change is said once.
+func TestDeferralFollowsTheLoop(t *testing.T) {
+	cases := []struct {
+		name     string
+		after    func(t *testing.T, f *fixture) // after the loop was seen running
+		deferred bool
+		note     string
+	}{
+		{"running", func(*testing.T, *fixture) {}, true, ""},
+		{"expired", func(t *testing.T, f *fixture) {
+			if err := redecide.WriteHeartbeat(f.cfg.HeartbeatPath(), f.clock().Add(time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			f.advance(5 * time.Second)
+		}, false, "expired"},
+		{"removed (the loop stopped)", func(t *testing.T, f *fixture) {
+			if err := os.Remove(f.cfg.HeartbeatPath()); err != nil {
+				t.Fatal(err)
+			}
+		}, false, "removed"},
+		{"writable by others", func(t *testing.T, f *fixture) {
+			if err := os.Chmod(f.cfg.HeartbeatPath(), 0o666); err != nil {
+				t.Fatal(err)
+			}
+		}, false, "lets others write it"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(c *config.Config) {
+				c.Cluster.Nodes, c.Cluster.GPUsPerNode = "n1", 1
+				c.WaitDefer = 30 * time.Second
+			})
+			f.loopRuns(t)
+			if r := f.e.Decide(job("coscheml:app=heavy-a")); !strings.Contains(r.Log, "re-decide loop running") {
+				t.Fatalf("the loop's appearance is not logged with the next job: %q", r.Log)
+			}
+			tc.after(t, f)
+			f.e.Reload()
+			w := f.e.Decide(job("coscheml:app=heavy-b"))
+			if w.Code != Rewrite || w.TresPerNode != "gres:shard:4" {
+				t.Fatalf("not a wait: %+v", w)
+			}
+			if got := w.BeginTime != 0; got != tc.deferred {
+				t.Fatalf("deferred %v, want %v: %+v", got, tc.deferred, w)
+			}
+			if !strings.Contains(w.Log, tc.note) {
+				t.Fatalf("log %q lacks %q", w.Log, tc.note)
+			}
+			if again := f.e.Decide(job("coscheml:app=heavy-b")); tc.note != "" && strings.Contains(again.Log, tc.note) {
+				t.Fatalf("said twice: %q", again.Log)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ package submit
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -23,6 +24,7 @@ import (
 	"github.com/coscheml/coscheml/pkg/decisionlog"
 	"github.com/coscheml/coscheml/pkg/metrics"
 	"github.com/coscheml/coscheml/pkg/placement"
+	"github.com/coscheml/coscheml/pkg/redecide"
 	"github.com/coscheml/coscheml/pkg/residency"
 )
 
@@ -255,6 +257,10 @@ type Engine struct {
 	prep      func(Sources) (Sources, string)
 	startNote string // what prep said, for coscheml_init's log
 	gaveUp    atomic.Bool
+	// loopUntil is when the re-decide loop's heartbeat stops counting (unix
+	// seconds; read by decisions), beatRead when it was last read (bgMu).
+	loopUntil atomic.Int64
+	beatRead  time.Time
 	// ready: the first load completed; before it every job passes through.
 	ready atomic.Bool
 	// born and fresh (nanoseconds after born, monotonic) are when the last
@@ -608,6 +614,7 @@ func (e *Engine) refreshLocked(force bool) {
 	// only looks for refreshes that never complete.
 	defer e.markFresh()
 	st := e.snap.Load()
+	e.checkLoop(st, force)
 	if st == nil || st.cfgErr != nil {
 		return
 	}
@@ -645,6 +652,55 @@ func (e *Engine) refreshLocked(force bool) {
 	}
 	e.install(st, res.Entries, res.Done, now)
 	e.note("residency", "")
+}
+
+// checkLoop reads the re-decide loop's heartbeat (at most once a second unless
+// force) into loopUntil, which deferrals read: a "wait" is deferred only while a
+// loop runs. A change of what is known is logged once. Caller holds bgMu.
+func (e *Engine) checkLoop(st *Snapshot, force bool) {
+	if st == nil || st.cfgErr != nil || st.cfg.WaitDefer <= 0 {
+		e.loopUntil.Store(0)
+		e.note("info-redecide", "")
+		return
+	}
+	now := e.opts.Now()
+	if !force && now.Sub(e.beatRead) < time.Second && now.After(e.beatRead) {
+		return
+	}
+	e.beatRead = now
+	path := st.cfg.HeartbeatPath()
+	var until time.Time
+	err := errors.New("no redecide_heartbeat or decision_log configured")
+	if path != "" {
+		until, err = redecide.ReadHeartbeat(path)
+	}
+	if err != nil {
+		until = time.Time{}
+	}
+	e.loopUntil.Store(until.Unix())
+	// A site without the loop hears nothing (no heartbeat is its normal
+	// state); a loop that appears, stops or cannot be trusted is said once.
+	const off = ": a wait is not deferred (wait_defer applies while `coscheml redecide --loop` runs)"
+	e.notesMu.Lock()
+	seen := e.notes["info-redecide"] != ""
+	e.notesMu.Unlock()
+	switch {
+	case errors.Is(err, redecide.ErrNoHeartbeat) && seen:
+		e.note("info-redecide", "re-decide loop stopped (heartbeat "+path+" removed)"+off)
+	case errors.Is(err, redecide.ErrNoHeartbeat):
+	case err != nil:
+		e.note("info-redecide", "no re-decide loop trusted: "+err.Error()+off)
+	case until.Before(now) && seen:
+		e.note("info-redecide", "re-decide loop stopped (heartbeat "+path+" expired)"+off)
+	case until.Before(now):
+	default:
+		e.note("info-redecide", "re-decide loop running (heartbeat "+path+"): a wait is deferred "+st.cfg.WaitDefer.String()+" for re-decision")
+	}
+}
+
+// loopRunning says whether the re-decide loop's last heartbeat still counts at now.
+func (e *Engine) loopRunning(now time.Time) bool {
+	return e.loopUntil.Load() >= now.Unix()
 }
 
 // install builds the cluster for st and entries outside the view's lock, then

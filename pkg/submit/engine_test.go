@@ -16,6 +16,7 @@ import (
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/placement"
 	"github.com/coscheml/coscheml/pkg/profile"
+	"github.com/coscheml/coscheml/pkg/redecide"
 	"github.com/coscheml/coscheml/pkg/residency"
 )
 
@@ -77,6 +78,16 @@ func newFixture(t testing.TB, edit func(*config.Config)) *fixture {
 	f.e = New(f.sources(), Options{Now: f.clock})
 	t.Cleanup(f.e.Close)
 	return f
+}
+
+// loopRuns writes the re-decide loop's heartbeat, valid for an hour of the
+// fixture's clock, and reloads: `coscheml redecide --loop` runs beside slurmctld.
+func (f *fixture) loopRuns(t testing.TB) {
+	t.Helper()
+	if err := redecide.WriteHeartbeat(f.cfg.HeartbeatPath(), f.clock().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	f.e.Reload()
 }
 
 func (f *fixture) clock() time.Time {
@@ -623,8 +634,10 @@ func TestWaitDeferral(t *testing.T) {
 		wantSubmit  int64 // answer's begin_time at submit, seconds after now (-1: 0, left alone)
 		wantModify  int64 // at the re-decision (-1: 0)
 		wantAction  string
+		noLoop      bool // no re-decide loop runs (no heartbeat)
 	}{
 		{name: "off: a wait runs on a whole GPU", waitDefer: 0, wantSubmit: -1, wantModify: -1, wantAction: "wait"},
+		{name: "no loop running: not deferred", waitDefer: 30 * time.Second, noLoop: true, wantSubmit: -1, wantModify: -1, wantAction: "wait"},
 		{name: "deferred, still no room: deferred again", waitDefer: 30 * time.Second, wantSubmit: 30, wantModify: 30, wantAction: "wait"},
 		{name: "deferred, room now: placed and eligible now", waitDefer: 30 * time.Second, free: true, wantSubmit: 30, wantModify: 0, wantAction: "exclusive"},
 		{name: "user's --begin kept at submit and after", waitDefer: 30 * time.Second, submitBegin: userBegin, free: true, wantSubmit: -1, wantModify: -1, wantAction: "exclusive"},
@@ -637,6 +650,9 @@ func TestWaitDeferral(t *testing.T) {
 				c.Cluster.Nodes, c.Cluster.GPUsPerNode = "n1", 1
 				c.WaitDefer = tc.waitDefer
 			})
+			if !tc.noLoop {
+				f.loopRuns(t)
+			}
 			first := f.e.Decide(job("coscheml:app=heavy-a"))
 			if first.Code != Rewrite || first.BeginTime != 0 {
 				t.Fatalf("first job: %+v", first)

@@ -5,33 +5,51 @@ import (
 
 	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/model"
+	"github.com/coscheml/coscheml/pkg/placeconf"
 	"github.com/coscheml/coscheml/pkg/placement"
 	"github.com/coscheml/coscheml/pkg/slurmconf"
 )
 
 // GuardPinning checks slurmctld's slurm.conf (and the gres.conf beside it) against
-// the configured shard_pinning mode. Where Slurm's allocator cannot be made to land
-// on the GPU the policy chose (LL_SHARED_GRES, GPUs bound to cores), the returned
-// Sources build a safe-mode policy instead: every tagged job gets a GPU of its own
-// (all its shards, Slurm's choice of GPU), so nothing shares a GPU the policy did
-// not choose. Every (re)load of the configuration is checked again; note is the one
-// line to log at start ("" when pinning works or slurm.conf is unreadable: then
-// nothing is known against pinning, and the reason is not ours to guess).
+// the configured shard_pinning mode. shard_pinning auto is resolved here, on every
+// (re)load of the configuration: typed where every shard node gives each GPU its
+// own Type <shard_type_prefix><index>, else first-fit (also when slurm.conf cannot
+// be read: first-fit needs nothing of it). Where Slurm's allocator cannot be made to
+// land on the GPU the policy chose (LL_SHARED_GRES, GPUs bound to cores), the
+// returned Sources build a safe-mode policy instead: every tagged job gets a GPU of
+// its own (all its shards, Slurm's choice of GPU), so nothing shares a GPU the
+// policy did not choose. note is the line to log at start: safe mode, or what auto
+// resolved to ("" when pinning works as configured or slurm.conf is unreadable:
+// then nothing is known against pinning, and the reason is not ours to guess).
 func GuardPinning(src Sources, slurmConfPath string) (guarded Sources, note string) {
-	if slurmConfPath == "" {
+	var sc *slurmconf.Conf
+	if slurmConfPath != "" {
+		sc, _ = slurmconf.LoadWithGres(slurmConfPath)
+	}
+	load := src.LoadConfig
+	src.LoadConfig = func(path string) (config.Config, error) {
+		cfg, err := load(path)
+		if err == nil {
+			cfg.ShardPinning, _ = placeconf.ResolvePinning(sc, cfg)
+		}
+		return cfg, err
+	}
+	if sc == nil {
 		return src, ""
 	}
-	sc, err := slurmconf.LoadWithGres(slurmConfPath)
+	cfg, err := load(src.ConfigPath)
 	if err != nil {
-		return src, ""
+		cfg = config.Default()
 	}
-	mode := config.Default().ShardPinning
-	if cfg, err := src.LoadConfig(src.ConfigPath); err == nil {
-		mode = cfg.ShardPinning
-	}
-	if why := pinningImpossible(sc, slurmConfPath, mode); why != "" {
+	mode, autoWhy := placeconf.ResolvePinning(sc, cfg)
+	switch why := pinningImpossible(sc, slurmConfPath, mode); {
+	case why != "":
 		note = "SAFE MODE: " + why + "; tagged jobs run on a whole GPU each (no co-location) " +
 			"until slurm.conf allows pinning (see docs/compatibility.md) and slurmctld restarts"
+	case cfg.ShardPinning == config.PinAuto && mode == config.PinTyped:
+		note = "shard_pinning auto: typed (every GPU of every shard node has its own Type " + cfg.ShardTypePrefix + "<index>)"
+	case cfg.ShardPinning == config.PinAuto:
+		note = "shard_pinning auto: first-fit, because " + autoWhy + " (per-GPU types pin exactly: docs/compatibility.md#pinning)"
 	}
 	inner := src.NewPolicy
 	src.NewPolicy = func(cfg config.Config, pred model.Predictor) (placement.Policy, error) {

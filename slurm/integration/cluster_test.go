@@ -322,7 +322,8 @@ type topology struct {
 	// OverTimeLimit.
 	extraConf string
 	// redecide is the interval of the re-decide loop the cluster starts when
-	// its configuration defers waits (0: a pass every second).
+	// its configuration defers waits (0: no loop; the plugin then defers
+	// nothing, as on a site without coscheml-redecide.service).
 	redecide time.Duration
 	// minJobAge keeps a finished job's record this long (0: 600 s), so that a
 	// replay longer than that still sees its first jobs' end states.
@@ -443,14 +444,10 @@ func newClusterTopo(t *testing.T, a artifacts, plugin bool, topo topology, edit 
 	if out, err := c.run("scontrol", "show", "node", c.nodes[0]); err != nil || !want.MatchString(out) {
 		t.Fatalf("node %s lacks %s (started under the -wlm names?): %v\n%s", c.nodes[0], want, err, out)
 	}
-	if plugin && c.cfg.WaitDefer > 0 {
-		every := topo.redecide
-		if every == 0 {
-			every = time.Second
-		}
+	if plugin && c.cfg.WaitDefer > 0 && topo.redecide > 0 {
 		// Deferred waits need the loop, as on a site; exactly one, as the
 		// service runs (two would re-decide every job twice, racing).
-		t.Cleanup(c.startRedecide(every))
+		t.Cleanup(c.startRedecide(topo.redecide))
 	}
 	return c
 }

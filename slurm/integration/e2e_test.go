@@ -55,8 +55,9 @@ type replayOptions struct {
 // simulator demo's sample (jobs of at most 24 h, offered load 2) on the 4x4 GPU
 // cluster, 500x faster than the trace, at least 2 s of work per job; coscheml
 // with typed pinning and otherwise the default configuration: wait_defer as
-// config.Default() has it (off today: then no re-decide loop runs; with
-// E2E_WAIT_DEFER the loop runs beside slurmctld, a pass every E2E_REDECIDE).
+// config.Default() has it (20 s), with the re-decide loop beside slurmctld as
+// the plugin package starts it, a pass every E2E_REDECIDE (E2E_WAIT_DEFER=0: no
+// loop).
 func defaultReplay() replayOptions {
 	return replayOptions{jobs: 200, seeds: []int64{1, 2, 3}, setups: replay.Setups, compress: 500, load: 2,
 		minWork: 2, maxDur: 24 * 3600, slack: 3, typed: true, trace: "philly",

@@ -228,7 +228,9 @@ func TestPinning(t *testing.T) {
 			// last-registered first).
 			slots <- struct{}{}
 			t.Cleanup(func() { <-slots })
-			c := newClusterTopo(t, a, true, pc.topo, nil)
+			// The first series is first-fit on every topology (the default, auto,
+			// would be typed on the per-GPU-type ones: its series is below).
+			c := newClusterTopo(t, a, true, pc.topo, func(cfg *config.Config) { cfg.ShardPinning = config.PinFirstFit })
 			// What the plugin should conclude from this cluster's files.
 			sc, err := slurmconf.LoadWithGres(c.path("slurm.conf"))
 			if err != nil {
@@ -288,15 +290,20 @@ func TestPinning(t *testing.T) {
 				}
 			}
 
-			// With per-GPU types, the typed mode (shard_pinning: typed) names the
-			// GPU in the request: it must pin on every topology, safe mode never.
+			// With per-GPU types, the default shard_pinning auto resolves to the
+			// typed mode, which names the GPU in the request: it must pin on every
+			// topology, safe mode never, and say what auto chose at start.
 			if pc.topo.typed {
 				before := c.countLog("job_submit/coscheml", "SAFE MODE")
+				autoBefore := c.countLog("job_submit/coscheml", "shard_pinning auto: typed")
 				cfg := c.cfg
-				cfg.ShardPinning = config.PinTyped
+				cfg.ShardPinning = config.Default().ShardPinning
 				cfg.ShardTypePrefix = "g"
 				c.writeConfig(cfg)
 				c.restartCtld()
+				if n := c.countLog("job_submit/coscheml", "shard_pinning auto: typed") - autoBefore; n != 1 {
+					t.Errorf("shard_pinning %s on per-GPU types: want one start line \"shard_pinning auto: typed\", found %d", cfg.ShardPinning, n)
+				}
 				c.pins = tally{}
 				pluginSeries(t, c, 10)
 				c.reportPins("typed")
