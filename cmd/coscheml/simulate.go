@@ -68,7 +68,7 @@ func simulateCommand() *cli.Command {
 			&cli.DurationFlag{Name: "start-delay", Usage: "with --decide-at submit: the longest wait, in trace time, from a loop pass's re-decisions to Slurm starting those jobs together (its next backfill pass: bf_interval); drawn uniformly up to it per pass (0: at once)"},
 			&cli.StringFlag{Name: "policies", Value: strings.Join(placement.Names(), ","), Usage: "policies to compare, comma-separated"},
 			&cli.StringFlag{Name: "report", Usage: "write the report files into this directory"},
-			&cli.IntFlag{Name: "backfill-depth", Value: 100, Usage: "queued jobs the backfill pass considers (-1: no backfill)"},
+			&cli.IntFlag{Name: "backfill-depth", Value: 500, Usage: "queued jobs the backfill pass considers (Slurm's bf_max_job_test, default 500 on every release from 22.05; -1: no backfill)"},
 			&cli.StringFlag{Name: "pairs", Usage: "ground-truth pair CSV (default: the embedded Lucid pairs)"},
 			&cli.StringFlag{Name: "pairs-format", Value: "lucid", Usage: "format of --pairs: lucid or generic (tag_a,tag_b,speed_a,speed_b)"},
 			&cli.StringFlag{Name: "solo", Usage: "solo-profile CSV (Lucid format) for --pairs (default: the embedded one)"},

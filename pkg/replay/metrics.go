@@ -17,6 +17,10 @@ type Submitted struct {
 	// plugin off, or a placement not pinned to a GPU).
 	Intended string `json:"intended,omitempty"`
 	Decided  bool   `json:"decided"` // the plugin made a decision for it
+	// Redecided: its last decision came from the re-decide loop (job_modify),
+	// whose untyped shard count a job ending in between can redirect on
+	// releases that refuse typed updates (22.05).
+	Redecided bool `json:"redecided,omitempty"`
 }
 
 // Run is one setup on one seed: what was submitted and what the jobs reported.
@@ -34,6 +38,10 @@ type Placement struct {
 	Pinned   int `json:"pinned"`   // ... with a GPU chosen
 	Landed   int `json:"landed"`   // ... that ran on that GPU
 	Unpinned int `json:"unpinned"` // decided without a GPU of its own
+	// RedecidedPinned and RedecidedLanded: the pinned placements made by the
+	// re-decide loop, and those of them that ran where intended (included above).
+	RedecidedPinned int `json:"redecided_pinned,omitempty"`
+	RedecidedLanded int `json:"redecided_landed,omitempty"`
 }
 
 func (p *Placement) add(q Placement) {
@@ -41,6 +49,8 @@ func (p *Placement) add(q Placement) {
 	p.Pinned += q.Pinned
 	p.Landed += q.Landed
 	p.Unpinned += q.Unpinned
+	p.RedecidedPinned += q.RedecidedPinned
+	p.RedecidedLanded += q.RedecidedLanded
 }
 
 // AsIntended is the share (%) of pinned placements that ran where intended; NaN
@@ -85,6 +95,9 @@ func Measure(r Run) (Measured, error) {
 				m.Placement.Unpinned++
 			} else {
 				m.Placement.Pinned++
+				if s.Redecided {
+					m.Placement.RedecidedPinned++
+				}
 			}
 		}
 		res, ok := byID[s.JobID]
@@ -95,6 +108,9 @@ func Measure(r Run) (Measured, error) {
 		where := fmt.Sprintf("%s/%d", res.Node, res.GPU)
 		if s.Intended != "" && s.Intended == where {
 			m.Placement.Landed++
+			if s.Redecided {
+				m.Placement.RedecidedLanded++
+			}
 		}
 		jr := sim.JobResult{ID: s.Trace, Tag: res.Tag, Class: res.Class, GPUs: 1,
 			Submit: s.Submit - t0, Start: res.Start - t0, End: res.End - t0, Duration: res.Work,

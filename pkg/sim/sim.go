@@ -56,7 +56,8 @@ type Config struct {
 	// (tests compare the simulator's choices with the plugin's).
 	OnStart func(jobID string, d placement.Decision)
 	// BackfillDepth is how many queued jobs after the head the backfill pass
-	// considers (default 100; Slurm's bf_max_job_test). -1 turns backfill off.
+	// considers (default 500, Slurm's own default of bf_max_job_test from 22.05 to
+	// 26.05). -1 turns backfill off.
 	BackfillDepth int
 	// TimelineBuckets bounds the utilization timeline (default 200).
 	TimelineBuckets int
@@ -132,7 +133,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Floors = placement.DefaultOptions().Floors
 	}
 	if c.BackfillDepth == 0 {
-		c.BackfillDepth = 100
+		c.BackfillDepth = 500
 	}
 	if c.TimelineBuckets == 0 {
 		c.TimelineBuckets = 200

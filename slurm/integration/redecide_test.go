@@ -34,10 +34,6 @@ func testRedecide(t *testing.T, c *cluster) {
 		c.restartCtld()
 	}()
 
-	// The loop, started as the service would be, with this cluster's clients.
-	stop := c.startRedecide(time.Second)
-	defer stop()
-
 	// A good pair fills one GPU (two co-runners, the most allowed) ...
 	a := c.startJob("coscheml:app="+tags.goodA, "gpu:1")
 	ids = append(ids, a.ID)
@@ -64,6 +60,22 @@ func testRedecide(t *testing.T, c *cluster) {
 	}
 	time.Sleep(residencySettle)
 
+	// No loop runs yet: the plugin sees no heartbeat, so a wait is not deferred
+	// (it would only start later): it keeps its whole-GPU request, eligible now.
+	y := c.mustSbatch("--gres=gpu:1", "--time=10", "-o", "/dev/null", "--comment=coscheml:app="+tags.goodB, "--wrap=sleep 300")
+	ids = append(ids, y)
+	if yj := c.showJob(y); yj.State != "PENDING" || yj.Reason == "BeginTime" || !strings.Contains(yj.TresPerNode, "shard:4") {
+		t.Errorf("busy-queue job %d without a re-decide loop: state %s reason %s TresPerNode=%s; want a whole-GPU wait, not deferred",
+			y, yj.State, yj.Reason, yj.TresPerNode)
+	}
+	c.cancel(y)
+
+	// The loop, started as the service would be, with this cluster's clients.
+	// The plugin reads its heartbeat within a second of its first pass.
+	stop := c.startRedecide(time.Second)
+	defer stop()
+	time.Sleep(3 * time.Second)
+
 	// The busy queue: nothing fits the next tagged job, so it is deferred with
 	// its whole-GPU fail-safe request.
 	xm := c.path("jobs", fmt.Sprintf("deferred.%d", time.Now().UnixNano()))
@@ -77,6 +89,9 @@ func testRedecide(t *testing.T, c *cluster) {
 	first := decisionID(xj.Comment)
 	if l := c.lastLogLine("decision=" + first + " "); !strings.Contains(l, "action=wait") || !strings.Contains(l, "deferred") {
 		t.Errorf("job %d's decision %s is not a deferred wait: %s", x, first, l)
+	}
+	if n := c.countLog("job_submit/coscheml", "re-decide loop running (heartbeat"); n == 0 {
+		t.Errorf("slurmctld's log never says the plugin saw the re-decide loop")
 	}
 
 	// Nothing frees for longer than a refresh (wait_defer/2): the loop defers it
