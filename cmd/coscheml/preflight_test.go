@@ -87,6 +87,11 @@ func TestPreflight(t *testing.T) {
 			edit: func(s preflightSetup) {
 				b, _ := os.ReadFile(s.slurmConf)
 				os.WriteFile(s.slurmConf, []byte(strings.Replace(string(b), "gpu:h200:4", "gpu:g0:1,gpu:g1:1,gpu:g2:1,gpu:g3:1", 1)), 0o644)
+				gres := ""
+				for i := 0; i < 4; i++ {
+					gres += fmt.Sprintf("NodeName=n1 Name=shard Count=4 File=/dev/nvidia%d\n", i)
+				}
+				os.WriteFile(filepath.Join(filepath.Dir(s.slurmConf), "gres.conf"), []byte(gres), 0o644)
 			},
 			code: 0, want: []string{"ok    pinning", "typed pinning works", "(shard_pinning auto)", "all checks passed"}},
 		{name: "micro upgrade without rebuild", ctld: "24.11.7", plugin: "24.11.6", pluginABI: abiVersion, libABI: abiVersion, selectParams: "CR_Core",

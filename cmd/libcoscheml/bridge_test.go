@@ -464,6 +464,16 @@ func TestSafeMode(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "slurm.conf")
 		text := "SelectType=select/cons_tres\nSelectTypeParameters=" + params +
 			"\nGresTypes=gpu,shard\nNodeName=n[1-3] CPUs=8 Gres=" + gpus + ",shard:16\n"
+		gres := "NodeName=n[1-3] Name=shard Count=16\n"
+		if strings.Contains(gpus, "g0") { // per-GPU Types: each GPU's shards on their own line
+			gres = ""
+			for i := 0; i < 4; i++ {
+				gres += fmt.Sprintf("NodeName=n[1-3] Name=shard Count=4 File=/dev/nvidia%d\n", i)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(filepath.Dir(p), "gres.conf"), []byte(gres), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -35,6 +35,12 @@ type Conf struct {
 	// not): a Cores=/CPUs= on a gpu or shard line, or AutoDetect (which reads the
 	// binding from the driver). Set by AddGresConf.
 	GPUAffinity string
+	// GresRead: a gres.conf was read (AddGresConf). SharedShards names the
+	// first shard line without File= ("" when none): its shards are spread over
+	// the node's GPUs instead of each GPU's being on its own line, so they are
+	// not known to carry their GPU's Type.
+	GresRead     bool
+	SharedShards string
 	// Keys holds the other KEY=VALUE lines that are a single pair (PluginDir,
 	// JobSubmitPlugins, SlurmUser, ...), by lower-cased key; the last one wins.
 	Keys map[string]string
@@ -134,11 +140,19 @@ func (c *Conf) PerGPUTypes() (bool, string) {
 
 // AutoSteering is what shard_pinning auto resolves to on this configuration:
 // Typed when every node with shards gives each of its GPUs its own Type, named
-// prefix followed by the GPU's index (g0, g1, ...: the layout docs/install.md
-// sets up), else FirstFit, with why typed was ruled out.
+// prefix followed by the GPU's index (g0, g1, ...), and gres.conf puts each GPU's
+// shards on a line of their own (File=): the layout docs/install.md sets up.
+// Else FirstFit, with why typed was ruled out: a typed request Slurm cannot match
+// would never start, where first-fit works on any gres.conf.
 func (c *Conf) AutoSteering(prefix string) (mode, why string) {
 	if ok, why := c.PerGPUTypes(); !ok {
 		return FirstFit, why
+	}
+	if !c.GresRead {
+		return FirstFit, "no gres.conf beside slurm.conf to check that each GPU's shards have a line of their own (File=)"
+	}
+	if c.SharedShards != "" {
+		return FirstFit, c.SharedShards + " (each GPU's shards need their own line, File=/dev/nvidia<i>, to carry its Type)"
 	}
 	for _, n := range c.Nodes {
 		var names []string
@@ -473,11 +487,18 @@ func (c *Conf) AddGresConf(r io.Reader, name string) error {
 		if err != nil {
 			return fmt.Errorf("%s line %d: %w", name, lineNo, err)
 		}
-		gpuLine := false
+		gpuLine, shardLine, file := false, false, false
 		for _, kv := range kvs {
 			if strings.EqualFold(kv[0], "name") && (strings.EqualFold(kv[1], "gpu") || strings.EqualFold(kv[1], "shard")) {
 				gpuLine = true
+				shardLine = strings.EqualFold(kv[1], "shard")
 			}
+			if strings.EqualFold(kv[0], "file") {
+				file = true
+			}
+		}
+		if shardLine && !file && c.SharedShards == "" {
+			c.SharedShards = fmt.Sprintf("%s line %d: a shard line without File=", name, lineNo)
 		}
 		for _, kv := range kvs {
 			k := strings.ToLower(kv[0])
@@ -492,6 +513,7 @@ func (c *Conf) AddGresConf(r io.Reader, name string) error {
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("%s line %d: %w", name, lineNo+1, err)
 	}
+	c.GresRead = true
 	return nil
 }
 

@@ -206,24 +206,38 @@ func FuzzParse(f *testing.F) {
 // TestAutoSteering: shard_pinning auto is typed only where every shard node names
 // its GPUs <prefix><index>, else first-fit with the reason.
 func TestAutoSteering(t *testing.T) {
+	perGPUShards := "NodeName=a Name=shard Count=4 File=/dev/nvidia0\nNodeName=a Name=shard Count=4 File=/dev/nvidia1\n"
 	for _, tc := range []struct {
 		name, text, prefix, want, why string
+		gres                          *string // gres.conf; nil: per-GPU shard lines
 	}{
-		{"install.md layout", "NodeName=n[1-4] Gres=gpu:g0:1,gpu:g1:1,gpu:g2:1,gpu:g3:1,shard:16\n", "g", Typed, ""},
-		{"order in the line does not matter", "NodeName=a Gres=gpu:g1:1,gpu:g0:1,shard:8\n", "g", Typed, ""},
-		{"another prefix", "NodeName=a Gres=gpu:h200_0:1,gpu:h200_1:1,shard:8\n", "h200_", Typed, ""},
-		{"a node without shards is not looked at", "NodeName=a Gres=gpu:g0:1,shard:4\nNodeName=b Gres=gpu:a100:4\n", "g", Typed, ""},
-		{"one model type", "NodeName=a Gres=gpu:h200:4,shard:16\n", "g", FirstFit, "counts 4 GPUs under one type"},
-		{"untyped", "NodeName=a Gres=gpu:4,shard:16\n", "g", FirstFit, "untyped gpu entry"},
-		{"per-GPU types, other names", "NodeName=a Gres=gpu:a:1,gpu:b:1,shard:8\n", "g", FirstFit, `GPU type "a" is not one of g0 to g1`},
-		{"per-GPU types, an index skipped", "NodeName=a Gres=gpu:g0:1,gpu:g2:1,shard:8\n", "g", FirstFit, `GPU type "g2" is not one of g0 to g1`},
-		{"prefix of another", "NodeName=a Gres=gpu:g0:1,gpu:g1:1,shard:8\n", "gpu", FirstFit, "is not one of gpu0 to gpu1"},
-		{"no shards anywhere", "NodeName=a Gres=gpu:g0:1\n", "g", FirstFit, "no NodeName line has both GPUs and shards"},
+		{"install.md layout", "NodeName=n[1-4] Gres=gpu:g0:1,gpu:g1:1,gpu:g2:1,gpu:g3:1,shard:16\n", "g", Typed, "", nil},
+		{"order in the line does not matter", "NodeName=a Gres=gpu:g1:1,gpu:g0:1,shard:8\n", "g", Typed, "", nil},
+		{"another prefix", "NodeName=a Gres=gpu:h200_0:1,gpu:h200_1:1,shard:8\n", "h200_", Typed, "", nil},
+		{"a node without shards is not looked at", "NodeName=a Gres=gpu:g0:1,shard:4\nNodeName=b Gres=gpu:a100:4\n", "g", Typed, "", nil},
+		{"one model type", "NodeName=a Gres=gpu:h200:4,shard:16\n", "g", FirstFit, "counts 4 GPUs under one type", nil},
+		{"untyped", "NodeName=a Gres=gpu:4,shard:16\n", "g", FirstFit, "untyped gpu entry", nil},
+		{"per-GPU types, other names", "NodeName=a Gres=gpu:a:1,gpu:b:1,shard:8\n", "g", FirstFit, `GPU type "a" is not one of g0 to g1`, nil},
+		{"per-GPU types, an index skipped", "NodeName=a Gres=gpu:g0:1,gpu:g2:1,shard:8\n", "g", FirstFit, `GPU type "g2" is not one of g0 to g1`, nil},
+		{"prefix of another", "NodeName=a Gres=gpu:g0:1,gpu:g1:1,shard:8\n", "gpu", FirstFit, "is not one of gpu0 to gpu1", nil},
+		{"no shards anywhere", "NodeName=a Gres=gpu:g0:1\n", "g", FirstFit, "no NodeName line has both GPUs and shards", nil},
+		{"no gres.conf", "NodeName=a Gres=gpu:g0:1,gpu:g1:1,shard:8\n", "g", FirstFit, "no gres.conf", ptr("")},
+		{"shards spread by Count alone", "NodeName=a Gres=gpu:g0:1,gpu:g1:1,shard:8\n", "g", FirstFit, "gres.conf line 2: a shard line without File=",
+			ptr("NodeName=a Name=gpu Type=g0 File=/dev/nvidia0\nNodeName=a Name=shard Count=8\n")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse(strings.NewReader(tc.text))
 			if err != nil {
 				t.Fatal(err)
+			}
+			gres := perGPUShards
+			if tc.gres != nil {
+				gres = *tc.gres
+			}
+			if gres != "" {
+				if err := c.AddGresConf(strings.NewReader(gres), "gres.conf"); err != nil {
+					t.Fatal(err)
+				}
 			}
 			mode, why := c.AutoSteering(tc.prefix)
 			if mode != tc.want || !strings.Contains(why, tc.why) || (tc.why == "") != (why == "") {
@@ -243,7 +257,17 @@ func TestShippedExampleIsTyped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f, err := os.Open(filepath.Join("..", "..", "slurm", "gres.conf.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := c.AddGresConf(f, "gres.conf.example"); err != nil {
+		t.Fatal(err)
+	}
 	if mode, why := c.AutoSteering("g"); mode != Typed {
-		t.Fatalf("slurm/slurm.conf.example: auto resolves to %s (%s), want typed", mode, why)
+		t.Fatalf("slurm/*.example: auto resolves to %s (%s), want typed", mode, why)
 	}
 }
+
+func ptr(s string) *string { return &s }
