@@ -51,8 +51,9 @@ func ModelReach(cfg config.Config) placement.Reach {
 
 // ResolvePinning is cfg's shard_pinning with auto resolved on slurm.conf (sc,
 // with its gres.conf; nil: unknown, so first-fit, which needs nothing of it): typed
-// where every node with shards gives each GPU its own Type <shard_type_prefix><index>,
-// else first-fit. why says what ruled typed out. The plugin (at every load) and
+// where every node with shards gives each GPU its own Type <shard_type_prefix><index>
+// and gres.conf gives each GPU's shards a line of their own, else first-fit
+// (slurmconf.AutoSteering). why says what ruled typed out. The plugin (at every load) and
 // `coscheml preflight` resolve it here, so they agree.
 func ResolvePinning(sc *slurmconf.Conf, cfg config.Config) (mode, why string) {
 	if cfg.ShardPinning != config.PinAuto {

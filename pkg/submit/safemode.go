@@ -12,9 +12,10 @@ import (
 
 // GuardPinning checks slurmctld's slurm.conf (and the gres.conf beside it) against
 // the configured shard_pinning mode. shard_pinning auto is resolved here, on every
-// (re)load of the configuration: typed where every shard node gives each GPU its
-// own Type <shard_type_prefix><index>, else first-fit (also when slurm.conf cannot
-// be read: first-fit needs nothing of it). Where Slurm's allocator cannot be made to
+// (re)load of coscheml.yaml, against the slurm.conf read at start (slurmctld
+// re-initialises plugins when it rereads its own): typed where slurm.conf and
+// gres.conf pin a typed request (placeconf.ResolvePinning), else first-fit (also
+// when slurm.conf cannot be read: first-fit needs nothing of it). Where Slurm's allocator cannot be made to
 // land on the GPU the policy chose (LL_SHARED_GRES, GPUs bound to cores), the
 // returned Sources build a safe-mode policy instead: every tagged job gets a GPU of
 // its own (all its shards, Slurm's choice of GPU), so nothing shares a GPU the
