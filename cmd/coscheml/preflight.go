@@ -178,7 +178,6 @@ func runPreflight(c *cli.Context) error {
 	if sc != nil {
 		how := ""
 		if mode == config.PinAuto {
-			cfg.ShardPinning = mode
 			var why string
 			if mode, why = placeconf.ResolvePinning(sc, cfg); why != "" {
 				how = " (shard_pinning auto, not typed: " + why + ")"

@@ -97,7 +97,11 @@ func (c *Conf) LeastLoadedSharedGres() bool { return c.HasSelectParam("LL_SHARED
 // PerGPUTypes reports whether every node that has shards gives each of its GPUs
 // its own Type (gpu:g0:1,gpu:g1:1,...), so that a shard request naming a type
 // names one GPU. It returns the reason when not.
-func (c *Conf) PerGPUTypes() (bool, string) {
+func (c *Conf) PerGPUTypes() (bool, string) { return c.perGPUTypes("") }
+
+// perGPUTypes is PerGPUTypes; with a prefix, each such node's Types must also be
+// prefix followed by the GPU's index (prefix0 .. prefix<n-1>).
+func (c *Conf) perGPUTypes(prefix string) (bool, string) {
 	seen := false
 	for _, n := range c.Nodes {
 		var gpus, shards int64
@@ -130,6 +134,17 @@ func (c *Conf) PerGPUTypes() (bool, string) {
 		if gpus == 0 {
 			return false, fmt.Sprintf("NodeName=%s (line %d): shards without gpu entries", n.Names, n.Line)
 		}
+		for _, g := range n.Gres {
+			if prefix == "" || g.Name != "gpu" {
+				continue
+			}
+			t := g.Type
+			if i, err := strconv.Atoi(strings.TrimPrefix(t, prefix)); !strings.HasPrefix(t, prefix) || err != nil ||
+				i < 0 || int64(i) >= gpus || prefix+strconv.Itoa(i) != t {
+				return false, fmt.Sprintf("NodeName=%s (line %d): GPU type %s is not one of %s0 to %s%d (shard_type_prefix, then the GPU's index)",
+					n.Names, n.Line, cut(t), prefix, prefix, gpus-1)
+			}
+		}
 		seen = true
 	}
 	if !seen {
@@ -145,7 +160,7 @@ func (c *Conf) PerGPUTypes() (bool, string) {
 // Else FirstFit, with why typed was ruled out: a typed request Slurm cannot match
 // would never start, where first-fit works on any gres.conf.
 func (c *Conf) AutoSteering(prefix string) (mode, why string) {
-	if ok, why := c.PerGPUTypes(); !ok {
+	if ok, why := c.perGPUTypes(prefix); !ok {
 		return FirstFit, why
 	}
 	if !c.GresRead {
@@ -153,31 +168,6 @@ func (c *Conf) AutoSteering(prefix string) (mode, why string) {
 	}
 	if c.SharedShards != "" {
 		return FirstFit, c.SharedShards + " (each GPU's shards need their own line, File=/dev/nvidia<i>, to carry its Type)"
-	}
-	for _, n := range c.Nodes {
-		var names []string
-		shards := false
-		for _, g := range n.Gres {
-			switch g.Name {
-			case "gpu":
-				names = append(names, g.Type)
-			case "shard":
-				shards = true
-			}
-		}
-		if !shards {
-			continue
-		}
-		want := make(map[string]bool, len(names))
-		for i := range names {
-			want[prefix+strconv.Itoa(i)] = true
-		}
-		for _, t := range names {
-			if !want[t] {
-				return FirstFit, fmt.Sprintf("NodeName=%s (line %d): GPU type %s is not one of %s0 to %s%d (shard_type_prefix, then the GPU's index)",
-					n.Names, n.Line, cut(t), prefix, prefix, len(names)-1)
-			}
-		}
 	}
 	return Typed, ""
 }

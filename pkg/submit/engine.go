@@ -670,14 +670,15 @@ func (e *Engine) checkLoop(st *Snapshot, force bool) {
 	e.beatRead = now
 	path := st.cfg.HeartbeatPath()
 	var until time.Time
-	err := errors.New("no redecide_heartbeat or decision_log configured")
+	err := errNoHeartbeatPath
 	if path != "" {
 		until, err = redecide.ReadHeartbeat(path)
 	}
-	if err != nil {
-		until = time.Time{}
+	alive := int64(0)
+	if err == nil {
+		alive = until.Unix()
 	}
-	e.loopUntil.Store(until.Unix())
+	e.loopUntil.Store(alive)
 	// A site without the loop hears nothing (no heartbeat is its normal
 	// state); a loop that appears, stops or cannot be trusted is said once.
 	const off = ": a wait is not deferred (wait_defer applies while `coscheml redecide --loop` runs)"
@@ -697,6 +698,10 @@ func (e *Engine) checkLoop(st *Snapshot, force bool) {
 		e.note("info-redecide", "re-decide loop running (heartbeat "+path+"): a wait is deferred "+st.cfg.WaitDefer.String()+" for re-decision")
 	}
 }
+
+// errNoHeartbeatPath: neither redecide_heartbeat nor decision_log names where
+// the loop's heartbeat would be, so no loop is ever seen running.
+var errNoHeartbeatPath = errors.New("no redecide_heartbeat or decision_log configured")
 
 // loopRunning says whether the re-decide loop's last heartbeat still counts at now.
 func (e *Engine) loopRunning(now time.Time) bool {
