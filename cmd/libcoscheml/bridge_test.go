@@ -567,8 +567,36 @@ func TestCallCostReport(t *testing.T) {
 		}
 	}
 	for _, job := range []string{"none", "untagged", "tagged"} {
-		if n := len(regexp.MustCompile(`(?m)^paced `+job+` calls=200 proc_per_call_us=[0-9.]+ ctxsw_per_call=[0-9.]+$`).FindAllString(got, -1)); n != 2 {
+		if n := len(regexp.MustCompile(`(?m)^paced `+job+` calls=200 proc_per_call_us=[0-9.]+ ctxsw_per_call=[0-9.]+ wall_p50_us=[0-9.]+ wall_p90_us=[0-9.]+$`).FindAllString(got, -1)); n != 2 {
 			t.Errorf("paced %s: %d result lines, want 2", job, n)
+		}
+	}
+}
+
+// TestWakeCostReport measures the floor under the decision queue's hand-off
+// on this machine, with no Go in it (testdata/wakecost.c): a futex round trip
+// between two threads, back to back and 5 ms apart, on two CPUs and on one.
+// It reports only (-v; docs/performance-slurm.md); it checks that every
+// variant ran and printed its figures.
+func TestWakeCostReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("report only")
+	}
+	bin := filepath.Join(t.TempDir(), "wakecost")
+	cc(t, "-O2", "-Wall", "-Wextra", "-Werror", "-o", bin, "testdata/wakecost.c", "-lpthread")
+	var got strings.Builder
+	for _, gap := range []string{"0", "5000"} {
+		for _, env := range [][]string{nil, {"WAKECOST_SAME_CPU=1"}} {
+			got.WriteString(runC(t, env, bin, "400", gap))
+		}
+	}
+	t.Log("\n" + got.String())
+	for _, way := range []string{"cross", "same"} {
+		for _, gap := range []string{"0", "5000"} {
+			re := regexp.MustCompile(`(?m)^` + way + ` gap_us=` + gap + ` trips=400 wall_p50_us=[0-9.]+ wall_p90_us=[0-9.]+ proc_cpu_per_trip_us=[0-9.]+$`)
+			if !re.MatchString(got.String()) {
+				t.Errorf("%s, gap %s us: no result line", way, gap)
+			}
 		}
 	}
 }

@@ -271,6 +271,10 @@ type Engine struct {
 	notesMu sync.Mutex
 	notes   map[string]string // key -> last reported message ("" = fine)
 	pending []string
+	// raised counts the keys of notes whose message is not "" (written under
+	// notesMu), so that clearing a note when none is raised, twice per
+	// decision, takes neither the lock nor the map.
+	raised atomic.Int32
 
 	// states is the last poll of the node states (nodestate.go).
 	states     atomic.Pointer[nodeStates]
@@ -763,6 +767,9 @@ func (e *Engine) ensureDecisionLog(path string) {
 // note records a problem under key; it is logged once (with the next Result) and
 // again only when the message changes. An empty msg marks the problem solved.
 func (e *Engine) note(key, msg string) {
+	if msg == "" && e.raised.Load() == 0 {
+		return // nothing to clear
+	}
 	if e.addNote(key, msg) {
 		e.publishPass() // the next job must go to Go to log it
 	}
@@ -777,6 +784,12 @@ func (e *Engine) addNote(key, msg string) bool {
 		return false
 	}
 	e.notes[key] = msg
+	switch {
+	case prev == "":
+		e.raised.Add(1)
+	case msg == "":
+		e.raised.Add(-1)
+	}
 	switch {
 	case msg != "":
 		e.pending = append(e.pending, msg)

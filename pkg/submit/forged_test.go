@@ -294,14 +294,19 @@ func TestIDMACMatchesHMAC(t *testing.T) {
 		{k1, "c1-2", 4, 0, "77"},
 		{k2, "c1-2", 4, 0, "77"},
 		{k1, "c1-zz", 0, 4294967295, "4294967295"},
-		{k2, strings.Repeat("x", 200), 1, 1, ""}, // longer than idMAC's stack buffer
+		{k2, strings.Repeat("x", 200), 1, 1, ""},           // longer than idMAC's stack buffer
+		{bytes.Repeat([]byte{3}, 65), "c1-3", 1, 5, ""},    // longer than a SHA-256 block: hashed first
+		{bytes.Repeat([]byte{4}, 4096), "c1-4", 8, 5, "9"}, // keyMaxLen
+		{k1[:1], "c1-5", 1, 5, ""},                         // shorter than any key file
+		{k1, "c1-6", 1, 5, ""},                             // k1 again after other keys
+		{[]byte{}, "c1-7", 1, 5, ""},                       // no key at all
 	}
 	for _, tt := range tests {
 		h := hmac.New(sha256.New, tt.key)
 		io.WriteString(h, "coscheml-id v1\x00"+tt.base+"\x00"+strconv.Itoa(tt.shards)+"\x00"+strconv.FormatUint(uint64(tt.uid), 10)+"\x00"+tt.jobID)
 		want := hex.EncodeToString(h.Sum(nil))[:macLen]
 		if got := idMAC(tt.key, tt.base, tt.shards, tt.uid, tt.jobID); got != want {
-			t.Errorf("idMAC(%x..., %q, %d, %d, %q) = %s, want %s", tt.key[:1], tt.base, tt.shards, tt.uid, tt.jobID, got, want)
+			t.Errorf("idMAC(%d-byte key, %q, %d, %d, %q) = %s, want %s", len(tt.key), tt.base, tt.shards, tt.uid, tt.jobID, got, want)
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -48,48 +47,56 @@ func appendMAC(b, key, base []byte, shards int, uid uint32, jobID string) []byte
 	m := &macs
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	// The message and the sum live in the cache: as arguments of the hash
-	// (an interface) they would escape, two allocations per id.
-	msg := append(m.msg[:0], "coscheml-id v1\x00"...)
+	m.setKeyLocked(key)
+	// The inner hash's input, the key's inner pad and then the message, is
+	// built in the cache's buffer (no allocation once it has grown).
+	msg := append(m.inner[:0], m.ipad[:]...)
+	msg = append(msg, "coscheml-id v1\x00"...)
 	msg = append(append(msg, base...), 0)
 	msg = append(strconv.AppendInt(msg, int64(shards), 10), 0)
 	msg = append(strconv.AppendUint(msg, uint64(uid), 10), 0)
 	msg = append(msg, jobID...)
-	m.msg = msg[:0]
-	mac := m.sumLocked(key, msg, m.out[:0])
-	return hex.AppendEncode(b, mac[:macLen/2])
+	m.inner = msg[:0]
+	sum := sha256.Sum256(msg)
+	copy(m.outer[sha256.BlockSize:], sum[:])
+	sum = sha256.Sum256(m.outer[:])
+	return hex.AppendEncode(b, sum[:macLen/2])
 }
 
-// macs keeps the HMAC of the last key used: hmac.New hashes the key's pads and
-// allocates two SHA-256 states, which every decision (and every token check)
-// paid; Reset restores the keyed state instead. Decisions run one at a time in
-// slurmctld (the worker), so the lock is uncontended.
+// macs keeps the HMAC-SHA256 pads of the last key used. The MAC is computed
+// as RFC 2104 defines it, two SHA-256 sums: of the inner pad and the message,
+// then of the outer pad and that sum. crypto/hmac's Reset restored its keyed
+// state by unmarshalling two SHA-256 states per id instead, the id's largest
+// cost in a decision with cold caches (docs/performance-submit.md).
+// Decisions run one at a time in slurmctld (the worker), so the lock is
+// uncontended.
 var macs macCache
 
 type macCache struct {
-	mu  sync.Mutex
-	key string
-	h   hash.Hash
-	msg []byte            // appendMAC's message buffer (reused)
-	out [sha256.Size]byte // appendMAC's sum
+	mu    sync.Mutex
+	keyed bool
+	key   string
+	ipad  [sha256.BlockSize]byte
+	inner []byte                               // ipad and the message (reused)
+	outer [sha256.BlockSize + sha256.Size]byte // opad and the inner sum
 }
 
-// sum appends the HMAC-SHA256 of msg under key to out.
-func (m *macCache) sum(key, msg, out []byte) []byte {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.sumLocked(key, msg, out)
-}
-
-// sumLocked is sum with m.mu held.
-func (m *macCache) sumLocked(key, msg, out []byte) []byte {
-	if m.h == nil || m.key != string(key) {
-		m.h, m.key = hmac.New(sha256.New, key), string(key)
-	} else {
-		m.h.Reset()
+// setKeyLocked computes key's pads unless they are the cached ones.
+func (m *macCache) setKeyLocked(key []byte) {
+	if m.keyed && m.key == string(key) {
+		return
 	}
-	m.h.Write(msg)
-	return m.h.Sum(out)
+	var k [sha256.BlockSize]byte
+	if len(key) > sha256.BlockSize {
+		sum := sha256.Sum256(key) // RFC 2104: a longer key is hashed first
+		copy(k[:], sum[:])
+	} else {
+		copy(k[:], key)
+	}
+	for i, c := range k {
+		m.ipad[i], m.outer[i] = c^0x36, c^0x5c
+	}
+	m.keyed, m.key = true, string(key)
 }
 
 // signID returns the signed form of an unsigned id.

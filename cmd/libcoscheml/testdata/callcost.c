@@ -14,7 +14,9 @@
  *   paced:  a new thread per call, calls 5 ms apart (a busy submit rate): the
  *           process CPU per call over the whole run, so also what Go's
  *           threads do between calls (sysmon polling while the caller's P
- *           sits in its syscall state), against the same run without calls.
+ *           sits in its syscall state), against the same run without calls,
+ *           and the call's wall time (p50, p90 in us: with both CPUs idle
+ *           between calls, as slurmctld's sdiag sees it).
  * usage: callcost LIB CONFIG N [paced]: with "paced", only the paced lines,
  * five interleaved rounds of N calls each (for perf and for the spread).
  */
@@ -151,6 +153,7 @@ static long ctxsw(void)
 
 static void paced(const char *what, const char *comment, int n)
 {
+	int64_t *wall = calloc(n, sizeof(*wall));
 	long s0 = ctxsw();
 	double c0 = proc_us();
 
@@ -163,11 +166,15 @@ static void paced(const char *what, const char *comment, int n)
 			exit(1);
 		}
 		pthread_join(t, NULL);
+		wall[i] = c.wall;
 		usleep(5000);
 	}
 	double c1 = proc_us();
-	printf("paced %s calls=%d proc_per_call_us=%.1f ctxsw_per_call=%.1f\n", what,
-	       n, (c1 - c0) / n, (double)(ctxsw() - s0) / n);
+	qsort(wall, n, sizeof(*wall), cmp64);
+	printf("paced %s calls=%d proc_per_call_us=%.1f ctxsw_per_call=%.1f wall_p50_us=%.1f wall_p90_us=%.1f\n",
+	       what, n, (c1 - c0) / n, (double)(ctxsw() - s0) / n,
+	       pct(wall, n, 50) / 1e3, pct(wall, n, 90) / 1e3);
+	free(wall);
 }
 
 int main(int argc, char **argv)
