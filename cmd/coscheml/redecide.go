@@ -34,6 +34,10 @@ func redecideCommand() *cli.Command {
 			"With --loop it also renews a heartbeat file (redecide_heartbeat; default redecide.alive\n" +
 			"beside the decision log) after every pass that listed the queue, and removes it when\n" +
 			"stopped: the plugin defers waits only while that heartbeat is fresh.\n\n" +
+			"With a backup controller (SlurmctldHost listed more than once) the service runs on\n" +
+			"every controller host; the loop asks `scontrol ping` every 10 s which one is in control\n" +
+			"(the first that answers) and a standby host's loop re-decides nothing and writes no\n" +
+			"heartbeat until its controller takes over (--standby-check=false turns this off).\n\n" +
 			"Exit codes: 0 ok (also --loop with wait_defer 0: nothing to do), 1 the queue cannot be\n" +
 			"listed, 2 usage (wait_defer is 0 without --loop).",
 		Flags: []cli.Flag{
@@ -42,6 +46,7 @@ func redecideCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-per-pass", Value: 20, Usage: "most updates per pass (0: no bound); the jobs re-decided least recently go first"},
 			&cli.StringFlag{Name: "squeue", Value: "squeue", Usage: "squeue `PROGRAM`"},
 			&cli.StringFlag{Name: "scontrol", Value: "scontrol", Usage: "scontrol `PROGRAM`"},
+			&cli.BoolFlag{Name: "standby-check", Value: true, Usage: "on a standby controller host (scontrol ping names another in control) re-decide nothing"},
 		},
 		Action: runRedecide,
 	}
@@ -71,10 +76,16 @@ func runRedecide(c *cli.Context) error {
 	if c.Int("max-per-pass") < 0 {
 		return usageErrorf("redecide: --max-per-pass %d: want >= 0", c.Int("max-per-pass"))
 	}
+	host := ""
+	if c.Bool("standby-check") {
+		if host, err = os.Hostname(); err != nil {
+			return fmt.Errorf("redecide: this host's name, for --standby-check: %w", err)
+		}
+	}
 	errw := c.App.ErrWriter
 	l := &redecide.Loop{
 		Run: runSlurm, Squeue: c.String("squeue"), Scontrol: c.String("scontrol"),
-		Refresh: cfg.WaitDefer / 2, MaxPerPass: c.Int("max-per-pass"), Heartbeat: cfg.HeartbeatPath(),
+		Refresh: cfg.WaitDefer / 2, MaxPerPass: c.Int("max-per-pass"), Heartbeat: cfg.HeartbeatPath(), Host: host,
 		Log: func(format string, a ...any) {
 			fmt.Fprintln(errw, "coscheml: redecide:", sanitizeLine(fmt.Sprintf(format, a...)))
 		},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -11,7 +12,8 @@ import (
 type Runner func(ctx context.Context, name string, args ...string) (string, error)
 
 // Loop re-decides deferred jobs. Its zero value is not usable: set Run and
-// Refresh. One Loop is used by one goroutine.
+// Refresh. Pass is called by one goroutine at a time (Forever's); Forever
+// adds one that watches the controllers (Host).
 type Loop struct {
 	Run      Runner
 	Squeue   string // squeue program (default "squeue")
@@ -29,7 +31,19 @@ type Loop struct {
 	// (WriteHeartbeat) and removes when it ends, so that the plugin defers waits
 	// only while a loop runs ("": none; the plugin then never defers).
 	Heartbeat string
+	// Host: this machine's name. When set, the loop asks `scontrol ping` which
+	// controller is in control and does nothing (no update, no heartbeat)
+	// while another one is (InControl): with a backup controller the service
+	// runs on both hosts and only the active one's loop acts. Forever asks
+	// every CheckEvery (default 10 s) on a goroutine of its own, so that a
+	// ping waiting on an unreachable controller never delays a pass.
+	Host       string
+	CheckEvery time.Duration
 
+	ctlMu       sync.Mutex
+	watching    bool // Forever's watchControl asks; passes never do
+	ctlKnown    bool
+	standby     string // why the loop stands by ("": it acts)
 	lastRunning string
 	hbErr       string // the last heartbeat error logged ("" none)
 	changedLast bool
@@ -43,6 +57,9 @@ type Loop struct {
 // returns how many jobs it re-decided; a failed update is logged and the others
 // go on.
 func (l *Loop) Pass(ctx context.Context, now time.Time) (int, error) {
+	if l.Host != "" && l.standingBy(ctx) != "" {
+		return 0, nil
+	}
 	marker, err := NewMarker()
 	if err != nil {
 		return 0, err
@@ -102,6 +119,12 @@ func (l *Loop) Pass(ctx context.Context, now time.Time) (int, error) {
 func (l *Loop) Forever(ctx context.Context, interval time.Duration) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	if l.Host != "" {
+		l.ctlMu.Lock()
+		l.watching = true
+		l.ctlMu.Unlock()
+		go l.watchControl(ctx)
+	}
 	if l.Heartbeat != "" {
 		defer func() {
 			if err := RemoveHeartbeat(l.Heartbeat); err != nil {
@@ -117,7 +140,7 @@ func (l *Loop) Forever(ctx context.Context, interval time.Duration) error {
 		case n > 0:
 			l.logf("re-decided %d deferred job(s)", n)
 		}
-		if err == nil && l.Heartbeat != "" {
+		if err == nil && l.Heartbeat != "" && (l.Host == "" || l.standingBy(ctx) == "") {
 			l.beat(time.Now().Add(HeartbeatTTL(interval)))
 		}
 		select {
@@ -126,6 +149,65 @@ func (l *Loop) Forever(ctx context.Context, interval time.Duration) error {
 		case <-t.C:
 		}
 	}
+}
+
+// standingBy is why the loop stands by now ("": it acts), from the last
+// answer of `scontrol ping`. Under Forever, before the watcher's first answer
+// it stands by (two loops acting would re-decide every job twice; a loop that
+// waits a moment costs nothing); a single pass asks itself.
+func (l *Loop) standingBy(ctx context.Context) string {
+	l.ctlMu.Lock()
+	known, why, watching := l.ctlKnown, l.standby, l.watching
+	l.ctlMu.Unlock()
+	switch {
+	case known:
+		return why
+	case watching:
+		return "which controller is in control is not known yet"
+	}
+	return l.checkControl(ctx)
+}
+
+// watchControl asks `scontrol ping` now and then every CheckEvery until ctx
+// ends.
+func (l *Loop) watchControl(ctx context.Context) {
+	every := l.CheckEvery
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		l.checkControl(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// checkControl asks `scontrol ping` whether this host's controller is the one
+// in control (InControl), records the answer and logs each change between
+// acting and standing by. An unanswered ping keeps the loop acting: its own
+// squeue then fails and says why.
+func (l *Loop) checkControl(ctx context.Context) string {
+	out, err := l.Run(ctx, l.prog(l.Scontrol, "scontrol"), "ping")
+	why := ""
+	if err == nil {
+		_, why = InControl(ParsePing(out), l.Host)
+	}
+	l.ctlMu.Lock()
+	was, known := l.standby, l.ctlKnown
+	l.standby, l.ctlKnown = why, true
+	l.ctlMu.Unlock()
+	switch {
+	case why != "" && (was == "" || !known):
+		l.logf("standing by: this host (%s) is a standby controller and %s; re-deciding resumes if it takes over", l.Host, why)
+	case why == "" && was != "":
+		l.logf("this host (%s) is in control now: re-deciding", l.Host)
+	}
+	return why
 }
 
 // beat renews the heartbeat; a failure is logged when it first happens and when

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coscheml/coscheml/pkg/redecide"
 )
 
 // testRedecide: on a busy cluster a tagged job that nothing fits is answered
@@ -70,6 +72,16 @@ func testRedecide(t *testing.T, c *cluster) {
 	}
 	c.cancel(y)
 
+	// The loop asks `scontrol ping` which controller is in control before each
+	// pass (--standby-check): this release's answer must read as one controller,
+	// this host, up, so that the loop below acts.
+	ping := c.mustRun("scontrol", "ping")
+	if cs := redecide.ParsePing(ping); len(cs) != 1 || !cs[0].Up || cs[0].Host != c.host {
+		t.Errorf("scontrol ping reads as %+v, want this cluster's one controller %s up:\n%s", cs, c.host, ping)
+	} else if ok, why := redecide.InControl(cs, c.host); !ok {
+		t.Errorf("the loop on %s would stand by: %s", c.host, why)
+	}
+
 	// The loop, started as the service would be, with this cluster's clients.
 	// The plugin reads its heartbeat within a second of its first pass.
 	stop := c.startRedecide(time.Second)
@@ -93,6 +105,7 @@ func testRedecide(t *testing.T, c *cluster) {
 	if n := c.countLog("job_submit/coscheml", "re-decide loop running (heartbeat"); n == 0 {
 		t.Errorf("slurmctld's log never says the plugin saw the re-decide loop")
 	}
+	c.checkStandbyPass()
 
 	// Nothing frees for longer than a refresh (wait_defer/2): the loop defers it
 	// again, so it neither starts on a whole GPU nor stops being re-decided.
@@ -132,6 +145,36 @@ func testRedecide(t *testing.T, c *cluster) {
 		t.Errorf("job %d's final decision is not a re-decided share: %s", x, l)
 	}
 	t.Logf("job %d: deferred as %s, re-decided into %s next to job %d (%s)", x, first, where(xj), a.ID, xj.TresPerNode)
+}
+
+// checkStandbyPass runs one `coscheml redecide` pass as the loop on a backup
+// controller host would, while a deferred job waits: its scontrol (a wrapper
+// that logs every call and otherwise runs the real one) answers `ping` with
+// another host in control and this one as the backup. The pass must list
+// nothing and update nothing, and say why.
+func (c *cluster) checkStandbyPass() {
+	t := c.t
+	calls := c.path("log", "standby-scontrol.calls")
+	wrapper := c.path("standby-scontrol")
+	c.writeFile("standby-scontrol", "#!/bin/sh\necho \"$*\" >> "+calls+"\n"+
+		"if [ \"$1\" = ping ]; then\n"+
+		"  printf 'Slurmctld(primary) at otherctl is UP\\nSlurmctld(backup) at "+c.host+" is UP\\n'\n  exit 0\nfi\n"+
+		"exec "+c.a.slurm.bin("scontrol")+" \"$@\"\n", 0o755)
+	cmd := exec.Command(filepath.Join(c.a.binDir, "coscheml"), "redecide", "--scontrol", wrapper)
+	cmd.Env = append(c.env, "COSCHEML_CONFIG="+c.cfgPath)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("coscheml redecide on a standby host: %v\n%s", err, stderr.String())
+	}
+	made, _ := os.ReadFile(calls)
+	if strings.TrimSpace(string(made)) != "ping" || !strings.Contains(stdout.String(), "re-decided 0 deferred job(s)") ||
+		!strings.Contains(stderr.String(), "standing by: this host ("+c.host+") is a standby controller and Slurmctld(primary) at otherctl is in control") {
+		t.Errorf("a pass on a standby controller host: scontrol calls %q, stdout %q, stderr %q; want one ping, nothing re-decided, the standing-by line",
+			made, stdout.String(), stderr.String())
+	} else {
+		t.Logf("a pass on a standby controller host, with a deferred job queued: %s", strings.TrimSpace(stderr.String()))
+	}
 }
 
 // startRedecide runs `coscheml redecide --loop` (coscheml-redecide.service) for
