@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#define COSCHEML_ABI_VERSION 3u
+#define COSCHEML_ABI_VERSION 4u
 
 /* The answers of coscheml_decide. */
 enum {
@@ -115,6 +115,23 @@ struct coscheml_answer {
 	char *tres_per_job;
 	char *tres_per_task;
 	uint32_t replace; /* COSCHEML_ANS_* bits */
+	/*
+	 * From interface 4 on: the decision's one line for slurmctld's log,
+	 * logged at decision_level (log above is problems, refusals and
+	 * removed tokens, at info).
+	 */
+	uint32_t decision_level; /* COSCHEML_LOG_* */
+	char *decision_line;
+};
+
+/*
+ * coscheml_answer.decision_level: the slurmctld log level of decision_line
+ * (coscheml.yaml's log_decisions): Slurm's info, verbose or debug.
+ */
+enum {
+	COSCHEML_LOG_INFO = 0,
+	COSCHEML_LOG_VERBOSE = 1,
+	COSCHEML_LOG_DEBUG = 2,
 };
 
 /* The library's exports, as function pointer types for dlsym. */

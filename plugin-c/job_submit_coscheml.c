@@ -46,6 +46,10 @@ extern void slurm_info(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
 extern void slurm_error(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
+extern void slurm_verbose(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+extern void slurm_debug(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
 
 const char plugin_name[] = "coscheml interference-aware GPU co-location";
 const char plugin_type[] = "job_submit/coscheml";
@@ -84,8 +88,14 @@ static const char *env_or(const char *name, const char *fallback)
 	return (v && *v) ? v : fallback;
 }
 
-/* Log each line of a multi-line Go log text with the plugin prefix. */
-static void log_lines(const char *text)
+typedef void (*slurm_log_fn)(const char *fmt, ...);
+
+/*
+ * Log each line of a multi-line Go log text with the plugin prefix, through
+ * Slurm's logger of that level (which drops a line above SlurmctldDebug
+ * before formatting it).
+ */
+static void log_lines_at(slurm_log_fn log, const char *text)
 {
 	const char *p = text;
 
@@ -94,8 +104,26 @@ static void log_lines(const char *text)
 		int len = nl ? (int)(nl - p) : (int)strlen(p);
 
 		if (len > 0)
-			slurm_info("%s: %.*s", plugin_type, len, p);
+			log("%s: %.*s", plugin_type, len, p);
 		p = nl ? nl + 1 : NULL;
+	}
+}
+
+static void log_lines(const char *text)
+{
+	log_lines_at(slurm_info, text);
+}
+
+/* The logger of an answer's decision_level (COSCHEML_LOG_*). */
+static slurm_log_fn logger_of(uint32_t level)
+{
+	switch (level) {
+	case COSCHEML_LOG_INFO:
+		return slurm_info;
+	case COSCHEML_LOG_DEBUG:
+		return slurm_debug;
+	default:
+		return slurm_verbose;
 	}
 }
 
@@ -345,6 +373,8 @@ static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
 
 	if (ans.log)
 		log_lines(ans.log);
+	if (ans.decision_line)
+		log_lines_at(logger_of(ans.decision_level), ans.decision_line);
 
 	switch (answer) {
 	case COSCHEML_UNCHANGED:
@@ -394,6 +424,7 @@ static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
 	free(ans.log);
 	free(ans.tres_per_job);
 	free(ans.tres_per_task);
+	free(ans.decision_line);
 	return rc;
 }
 

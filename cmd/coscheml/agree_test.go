@@ -118,9 +118,9 @@ func pluginPath(t *testing.T, cfgPath string, cat profile.Catalog, tags []string
 		if r.ReqNodes == "" { // waits: queued for a whole GPU, not pinned
 			break
 		}
-		m := logChoiceRE.FindStringSubmatch(r.Log)
+		m := logChoiceRE.FindStringSubmatch(r.Line)
 		if m == nil {
-			t.Fatalf("job %d: no choice in the log line %q", i, r.Log)
+			t.Fatalf("job %d: no choice in the decision line %q (log %q)", i, r.Line, r.Log)
 		}
 		g, _ := strconv.Atoi(m[2])
 		k, _ := strconv.Atoi(m[3])

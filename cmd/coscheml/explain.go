@@ -29,8 +29,10 @@ func explainCommand() *cli.Command {
 			"decision from the decision log (decision_log in the configuration): the\n" +
 			"action (share, exclusive, wait), the node and GPU chosen, the predicted\n" +
 			"speeds and the reason. For a running job it also shows the GPUs the node's\n" +
-			"prolog recorded. --decision ID skips squeue (e.g. for a finished job\n" +
-			"whose id is in slurmctld's log line). Root and SlurmUser (the log's owner)\n" +
+			"prolog recorded. --decision ID skips squeue (e.g. for a finished job:\n" +
+			"the id is in its comment in sacct with AccountingStoreFlags=job_comment,\n" +
+			"and in slurmctld's log line with log_decisions: info or SlurmctldDebug\n" +
+			"verbose). Root and SlurmUser (the log's owner)\n" +
 			"see every decision; other users only their own jobs'.\n\n" +
 			"Examples:\n" +
 			"   coscheml explain 4242\n" +

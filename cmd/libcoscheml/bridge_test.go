@@ -214,13 +214,16 @@ func TestCABI(t *testing.T) {
 	cc(t, "-Wall", "-Wextra", "-Werror", "-o", bin, "testdata/abi.c", "-ldl")
 	got := runC(t, nil, bin, so, writeConfig(t, "unknown_profile: reject\n"))
 	wantLines(t, "abi", got, []string{
-		"abi=3 header=3",
+		"abi=4 header=4",
 		"init rc=0",
-		"untagged rc=0 tres=NULL nodes=NULL msg=NULL log=NULL",
+		"untagged rc=0 tres=NULL nodes=NULL msg=NULL log=NULL level=0 line=NULL",
 		"nulls rc=0 tres=NULL",
 		"badtag rc=2 tres=NULL nodes=NULL msg=coscheml: invalid tag",
 		"unknown rc=2 tres=NULL nodes=NULL msg=coscheml: unknown application profile 'nosuch'",
-		"modify rc=0 tres=NULL nodes=NULL msg=NULL log=modify job=17 ",
+		// The decision's line at log_decisions (verbose by default); a
+		// refusal's in log (info).
+		"modify rc=0 tres=NULL nodes=NULL msg=NULL log=NULL level=1 line=modify job=17 ",
+		"log=submit job=new uid=1000 tag=nosuch",
 		"shortjob rc=0 tres=NULL nodes=NULL msg=NULL log=the plugin passed a job of 8 bytes",
 		"shortanswer rc=0 untouched=1",
 		"nullanswer rc=0",
@@ -287,7 +290,7 @@ func TestCShim(t *testing.T) {
 	wants := []string{
 		"match=1",
 		"init rc=0",
-		"loaded " + so + " (interface 3",
+		"loaded " + so + " (interface 4",
 		"untagged rc=0 tres=gres:gpu:1 nodes=NULL msg=NULL",
 		"nulls rc=0 tres=NULL nodes=NULL msg=NULL",
 		"badtag rc=1 tres=gres:gpu:1 nodes=NULL msg=coscheml: invalid tag",
@@ -299,9 +302,11 @@ func TestCShim(t *testing.T) {
 		"fields-array rc=0 tres=gres:shard:4 job=NULL nodes=NULL",
 		" job=NULL nodes=n3\n",
 		"fields-exclusive rc=0 tres=gres:gpu:1 job=NULL nodes=NULL",
-		"job_submit/coscheml: modify job=17 ",
-		"job_submit/coscheml: modify job=18 ",
-		"job_submit/coscheml: modify job=new ",
+		// Decision lines through Slurm's verbose logger (log_decisions'
+		// default).
+		"verbose: job_submit/coscheml: modify job=17 ",
+		"verbose: job_submit/coscheml: modify job=18 ",
+		"verbose: job_submit/coscheml: modify job=new ",
 		"modify-untagged rc=0",
 		"rawshard rc=1 tres=gres:shard:1 nodes=NULL msg=coscheml: this job asks for GPU shards directly",
 		"rawshard-root rc=0 tres=gres:shard:1 nodes=NULL msg=NULL",
@@ -338,8 +343,8 @@ func TestCShim(t *testing.T) {
 		for _, tc := range []struct {
 			name, flag, want string
 		}{
-			{"abi1", "-DFAKE_ABI=1", "speaks interface 1, this plugin speaks 3"},
-			{"abi99", "-DFAKE_ABI=99", "speaks interface 99, this plugin speaks 3"},
+			{"abi1", "-DFAKE_ABI=1", "speaks interface 1, this plugin speaks 4"},
+			{"abi99", "-DFAKE_ABI=99", "speaks interface 99, this plugin speaks 4"},
 			{"old", "-DNO_ABI", "has no coscheml_abi_version"},
 		} {
 			fake := filepath.Join(dir, tc.name+".so")
@@ -663,7 +668,7 @@ func TestWorkerHandoff(t *testing.T) {
 			n = 3
 		}
 		return submit.Result{Code: submit.Rewrite, TresPerNode: "gres/shard:2", ReqNodes: "n1",
-			Comment: "c " + j.Comment, Log: strings.Repeat("l", n), BeginTime: 42}
+			Comment: "c " + j.Comment, Log: strings.Repeat("l", n), Line: "d", LineLevel: "debug", BeginTime: 42}
 	}
 	testDecide.Store(&decide)
 	t.Cleanup(func() {
@@ -680,7 +685,7 @@ func TestWorkerHandoff(t *testing.T) {
 	applyTimeout(&cur)
 
 	// The fixed strings of an answer take this much of the buffer.
-	fixed := len("gres/shard:2") + 1 + len("n1") + 1 + 1 + len("c coscheml ") // + the log's NUL
+	fixed := len("gres/shard:2") + 1 + len("n1") + 1 + 1 + len("c coscheml ") + len("d") + 1 // + the log's NUL
 	for _, tc := range []struct {
 		name string
 		n    int // the log line's length
@@ -693,7 +698,7 @@ func TestWorkerHandoff(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			comment := fmt.Sprintf("coscheml len=%04d", tc.n)
 			rc, strs, begin := callDecide(comment)
-			want := [7]string{"gres/shard:2", "n1", "c " + comment, "", strings.Repeat("l", tc.n), "", ""}
+			want := [8]string{"gres/shard:2", "n1", "c " + comment, "", strings.Repeat("l", tc.n), "", "", "d"}
 			if rc != int(submit.Rewrite) || strs != want || begin != 42 {
 				t.Fatalf("rc=%d begin=%d strs=%.80q, want %.80q", rc, begin, strs, want)
 			}
@@ -719,7 +724,7 @@ func TestWorkerHandoff(t *testing.T) {
 			t.Errorf("the timed-out call took %v", d)
 		}
 		// The worker still decides: calls pass at once, unlogged.
-		if rc, strs, _ := callDecide("coscheml during"); rc != int(submit.Unchanged) || strs != ([7]string{}) {
+		if rc, strs, _ := callDecide("coscheml during"); rc != int(submit.Unchanged) || strs != ([8]string{}) {
 			t.Fatalf("during: rc=%d strs=%q", rc, strs)
 		}
 		var rc2 int

@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/submit"
 )
 
@@ -93,6 +94,7 @@ type answer struct {
 	strs      [C.CQ_NANS]string
 	beginTime int64
 	replace   C.uint32_t
+	level     C.uint32_t // COSCHEML_LOG_* of strs[CQ_ANS_DECISION_LINE]
 }
 
 // decideInto answers job_submit (job.modify 0) and job_modify (1) on the
@@ -106,13 +108,14 @@ func decideInto(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) C.int
 		return C.int(submit.Unchanged)
 	}
 	a := decideJob(job)
-	outs := [C.CQ_NANS]**C.char{&ans.tres_per_node, &ans.req_nodes, &ans.comment, &ans.user_msg, &ans.log, &ans.tres_per_job, &ans.tres_per_task}
+	outs := [C.CQ_NANS]**C.char{&ans.tres_per_node, &ans.req_nodes, &ans.comment, &ans.user_msg, &ans.log, &ans.tres_per_job, &ans.tres_per_task, &ans.decision_line}
 	for i, o := range outs {
 		*o = nil
 		setOut(o, a.strs[i])
 	}
 	ans.begin_time = C.int64_t(a.beginTime)
 	ans.replace = a.replace
+	ans.decision_level = a.level
 	return a.code
 }
 
@@ -150,6 +153,7 @@ func decideJob(job *C.struct_coscheml_job) (a answer) {
 	}
 	res := decideGo(j)
 	a.strs[C.CQ_ANS_LOG] = res.Log
+	a.strs[C.CQ_ANS_DECISION_LINE], a.level = res.Line, logLevel(res.LineLevel)
 	a.strs[C.CQ_ANS_USER_MSG] = res.UserMsg
 	if res.Code == submit.Rewrite {
 		a.strs[C.CQ_ANS_TRES_PER_NODE] = res.TresPerNode
@@ -238,6 +242,18 @@ func cStrLen(p unsafe.Pointer, limit int) int {
 		n += chunk
 	}
 	return limit
+}
+
+// logLevel maps log_decisions to the answer's COSCHEML_LOG_* (verbose, the
+// default, for "": no configuration loaded).
+func logLevel(level string) C.uint32_t {
+	switch level {
+	case config.LogInfo:
+		return C.COSCHEML_LOG_INFO
+	case config.LogDebug:
+		return C.COSCHEML_LOG_DEBUG
+	}
+	return C.COSCHEML_LOG_VERBOSE
 }
 
 // replaceBits maps submit.AnswerField to the answer's COSCHEML_ANS_* bits, bit by

@@ -180,6 +180,7 @@ static void free_answer(struct coscheml_answer *a)
 	free(a->log);
 	free(a->tres_per_job);
 	free(a->tres_per_task);
+	free(a->decision_line);
 }
 
 static void free_req(struct cq_req *r)
@@ -332,7 +333,8 @@ int cq_move_answer(struct cq_req *r, struct coscheml_answer *ans)
 {
 	char **outs[CQ_NANS] = {&ans->tres_per_node, &ans->req_nodes,
 				&ans->comment, &ans->user_msg, &ans->log,
-				&ans->tres_per_job, &ans->tres_per_task};
+				&ans->tres_per_job, &ans->tres_per_task,
+				&ans->decision_line};
 	const char *base = r->ans_big ? r->ans_big : r->ans_buf;
 
 	for (int i = 0; i < CQ_NANS; i++) {
@@ -353,6 +355,7 @@ int cq_move_answer(struct cq_req *r, struct coscheml_answer *ans)
 	}
 	ans->begin_time = r->begin_time;
 	ans->replace = r->replace;
+	ans->decision_level = r->decision_level;
 	return r->rc;
 }
 
@@ -377,6 +380,8 @@ int coscheml_decide(const struct coscheml_job *job,
 	uint32_t ans_size = ans->size;
 	ans->tres_per_node = ans->req_nodes = ans->comment = NULL;
 	ans->user_msg = ans->log = ans->tres_per_job = ans->tres_per_task = NULL;
+	ans->decision_line = NULL;
+	ans->decision_level = COSCHEML_LOG_INFO;
 	ans->begin_time = 0;
 	ans->replace = 0;
 

@@ -55,6 +55,7 @@ enum {
 	CQ_ANS_LOG,
 	CQ_ANS_TRES_PER_JOB,
 	CQ_ANS_TRES_PER_TASK,
+	CQ_ANS_DECISION_LINE,
 	CQ_NANS,
 };
 
@@ -74,6 +75,7 @@ struct cq_req {
 	int32_t rc;
 	uint32_t replace;
 	int64_t begin_time;
+	uint32_t decision_level; /* COSCHEML_LOG_* */
 	/* NULL when the caller passed no job (the worker says so in the log). */
 	struct coscheml_job *jobp;
 	struct coscheml_job job; /* the caller's job, its strings copied */

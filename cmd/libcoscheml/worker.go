@@ -229,7 +229,7 @@ func writeAnswer(r *C.struct_cq_req, a *answer) {
 		}
 	}
 	if buf == nil {
-		r.rc, r.begin_time, r.replace = C.int32_t(submit.Unchanged), 0, 0
+		r.rc, r.begin_time, r.replace, r.decision_level = C.int32_t(submit.Unchanged), 0, 0, C.COSCHEML_LOG_INFO
 		return
 	}
 	off := 0
@@ -242,7 +242,7 @@ func writeAnswer(r *C.struct_cq_req, a *answer) {
 		r.ans_off[i], r.ans_len[i] = C.int32_t(off), C.int32_t(len(s))
 		off += len(s) + 1
 	}
-	r.rc, r.begin_time, r.replace = C.int32_t(a.code), C.int64_t(a.beginTime), a.replace
+	r.rc, r.begin_time, r.replace, r.decision_level = C.int32_t(a.code), C.int64_t(a.beginTime), a.replace, a.level
 }
 
 // maxAnswer bounds one answer's strings together (the int32 lengths of
@@ -308,7 +308,7 @@ func callDecide(comment string) (int, [C.CQ_NANS]string, int64) {
 	a := C.struct_coscheml_answer{size: C.sizeof_struct_coscheml_answer}
 	rc := C.coscheml_decide(&j, &a)
 	var strs [C.CQ_NANS]string
-	for i, p := range [C.CQ_NANS]*C.char{a.tres_per_node, a.req_nodes, a.comment, a.user_msg, a.log, a.tres_per_job, a.tres_per_task} {
+	for i, p := range [C.CQ_NANS]*C.char{a.tres_per_node, a.req_nodes, a.comment, a.user_msg, a.log, a.tres_per_job, a.tres_per_task, a.decision_line} {
 		if p != nil {
 			strs[i] = C.GoString(p)
 			C.free(unsafe.Pointer(p))

@@ -78,6 +78,13 @@ type Config struct {
 	// DecideTimeout: how long slurmctld's submitting thread waits for a
 	// decision before it passes the job through unchanged (fail open).
 	DecideTimeout time.Duration `yaml:"decide_timeout"`
+	// LogDecisions is the level of slurmctld's log at which the plugin writes
+	// its one line per decision (LogInfo, LogVerbose or LogDebug). Problems,
+	// refusals and removed tokens are always logged at info. Why not info by
+	// default: the line costs a slurmctld thread about 30 us per submission
+	// (a formatted write to the log file), 8% of a 26.05 submission, and the
+	// decision log already records every decision.
+	LogDecisions string `yaml:"log_decisions"`
 
 	Cluster   ClusterSpec   `yaml:"cluster"`
 	Profiling ProfilingSpec `yaml:"profiling"`
@@ -128,6 +135,14 @@ const (
 	PinAuto = "auto"
 )
 
+// log_decisions: the slurmctld log level of the plugin's decision lines (Slurm's
+// info, verbose and debug; SlurmctldDebug decides what reaches the file).
+const (
+	LogInfo    = "info"
+	LogVerbose = "verbose"
+	LogDebug   = "debug"
+)
+
 // Policies are the placement policy names the configuration accepts (the
 // registry's configurable ones: the oracle needs measured truth and exists only in
 // the simulator).
@@ -156,6 +171,7 @@ func Default() Config {
 		ShardTypePrefix:  "g",
 		WaitDefer:        20 * time.Second,
 		DecideTimeout:    500 * time.Millisecond,
+		LogDecisions:     LogVerbose,
 		Profiling:        ProfilingSpec{Enabled: true, Backend: "nvml", Interval: 500 * time.Millisecond, StaleAfter: 30 * 24 * time.Hour},
 	}
 }

@@ -348,6 +348,7 @@ func (c Config) Validate() error {
 		{"invalid_tag", c.InvalidTag, []string{"reject", "exclusive"}},
 		{"profiling.backend", c.Profiling.Backend, []string{"nvml", "mock"}},
 		{"shard_pinning", c.ShardPinning, []string{PinAuto, PinFirstFit, PinTyped}},
+		{"log_decisions", c.LogDecisions, []string{LogInfo, LogVerbose, LogDebug}},
 	} {
 		if !contains(e.allowed, e.val) {
 			bad(e.key, "%q is not allowed; want %s", Sanitize(e.val), strings.Join(e.allowed, " or "))

@@ -29,7 +29,7 @@ func TestDecideAllocs(t *testing.T) {
 			var r Result
 			got := testing.AllocsPerRun(200, func() { r = decideAndForget(f, tc.j) })
 			if got > tc.max {
-				t.Errorf("%v allocations per decision (%s), want at most %v", got, r.Log, tc.max)
+				t.Errorf("%v allocations per decision (%s), want at most %v", got, logOf(r), tc.max)
 			}
 			t.Logf("%v allocations per decision", got)
 		})

@@ -41,6 +41,9 @@ func (e *Engine) Decide(j JobFields) (res Result) {
 	if len(res.Log) > e.opts.MaxLogLen {
 		res.Log = res.Log[:e.opts.MaxLogLen] + "..."
 	}
+	if len(res.Line) > e.opts.MaxLogLen {
+		res.Line = res.Line[:e.opts.MaxLogLen] + "..."
+	}
 	return res
 }
 
@@ -80,6 +83,9 @@ func (e *Engine) decideOne(j JobFields) Result {
 			dl.Log(out.rec)
 		}
 		res = out.res
+	}
+	if snap != nil && res.Line != "" {
+		res.LineLevel = snap.cfg.LogDecisions
 	}
 	if stripped {
 		switch res.Code {
@@ -190,7 +196,7 @@ func deferral(q *query, out outcome, ours bool, wait time.Duration) outcome {
 // bound never cuts it off) and words the log line again.
 func reword(out outcome, more string) outcome {
 	out.rec.Reason = more + out.rec.Reason
-	out.res.Log = formatLog(&out.rec)
+	setLine(&out.res, &out.rec)
 	return out
 }
 
@@ -610,8 +616,18 @@ func exclusiveUnpinned(q *query, ask *gpuAsk, r decisionlog.Record) outcome {
 func finish(res Result, r decisionlog.Record, outcomeName, action, reason string) outcome {
 	r.Outcome, r.Action, r.Reason = outcomeName, action, reason
 	r.TresOut = res.TresPerNode
-	res.Log = formatLog(&r)
+	setLine(&res, &r)
 	return outcome{res: res, rec: r, logged: r.Tag != "" || outcomeName != "unchanged"}
+}
+
+// setLine words r for slurmctld's log: a refusal in res.Log (always at info: a
+// user's job was refused), any other decision in res.Line (at log_decisions).
+func setLine(res *Result, r *decisionlog.Record) {
+	if r.Outcome == "reject" {
+		res.Log, res.Line = formatLog(r), ""
+		return
+	}
+	res.Line = formatLog(r)
 }
 
 // formatLog words the decision for slurmctld's log. It runs on slurmctld's

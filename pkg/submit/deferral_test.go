@@ -209,8 +209,8 @@ func TestDeferralFollowsTheLoop(t *testing.T) {
 				c.WaitDefer = 30 * time.Second
 			})
 			f.loopRuns(t)
-			if r := f.e.Decide(job("coscheml:app=heavy-a")); !strings.Contains(r.Log, "re-decide loop running") {
-				t.Fatalf("the loop's appearance is not logged with the next job: %q", r.Log)
+			if r := f.e.Decide(job("coscheml:app=heavy-a")); !strings.Contains(logOf(r), "re-decide loop running") {
+				t.Fatalf("the loop's appearance is not logged with the next job: %q", logOf(r))
 			}
 			tc.after(t, f)
 			f.e.Reload()
@@ -224,8 +224,8 @@ func TestDeferralFollowsTheLoop(t *testing.T) {
 			if !strings.Contains(w.Log, tc.note) {
 				t.Fatalf("log %q lacks %q", w.Log, tc.note)
 			}
-			if again := f.e.Decide(job("coscheml:app=heavy-b")); tc.note != "" && strings.Contains(again.Log, tc.note) {
-				t.Fatalf("said twice: %q", again.Log)
+			if again := f.e.Decide(job("coscheml:app=heavy-b")); tc.note != "" && strings.Contains(logOf(again), tc.note) {
+				t.Fatalf("said twice: %q", logOf(again))
 			}
 		})
 	}

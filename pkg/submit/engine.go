@@ -121,7 +121,12 @@ type Result struct {
 	ReqNodes    string
 	Comment     string
 	UserMsg     string
-	Log         string // for slurmctld's log: earlier problems (once each), then the decision line
+	Log         string // for slurmctld's log at info: earlier problems (once each), a refusal, a removed token
+	// Line is the decision's line for slurmctld's log, at LineLevel (the
+	// configuration's log_decisions: config.LogInfo, LogVerbose or LogDebug;
+	// "" when no configuration loaded: verbose).
+	Line      string
+	LineLevel string
 	// BeginTime, with Rewrite, is the job's new begin time (unix seconds; 0:
 	// leave it): a deferred "wait", or now for a deferred job placed at last.
 	BeginTime int64

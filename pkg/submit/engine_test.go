@@ -162,8 +162,8 @@ func TestGoodPairSharesOneGPU(t *testing.T) {
 	if rb.PredictedSpeed < 0.97 || rb.PredictedSpeed > 0.99 {
 		t.Fatalf("predicted speed %v, want 1-20*20/20000=0.98", rb.PredictedSpeed)
 	}
-	if !strings.Contains(b.Log, "tag=light-b") || !strings.Contains(b.Log, "action=share") || !strings.Contains(b.Log, "node=n1 gpu=0") {
-		t.Fatalf("log line %q", b.Log)
+	if !strings.Contains(logOf(b), "tag=light-b") || !strings.Contains(logOf(b), "action=share") || !strings.Contains(logOf(b), "node=n1 gpu=0") {
+		t.Fatalf("log line %q", logOf(b))
 	}
 }
 
@@ -202,7 +202,7 @@ func TestInferNotSharedPastFloor(t *testing.T) {
 
 func TestUntagged(t *testing.T) {
 	f := newFixture(t, nil)
-	if r := f.e.Decide(job("just a comment")); r.Code != Unchanged || r.Log != "" || r.TresPerNode != "" {
+	if r := f.e.Decide(job("just a comment")); r.Code != Unchanged || logOf(r) != "" || r.TresPerNode != "" {
 		t.Fatalf("untagged pass: %+v", r)
 	}
 	if r := f.e.Decide(job("")); r.Code != Unchanged {
@@ -235,8 +235,8 @@ func TestBadInputRejected(t *testing.T) {
 		if r.Code != Reject || !strings.HasPrefix(r.UserMsg, "coscheml: ") || !strings.Contains(r.UserMsg, tc.msg) {
 			t.Errorf("%.40q: %+v", tc.comment, r)
 		}
-		if len(r.UserMsg) > 300 || !strings.Contains(r.Log, "outcome=reject") {
-			t.Errorf("%.40q: message %d chars, log %q", tc.comment, len(r.UserMsg), r.Log)
+		if len(r.UserMsg) > 300 || !strings.Contains(logOf(r), "outcome=reject") {
+			t.Errorf("%.40q: message %d chars, log %q", tc.comment, len(r.UserMsg), logOf(r))
 		}
 	}
 }
@@ -265,19 +265,19 @@ func TestFailOpenModel(t *testing.T) {
 	if r := f.e.Decide(job("coscheml:app=nosuch")); r.Code != Reject {
 		t.Fatalf("unknown profile while the model is broken: %+v", r)
 	}
-	if !strings.Contains(r1.Log, "bad checksum") || strings.Contains(r2.Log, "bad checksum") {
-		t.Fatalf("failure must be logged once: %q / %q", r1.Log, r2.Log)
+	if !strings.Contains(logOf(r1), "bad checksum") || strings.Contains(logOf(r2), "bad checksum") {
+		t.Fatalf("failure must be logged once: %q / %q", logOf(r1), logOf(r2))
 	}
 	// Untagged jobs carry the pending note only; nothing else is logged for them.
 	f.modelErr = nil
 	f.e.Reload()
-	if r := f.e.Decide(job("coscheml:app=light-a")); r.Code != Rewrite || !strings.Contains(r.Log, "model ok again") {
+	if r := f.e.Decide(job("coscheml:app=light-a")); r.Code != Rewrite || !strings.Contains(logOf(r), "model ok again") {
 		t.Fatalf("recovered: %+v", r)
 	}
 	// A broken model file on reload keeps the last good model, reported once.
 	f.modelErr = errors.New("truncated")
 	f.e.Reload()
-	if r := f.e.Decide(job("coscheml:app=light-b")); r.Code != Rewrite || !strings.Contains(r.Log, "keeping the previous model") {
+	if r := f.e.Decide(job("coscheml:app=light-b")); r.Code != Rewrite || !strings.Contains(logOf(r), "keeping the previous model") {
 		t.Fatalf("bad reload: %+v", r)
 	}
 }
@@ -294,7 +294,7 @@ func TestFailOpenConfigAndResidency(t *testing.T) {
 	f.e.Reload()
 	r1 := f.e.Decide(job("coscheml:app=light-a"))
 	r2 := f.e.Decide(job("coscheml:app=light-a"))
-	if r1.Code != Unchanged || r2.Code != Unchanged || !strings.Contains(r1.Log, "no such file") || strings.Contains(r2.Log, "no such file") {
+	if r1.Code != Unchanged || r2.Code != Unchanged || !strings.Contains(logOf(r1), "no such file") || strings.Contains(logOf(r2), "no such file") {
 		t.Fatalf("residency unreadable: %+v / %+v", r1, r2)
 	}
 	// Bad tags are still answered while degraded: parsing needs no model.
@@ -316,7 +316,7 @@ func TestPanicRecovered(t *testing.T) {
 	f.e.Reload()
 	r1 := f.e.Decide(job("coscheml:app=light-a"))
 	r2 := f.e.Decide(job("coscheml:app=light-a"))
-	if r1.Code != Unchanged || !strings.Contains(r1.Log, "boom") || r2.Code != Unchanged || strings.Contains(r2.Log, "boom") {
+	if r1.Code != Unchanged || !strings.Contains(logOf(r1), "boom") || r2.Code != Unchanged || strings.Contains(logOf(r2), "boom") {
 		t.Fatalf("panic: %+v / %+v", r1, r2)
 	}
 }
@@ -370,7 +370,7 @@ func TestModify(t *testing.T) {
 	m.Modify, m.JobID = true, 55
 	r := f.e.Decide(m)
 	// The old reservation is dropped before deciding again, so the job keeps GPU 0.
-	if r.Code != Rewrite || r.TresPerNode != "gres:shard:2" || strings.Count(r.Comment, "coscheml-id=") != 1 || !strings.Contains(r.Log, "modify job=55") {
+	if r.Code != Rewrite || r.TresPerNode != "gres:shard:2" || strings.Count(r.Comment, "coscheml-id=") != 1 || !strings.Contains(logOf(r), "modify job=55") {
 		t.Fatalf("modify: %+v", r)
 	}
 	f.e.view.mu.Lock()
@@ -380,14 +380,14 @@ func TestModify(t *testing.T) {
 		t.Fatalf("%d reservations after modify, want 1", n)
 	}
 	// Updates without a comment are not ours.
-	if r := f.e.Decide(JobFields{Modify: true, JobID: 55, TresPerNode: "gres:gpu:2"}); r.Code != Unchanged || r.Log != "" {
+	if r := f.e.Decide(JobFields{Modify: true, JobID: 55, TresPerNode: "gres:gpu:2"}); r.Code != Unchanged || logOf(r) != "" {
 		t.Fatalf("modify without comment: %+v", r)
 	}
 	// A running job keeps its placement.
 	store, _ := residency.Open(f.cfg.ResidencyDir)
 	store.Start(residency.Entry{JobID: "55", Node: "n1", GPUs: []int{0}, Shards: 2, Tag: "heavy-a", Start: f.now, Expires: f.now.Add(time.Hour)})
 	f.e.Reload()
-	if r := f.e.Decide(m); r.Code != Unchanged || !strings.Contains(r.Log, "running") {
+	if r := f.e.Decide(m); r.Code != Unchanged || !strings.Contains(logOf(r), "running") {
 		t.Fatalf("modify running: %+v", r)
 	}
 }
@@ -405,7 +405,7 @@ func TestMultiGPU(t *testing.T) {
 	if r.ReqNodes != "n3" {
 		t.Fatalf("second multi-GPU: %+v", r)
 	}
-	if r = f.e.Decide(j); r.Code != Unchanged || !strings.Contains(r.Log, "no node is free") {
+	if r = f.e.Decide(j); r.Code != Unchanged || !strings.Contains(logOf(r), "no node is free") {
 		t.Fatalf("third multi-GPU: %+v", r)
 	}
 }
@@ -414,11 +414,11 @@ func TestPartitionAndNoGPU(t *testing.T) {
 	f := newFixture(t, func(c *config.Config) { c.Cluster.Partition = "gpu" })
 	j := job("coscheml:app=light-a")
 	j.Partition = "cpu"
-	if r := f.e.Decide(j); r.Code != Unchanged || !strings.Contains(r.Log, "not managed") {
+	if r := f.e.Decide(j); r.Code != Unchanged || !strings.Contains(logOf(r), "not managed") {
 		t.Fatalf("other partition: %+v", r)
 	}
 	j.Partition, j.TresPerNode = "gpu", ""
-	if r := f.e.Decide(j); r.Code != Unchanged || !strings.Contains(r.Log, "no GPU requested") {
+	if r := f.e.Decide(j); r.Code != Unchanged || !strings.Contains(logOf(r), "no GPU requested") {
 		t.Fatalf("no GPU: %+v", r)
 	}
 }
@@ -573,8 +573,8 @@ func TestTypedPinning(t *testing.T) {
 		if b.Code != Rewrite || b.ReqNodes != "n1" || b.TresPerNode != tc.want {
 			t.Fatalf("%s: second job %+v, want %q", tc.tres, b, tc.want)
 		}
-		if d := comment.ParseComment(b.Comment); d.Shards != 2 || !strings.Contains(b.Log, "gpu=1 shards=2") {
-			t.Fatalf("%s: token %+v, log %q", tc.tres, d, b.Log)
+		if d := comment.ParseComment(b.Comment); d.Shards != 2 || !strings.Contains(logOf(b), "gpu=1 shards=2") {
+			t.Fatalf("%s: token %+v, log %q", tc.tres, d, logOf(b))
 		}
 	}
 }
@@ -733,4 +733,10 @@ func TestNotesRaised(t *testing.T) {
 			t.Errorf("step %d note(%q, %q): raised %d, pending %q; want %d, %q", i, s.key, s.msg, e.raised.Load(), got, s.wantRaised, s.wantPending)
 		}
 	}
+}
+
+// logOf is everything r has for slurmctld's log: its info lines, then the
+// decision line (at log_decisions).
+func logOf(r Result) string {
+	return strings.TrimSpace(r.Log + "\n" + r.Line)
 }

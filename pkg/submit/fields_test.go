@@ -90,8 +90,8 @@ func TestJobFields(t *testing.T) {
 			if res.Code != tc.code || res.ReqNodes != tc.node {
 				t.Fatalf("code %d node %q, want %d %q: %+v", res.Code, res.ReqNodes, tc.code, tc.node, res)
 			}
-			if !strings.Contains(res.Log, tc.logHas) {
-				t.Errorf("log %q lacks %q", res.Log, tc.logHas)
+			if !strings.Contains(logOf(res), tc.logHas) {
+				t.Errorf("log %q lacks %q", logOf(res), tc.logHas)
 			}
 			if res.Replace != tc.set {
 				t.Errorf("Replace = %b, want %b", res.Replace, tc.set)
@@ -183,7 +183,7 @@ func TestPartitions(t *testing.T) {
 			j := job("coscheml:app=light-a")
 			j.Partition = tc.part
 			res := f.e.Decide(j)
-			if res.Code != tc.code || res.ReqNodes != tc.node || !strings.Contains(res.Log, tc.logHas) {
+			if res.Code != tc.code || res.ReqNodes != tc.node || !strings.Contains(logOf(res), tc.logHas) {
 				t.Fatalf("partition %q: %+v", tc.part, res)
 			}
 		})

@@ -97,7 +97,7 @@ func TestReadersNeverBlockOnAFIFO(t *testing.T) {
 			var r Result
 			nohang.Call(t, "a decision", func() error { r = e.Decide(job("coscheml:app=light-a")); return nil })
 			nohang.Call(t, "a refresh", func() error { e.Reload(); return nil })
-			if tc.want == "" && r.Code != Rewrite || !strings.Contains(r.Log, tc.want) {
+			if tc.want == "" && r.Code != Rewrite || !strings.Contains(logOf(r), tc.want) {
 				t.Fatalf("want %q in the log (or a placed job): %+v", tc.want, r)
 			}
 		})

@@ -119,8 +119,8 @@ func TestForgedDecisionIDs(t *testing.T) {
 				if r.Code != Rewrite || strings.Contains(stored, d.DecisionID) {
 					t.Fatalf("the forged token stays in the comment: %+v", r)
 				}
-				if !strings.Contains(r.Log, "removed a coscheml-id token") {
-					t.Errorf("no log line for the removed token: %q", r.Log)
+				if !strings.Contains(logOf(r), "removed a coscheml-id token") {
+					t.Errorf("no log line for the removed token: %q", logOf(r))
 				}
 			}
 		})
@@ -232,7 +232,7 @@ func TestDecisionKeyFile(t *testing.T) {
 	}
 	f := newFixture(t, func(c *config.Config) { c.DecisionKey = filepath.Join(dir, "world-readable") })
 	r := f.e.Decide(job("coscheml:app=light-a"))
-	if r.Code != Rewrite || !strings.Contains(r.Log, "signed with a key of this start only") {
+	if r.Code != Rewrite || !strings.Contains(logOf(r), "signed with a key of this start only") {
 		t.Fatalf("unusable key: %+v", r)
 	}
 }

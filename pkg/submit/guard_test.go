@@ -118,8 +118,8 @@ func TestRawRequests(t *testing.T) {
 				t.Errorf("message %q lacks %q", r.UserMsg, tc.msg)
 			}
 			if tc.code == Deny {
-				if !strings.HasPrefix(r.UserMsg, "coscheml: ") || len(r.UserMsg) > 600 || !strings.Contains(r.Log, "outcome=reject") || !strings.Contains(r.Log, "raw_requests=refuse") {
-					t.Errorf("refusal not worded or logged: msg %d chars %q, log %q", len(r.UserMsg), r.UserMsg, r.Log)
+				if !strings.HasPrefix(r.UserMsg, "coscheml: ") || len(r.UserMsg) > 600 || !strings.Contains(logOf(r), "outcome=reject") || !strings.Contains(logOf(r), "raw_requests=refuse") {
+					t.Errorf("refusal not worded or logged: msg %d chars %q, log %q", len(r.UserMsg), r.UserMsg, logOf(r))
 				}
 				if r.TresPerNode != "" || r.ReqNodes != "" || r.Comment != "" {
 					t.Errorf("a refusal rewrites fields: %+v", r)

@@ -108,7 +108,7 @@ func TestEngineMetricsFileFailsQuietly(t *testing.T) {
 	if p := f.e.Problems(); len(p) != 0 {
 		t.Errorf("problems %v: a metrics file must not degrade the plugin", p)
 	}
-	if r := f.e.Decide(job("coscheml:app=light-b")); !strings.Contains(r.Log, "metrics file not written") {
-		t.Errorf("log %q lacks the metrics problem", r.Log)
+	if r := f.e.Decide(job("coscheml:app=light-b")); !strings.Contains(logOf(r), "metrics file not written") {
+		t.Errorf("log %q lacks the metrics problem", logOf(r))
 	}
 }

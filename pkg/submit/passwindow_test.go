@@ -74,7 +74,7 @@ func TestPassWindowReopens(t *testing.T) {
 		t.Fatalf("after a note the window is %v, want shut", last)
 	}
 	r := f.e.Decide(job(""))
-	if !strings.Contains(r.Log, "something broke") {
+	if !strings.Contains(logOf(r), "something broke") {
 		t.Fatalf("the note was not logged: %+v", r)
 	}
 	if last := (*seen)[len(*seen)-1]; last <= 0 {

@@ -50,7 +50,7 @@ func TestRestartKeepsReservations(t *testing.T) {
 		// token does not drop it, the job's own update does.
 		own := job(a.Comment)
 		own.Modify, own.JobID = true, 61
-		if r := e.Decide(own); !strings.Contains(r.Log, "modify job=61") {
+		if r := e.Decide(own); !strings.Contains(logOf(r), "modify job=61") {
 			t.Fatalf("own update after restart: %+v", r)
 		}
 		e.view.mu.Lock()
@@ -92,7 +92,7 @@ func TestRestoreFailsOpen(t *testing.T) {
 	var e *Engine
 	nohang.Call(t, "New with a FIFO as decision log", func() error { e = New(f.sources(), Options{Now: f.clock}); return nil })
 	defer e.Close()
-	if r := e.Decide(job("coscheml:app=light-a")); r.Code != Rewrite || !strings.Contains(r.Log, "reservations not rebuilt") {
+	if r := e.Decide(job("coscheml:app=light-a")); r.Code != Rewrite || !strings.Contains(logOf(r), "reservations not rebuilt") {
 		t.Fatalf("%+v", r)
 	}
 }

@@ -75,8 +75,8 @@ func TestFirstLoadHangsAsync(t *testing.T) {
 		if r.Code != Rewrite || r.TresPerNode != "" || r.ReqNodes != "" || strings.Contains(r.Comment, "coscheml-id") {
 			t.Fatalf("during the hung load: %+v", r)
 		}
-		if (want == "") == strings.Contains(r.Log, "first load") || (want != "" && !strings.Contains(r.Log, want)) {
-			t.Fatalf("job %d log %q: the problem is logged once", i, r.Log)
+		if (want == "") == strings.Contains(logOf(r), "first load") || (want != "" && !strings.Contains(logOf(r), want)) {
+			t.Fatalf("job %d log %q: the problem is logged once", i, logOf(r))
 		}
 	}
 	if ps := strings.Join(e.Problems(), "\n"); !strings.Contains(ps, "first load") {
@@ -96,7 +96,7 @@ func TestFirstLoadHangsAsync(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if r.ReqNodes == "" || !strings.Contains(r.Log, "prep note") {
+	if r.ReqNodes == "" || !strings.Contains(logOf(r), "prep note") {
 		t.Fatalf("after the load: %+v", r)
 	}
 	nohang.Call(t, "Close", func() error { e.Close(); return nil })
@@ -141,15 +141,15 @@ func TestWatchdogStaleView(t *testing.T) {
 	deadline := time.Now().Add(nohang.Bound)
 	for {
 		nohang.Call(t, "Decide with a hung refresh", func() error { r = e.Decide(job("coscheml:app=light-b")); return nil })
-		if strings.Contains(r.Log, "stale") || time.Now().After(deadline) {
+		if strings.Contains(logOf(r), "stale") || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if r.Code != Unchanged || !strings.Contains(r.Log, "cluster view stale") {
+	if r.Code != Unchanged || !strings.Contains(logOf(r), "cluster view stale") {
 		t.Fatalf("stale view: %+v", r)
 	}
-	if r2 := e.Decide(job("coscheml:app=light-b")); r2.Code != Unchanged || strings.Contains(r2.Log, "stale") {
+	if r2 := e.Decide(job("coscheml:app=light-b")); r2.Code != Unchanged || strings.Contains(logOf(r2), "stale") {
 		t.Fatalf("second job while stale (logged once): %+v", r2)
 	}
 	if ps := strings.Join(e.Problems(), "\n"); !strings.Contains(ps, "stale") {
@@ -177,7 +177,7 @@ func TestWatchdogStaleView(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if r.Code != Rewrite || !strings.Contains(r.Log, "watchdog ok again") {
+	if r.Code != Rewrite || !strings.Contains(logOf(r), "watchdog ok again") {
 		t.Fatalf("after the hang: %+v", r)
 	}
 }
@@ -207,7 +207,7 @@ func TestFirstLoadPanicRecovers(t *testing.T) {
 	if !e.WaitReady(nohang.Bound) {
 		t.Fatal("not ready after a panicking first load")
 	}
-	if r := e.Decide(job("coscheml:app=light-a")); r.Code != Unchanged || !strings.Contains(r.Log, "loader bug") {
+	if r := e.Decide(job("coscheml:app=light-a")); r.Code != Unchanged || !strings.Contains(logOf(r), "loader bug") {
 		t.Fatalf("after the panic: %+v", r)
 	}
 	broken.set(false)

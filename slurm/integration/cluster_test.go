@@ -525,6 +525,9 @@ exec %q "$@"
 	}
 	cfg.Profiling.Backend = "mock"
 	cfg.Profiling.Interval = 100 * time.Millisecond
+	// The suite reads decisions from slurmctld's log (at SlurmctldDebug=info);
+	// the performance tests and testLogLevels run the default (verbose).
+	cfg.LogDecisions = config.LogInfo
 	if edit != nil {
 		edit(&cfg)
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coscheml/coscheml/pkg/config"
 )
 
 // TestSubmissionCost measures what the plugin adds to a job submission, with and
@@ -74,7 +76,7 @@ func TestSubmissionCost(t *testing.T) {
 
 	var results []perfRound
 	// Same cluster, restarted between modes.
-	c := newCluster(t, a, false, nil)
+	c := newCluster(t, a, false, asShipped)
 	for r := 1; r <= rounds; r++ {
 		modes := []bool{false, true}
 		if r%2 == 0 {
@@ -99,8 +101,8 @@ func TestSubmissionCost(t *testing.T) {
 	c.stopAll()
 
 	// Twins, submissions interleaved.
-	off := newCluster(t, a, false, nil)
-	on := newCluster(t, a, true, nil)
+	off := newCluster(t, a, false, asShipped)
+	on := newCluster(t, a, true, asShipped)
 	fill(off)
 	fill(on)
 	var wOff, wOn []float64
@@ -231,4 +233,10 @@ func perfSetup(t *testing.T, defJobs, defRounds int) (a artifacts, queue, jobs, 
 	a = build(t)
 	ensureMunge(t)
 	return a, envInt("COSCHEML_PERF_QUEUE", 1000), envInt("COSCHEML_PERF_JOBS", defJobs), envInt("COSCHEML_PERF_ROUNDS", defRounds)
+}
+
+// asShipped undoes what the functional suite changes for its own reading
+// (log_decisions: info), so that performance is measured as installed.
+func asShipped(cfg *config.Config) {
+	cfg.LogDecisions = config.Default().LogDecisions
 }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/coscheml/coscheml/pkg/config"
 )
 
 // TestSubmissionCPU decomposes what a submission costs slurmctld, as the CPU
@@ -24,9 +26,10 @@ import (
 //
 //	COSCHEML_PERF=1 go test -tags integration -count=1 -v -run TestSubmissionCPU ./slurm/integration/
 //
-// Three identical clusters side by side, "off" without the plugin, "on" with
-// it and "noop" with job_submit/defaults, each first given COSCHEML_PERF_QUEUE held jobs (default 1,000). Then
-// COSCHEML_PERF_ROUNDS rounds (default 20) of five modes, COSCHEML_PERF_JOBS
+// Four identical clusters side by side, "off" without the plugin, "on" with
+// it, "noop" with job_submit/defaults and "info" with the plugin and
+// log_decisions: info, each first given COSCHEML_PERF_QUEUE held jobs (default 1,000). Then
+// COSCHEML_PERF_ROUNDS rounds (default 20) of six modes, COSCHEML_PERF_JOBS
 // submissions each (default 20), the order rotated every round:
 //
 //   - base: plugin off, the user's request (--gres=gpu:1): Slurm alone;
@@ -38,7 +41,11 @@ import (
 //     cluster: what slurmctld does for any job_submit plugin;
 //   - pass: plugin on, an untagged job (untagged: pass): the call, the engine's
 //     answer "unchanged", nothing rewritten: the pure cost of the call;
-//   - full: plugin on, the tagged job: the decision and the rewrite.
+//   - full: plugin on, the tagged job: the decision and the rewrite
+//     (log_decisions at its default, verbose: no line in slurmctld's log at
+//     SlurmctldDebug=info);
+//   - full-info: the same on a fourth cluster with log_decisions: info (each
+//     decision also a line in slurmctld's log).
 //
 // Per round and mode: slurmctld's process CPU clock (every thread, also those
 // that exited) before and after, per submission; sdiag's mean time per
@@ -53,22 +60,23 @@ func TestSubmissionCPU(t *testing.T) {
 		"--comment=coscheml:app=" + lightA, "--wrap=true"}
 	untagged := []string{"--hold", "--gres=gpu:1", "-o", "/dev/null", "--wrap=true"}
 
-	off := newCluster(t, a, false, nil)
-	on := newCluster(t, a, true, nil)
+	off := newCluster(t, a, false, asShipped)
+	on := newCluster(t, a, true, asShipped)
 	// The control: Slurm's own job_submit/defaults, a plugin that does nothing,
 	// so that what slurmctld does for any job_submit plugin is told apart from
 	// what coscheml's call costs.
-	noop := newCluster(t, a, false, nil)
+	noop := newCluster(t, a, false, asShipped)
 	conf, err := os.ReadFile(noop.path("slurm.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	noop.writeFile("slurm.conf", string(conf)+"JobSubmitPlugins=defaults\n", 0o644)
 	noop.restartCtld()
+	info := newCluster(t, a, true, func(cfg *config.Config) { cfg.LogDecisions = config.LogInfo })
 	rssEmpty := [2]int{vmRSS(off.ctld.pid), vmRSS(on.ctld.pid)}
 
 	fillStart := time.Now()
-	fillQueue(t, queue, tagged, off, on, noop)
+	fillQueue(t, queue, tagged, off, on, noop, info)
 	t.Logf("queued %d held jobs on each cluster in %v", queue, time.Since(fillStart).Round(time.Second))
 
 	// What the plugin makes of the tagged job with this queue (the rounds'
@@ -96,6 +104,7 @@ func TestSubmissionCPU(t *testing.T) {
 		{name: "noop", c: noop, args: untagged, what: "Slurm's job_submit/defaults (does nothing), untagged --gres=gpu:1"},
 		{name: "pass", c: on, args: untagged, what: "plugin on, untagged --gres=gpu:1 (untagged: pass)"},
 		{name: "full", c: on, args: tagged, what: "plugin on, tagged --gres=gpu:1 (rewritten by the plugin)"},
+		{name: "full-info", c: info, args: tagged, what: "the same with log_decisions: info (a line in slurmctld's log per decision)"},
 	}
 	// Background: what each slurmctld burns with nothing submitted (its own
 	// loops; with the plugin also the library's refresh goroutines and Go's
@@ -173,8 +182,17 @@ func TestSubmissionCPU(t *testing.T) {
 		}
 	}
 	rssEnd := [2]int{vmRSS(off.ctld.pid), vmRSS(on.ctld.pid)}
-	if n := on.countLog("job_submit/coscheml", "tag="+lightA); n < queue+jobs*rounds {
-		t.Errorf("plugin on, but only %d decision lines for %d tagged jobs", n, queue+jobs*rounds)
+	// Every tagged job was decided: in the decision log on "on" (at verbose, not
+	// in slurmctld's log), in slurmctld's log on "info".
+	time.Sleep(time.Second) // the decision log's writer lingers 100 ms
+	if n := countLines(t, on.cfg.DecisionLog, `"tag":"`+lightA+`"`); n < queue+jobs*rounds {
+		t.Errorf("plugin on, but only %d decision records for %d tagged jobs", n, queue+jobs*rounds)
+	}
+	if n := on.countLog("job_submit/coscheml", "tag="+lightA); n != 0 {
+		t.Errorf("log_decisions: verbose, yet %d decision lines in slurmctld's log at SlurmctldDebug=info", n)
+	}
+	if n := info.countLog("job_submit/coscheml", "tag="+lightA); n < queue+jobs*rounds {
+		t.Errorf("log_decisions: info, but only %d decision lines for %d tagged jobs", n, queue+jobs*rounds)
 	}
 
 	ver, _ := off.run("sbatch", "--version")
@@ -182,9 +200,9 @@ func TestSubmissionCPU(t *testing.T) {
 	host, _ := os.Hostname()
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(&b, "Submission CPU cost, %s, %s, %d CPUs, host %s, load %s: %d held jobs queued per cluster, "+
-		"%d rounds x 5 modes x %d submissions, interleaved\n\n",
+		"%d rounds x %d modes x %d submissions, interleaved\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), strings.TrimSpace(ver), runtime.NumCPU(), host,
-		strings.Join(strings.Fields(string(load))[:3], " "), queue, rounds, jobs)
+		strings.Join(strings.Fields(string(load))[:3], " "), queue, rounds, len(modes), jobs)
 	b.WriteString("CPU µs per submission: RPC threads = slurmctld threads that lived only during the round (22.05: a thread per RPC) " +
 		"or conmgr's pool threads worker[N] (23.11 and later); " +
 		"all threads = the whole process (also background loops, state save, Go's own threads). Median (p25 to p75) over rounds.\n\n")
@@ -207,6 +225,8 @@ func TestSubmissionCPU(t *testing.T) {
 		{"Slurm's own share of the rewrite (rewritten - base)", "rewritten", "base"},
 		{"full plugin (full - base)", "full", "base"},
 		{"ours in the full plugin (full - rewritten)", "full", "rewritten"},
+		{"full plugin, log_decisions: info (full-info - base)", "full-info", "base"},
+		{"the decision's line in slurmctld's log (full-info - full)", "full-info", "full"},
 	} {
 		x, y := byName[d.a], byName[d.b]
 		dr, dc, ds := diffs(x.rpc, y.rpc), diffs(x.cpu, y.cpu), diffs(x.sdiag, y.sdiag)
@@ -364,4 +384,20 @@ func fillQueue(t *testing.T, n int, args []string, cs ...*cluster) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+// countLines is the number of lines of the file at path that contain sub.
+func countLines(t *testing.T, path, sub string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading %s: %v", path, err)
+	}
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, sub) {
+			n++
+		}
+	}
+	return n
 }

@@ -55,6 +55,7 @@ func TestSlurm(t *testing.T) {
 	sub("array", testArray)
 	sub("exclude", testExclude)
 	sub("drained", testDrained)
+	sub("log_levels", testLogLevels)
 	c.reportPins("first-fit, TestSlurm")
 }
 

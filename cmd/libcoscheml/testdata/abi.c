@@ -23,6 +23,9 @@ static void answer_free(struct coscheml_answer *a)
 	free(a->comment);
 	free(a->user_msg);
 	free(a->log);
+	free(a->tres_per_job);
+	free(a->tres_per_task);
+	free(a->decision_line);
 }
 
 static void show(const char *what, uint32_t modify, const char *comment,
@@ -43,10 +46,12 @@ static void show(const char *what, uint32_t modify, const char *comment,
 	a.size = sizeof(a);
 	int rc = decide(&j, &a);
 	if (what)
-		printf("%s rc=%d tres=%s nodes=%s msg=%s log=%s\n", what, rc,
-	       a.tres_per_node ? a.tres_per_node : "NULL",
-	       a.req_nodes ? a.req_nodes : "NULL",
-	       a.user_msg ? a.user_msg : "NULL", a.log ? a.log : "NULL");
+		printf("%s rc=%d tres=%s nodes=%s msg=%s log=%s level=%u line=%s\n",
+		       what, rc, a.tres_per_node ? a.tres_per_node : "NULL",
+		       a.req_nodes ? a.req_nodes : "NULL",
+		       a.user_msg ? a.user_msg : "NULL", a.log ? a.log : "NULL",
+		       a.decision_level,
+		       a.decision_line ? a.decision_line : "NULL");
 	answer_free(&a);
 }
 

@@ -71,6 +71,24 @@ void slurm_info(const char *fmt, ...)
 	va_end(ap);
 }
 
+void slurm_verbose(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog("verbose", fmt, ap);
+	va_end(ap);
+}
+
+void slurm_debug(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog("debug", fmt, ap);
+	va_end(ap);
+}
+
 void slurm_error(const char *fmt, ...)
 {
 	va_list ap;
