@@ -1165,7 +1165,13 @@ func (c *cluster) waitStarted(id int, marker string, d time.Duration) bool {
 
 // countLog counts slurmctld log lines containing every one of subs.
 func (c *cluster) countLog(subs ...string) int {
-	f, err := os.Open(c.ctldLog)
+	return countLines(c.ctldLog, subs...)
+}
+
+// countLines counts the lines of the file at path containing every one of
+// subs (0 when it cannot be read).
+func countLines(path string, subs ...string) int {
+	f, err := os.Open(path)
 	if err != nil {
 		return 0
 	}

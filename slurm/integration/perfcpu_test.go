@@ -185,7 +185,7 @@ func TestSubmissionCPU(t *testing.T) {
 	// Every tagged job was decided: in the decision log on "on" (at verbose, not
 	// in slurmctld's log), in slurmctld's log on "info".
 	time.Sleep(time.Second) // the decision log's writer lingers 100 ms
-	if n := countLines(t, on.cfg.DecisionLog, `"tag":"`+lightA+`"`); n < queue+jobs*rounds {
+	if n := countLines(on.cfg.DecisionLog, `"tag":"`+lightA+`"`); n < queue+jobs*rounds {
 		t.Errorf("plugin on, but only %d decision records for %d tagged jobs", n, queue+jobs*rounds)
 	}
 	if n := on.countLog("job_submit/coscheml", "tag="+lightA); n != 0 {
@@ -384,20 +384,4 @@ func fillQueue(t *testing.T, n int, args []string, cs ...*cluster) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-}
-
-// countLines is the number of lines of the file at path that contain sub.
-func countLines(t *testing.T, path, sub string) int {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading %s: %v", path, err)
-	}
-	n := 0
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.Contains(l, sub) {
-			n++
-		}
-	}
-	return n
 }
