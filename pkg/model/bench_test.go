@@ -34,7 +34,7 @@ func BenchmarkPredictLower(b *testing.B) {
 	b.ReportAllocs()
 	s := 0.0
 	for b.Loop() {
-		_, lo := m.PredictSpeedLower(job, co, 0)
+		_, lo := m.Bound(job, co, Query{})
 		s += lo
 	}
 	_ = s

@@ -213,20 +213,15 @@ func (c *Calibration) margin(speed float64, tag string, coverage float64) float6
 	return c.Margins[l][g] * c.scaleFor(tag)
 }
 
-// PredictSpeedLower returns the prediction and its lower bound at coverage
-// (0: the model's default): the prediction less Margin. Placement tests the
-// floors against the lower bound. Like PredictSpeed it does not allocate.
-func (m *Model) PredictSpeedLower(job *profile.Profile, co []*profile.Profile, coverage float64) (speed, lower float64) {
-	// floor 0: below every per-floor entry, so coverage 0 is DefaultCoverage
-	return m.PredictSpeedLowerFloor(job, co, coverage, 0)
-}
-
-// PredictSpeedLowerFloor is PredictSpeedLower for a job whose speed floor is
-// floor: coverage 0 asks for the default coverage the calibration chose for
-// that floor (Calibration.CoverageAt), so a stricter floor (infer's) is
-// cleared with a wider margin. A coverage > 0 applies as given. It does not
-// allocate.
-func (m *Model) PredictSpeedLowerFloor(job *profile.Profile, co []*profile.Profile, coverage, floor float64) (speed, lower float64) {
+// Bound implements Bounder: the prediction and its lower bound, the
+// prediction less the calibration's margin at q.Coverage. Coverage 0 asks for
+// the default coverage the calibration chose for q.Floor
+// (Calibration.CoverageAt: floor 0, below every per-floor entry, gets
+// DefaultCoverage), so a stricter floor (infer's) is cleared with a wider
+// margin; a coverage > 0 applies as given. Placement tests the floors against
+// the lower bound. Like PredictSpeed it does not allocate.
+func (m *Model) Bound(job *profile.Profile, co []*profile.Profile, q Query) (speed, lower float64) {
+	coverage, floor := q.Coverage, q.Floor
 	if p, ok := m.measuredPair(job, co); ok {
 		if coverage <= 0 {
 			coverage = m.DefaultCoverageForFloor(job, co, floor)

@@ -57,7 +57,7 @@ func TestMargin(t *testing.T) {
 	}
 }
 
-func TestPredictSpeedLower(t *testing.T) {
+func TestBound(t *testing.T) {
 	m, err := Default()
 	if err != nil {
 		t.Fatal(err)
@@ -67,20 +67,20 @@ func TestPredictSpeedLower(t *testing.T) {
 	}
 	job := prof("j", 70, 40, 4000)
 	co := []*profile.Profile{prof("a", 60, 30, 3000)}
-	speed, lower := m.PredictSpeedLower(job, co, 0)
+	speed, lower := m.Bound(job, co, Query{})
 	if speed != m.PredictSpeed(job, co) || math.Abs(speed-lower-m.Margin(speed, 0)) > 1e-12 {
 		t.Fatalf("(%v, %v): want the prediction and the prediction less its margin %v", speed, lower, m.Margin(speed, 0))
 	}
-	_, lo50 := m.PredictSpeedLower(job, co, 0.5)
-	_, lo99 := m.PredictSpeedLower(job, co, 0.99)
+	_, lo50 := m.Bound(job, co, Query{Coverage: 0.5})
+	_, lo99 := m.Bound(job, co, Query{Coverage: 0.99})
 	if !(lo99 <= lower && lower <= lo50) {
 		t.Fatalf("lower bounds not ordered by coverage: 0.5 %v, default %v, 0.99 %v", lo50, lower, lo99)
 	}
-	if s, l := m.PredictSpeedLower(job, nil, 0.99); s != 1 || l != 1 {
+	if s, l := m.Bound(job, nil, Query{Coverage: 0.99}); s != 1 || l != 1 {
 		t.Fatalf("alone: (%v, %v), want (1, 1)", s, l)
 	}
-	if a := testing.AllocsPerRun(100, func() { _, _ = m.PredictSpeedLower(job, co, 0.9) }); a != 0 {
-		t.Fatalf("PredictSpeedLower allocates %v times per call", a)
+	if a := testing.AllocsPerRun(100, func() { _, _ = m.Bound(job, co, Query{Coverage: 0.9}) }); a != 0 {
+		t.Fatalf("Bound allocates %v times per call", a)
 	}
 }
 
@@ -133,7 +133,7 @@ func TestReadsFormat1(t *testing.T) {
 	}
 	job := prof("j", 70, 40, 4000)
 	co := []*profile.Profile{prof("a", 60, 30, 3000)}
-	if s, l := m.PredictSpeedLower(job, co, 0.9); s != l {
+	if s, l := m.Bound(job, co, Query{Coverage: 0.9}); s != l {
 		t.Fatalf("uncalibrated lower bound %v differs from the prediction %v", l, s)
 	}
 }
@@ -181,7 +181,7 @@ func TestSeenMargins(t *testing.T) {
 		{"one of two unknown", []*profile.Profile{a, x}, 0.9, false},
 	}
 	for _, tc := range tests {
-		speed, lower := got.PredictSpeedLower(j, tc.co, tc.coverage)
+		speed, lower := got.Bound(j, tc.co, Query{Coverage: tc.coverage})
 		want := got.Margin(speed, tc.coverage)
 		if tc.seen {
 			want = got.SeenMargin(speed, tc.coverage)
@@ -205,18 +205,18 @@ func TestSeenMargins(t *testing.T) {
 	if c := got.DefaultCoverageFor(j, []*profile.Profile{a, nil}); c != got.Calibration.DefaultCoverage {
 		t.Errorf("a nil co-runner: default coverage %v, want the leave-families-out one", c)
 	}
-	if _, lower := got.PredictSpeedLower(x, []*profile.Profile{a}, 0); lower != func() float64 { s := got.PredictSpeed(x, []*profile.Profile{a}); return s - got.Margin(s, 0) }() {
+	if _, lower := got.Bound(x, []*profile.Profile{a}, Query{}); lower != func() float64 { s := got.PredictSpeed(x, []*profile.Profile{a}); return s - got.Margin(s, 0) }() {
 		t.Error("an unknown job got the seen-pairs margin")
 	}
-	if a := testing.AllocsPerRun(100, func() { _, _ = got.PredictSpeedLower(j, []*profile.Profile{a}, 0.9) }); a != 0 {
-		t.Fatalf("PredictSpeedLower allocates %v times per call", a)
+	if a := testing.AllocsPerRun(100, func() { _, _ = got.Bound(j, []*profile.Profile{a}, Query{Coverage: 0.9}) }); a != 0 {
+		t.Fatalf("Bound allocates %v times per call", a)
 	}
 	// without tags: no seen-pairs margins even with a seen calibration
 	got.Tags = nil
 	if err := got.Compile(); err != nil {
 		t.Fatal(err)
 	}
-	if s, l := got.PredictSpeedLower(j, []*profile.Profile{a}, 0); math.Abs(s-l-got.Margin(s, 0)) > 1e-12 {
+	if s, l := got.Bound(j, []*profile.Profile{a}, Query{}); math.Abs(s-l-got.Margin(s, 0)) > 1e-12 {
 		t.Errorf("no tags: margin %v, want %v", s-l, got.Margin(s, 0))
 	}
 	// an invalid seen-pairs calibration is refused like the other
@@ -281,7 +281,7 @@ func TestFloorCoverage(t *testing.T) {
 			if tc.seen {
 				cal = &got.SeenCalibration
 			}
-			speed, lower := got.PredictSpeedLowerFloor(j, tc.co, tc.coverage, tc.floor)
+			speed, lower := got.Bound(j, tc.co, Query{Coverage: tc.coverage, Floor: tc.floor})
 			if want := speed - cal.margin(speed, j.Tag, tc.wantCov); math.Abs(lower-want) > 1e-12 {
 				t.Errorf("lower %v, want %v (the margin at coverage %v)", lower, want, tc.wantCov)
 			}
@@ -292,12 +292,12 @@ func TestFloorCoverage(t *testing.T) {
 			}
 		})
 	}
-	// PredictSpeedLower is the floor-less question: the class-weighted default
-	if s, l := got.PredictSpeedLower(j, []*profile.Profile{x}, 0); math.Abs(s-l-got.Margin(s, 0.9)) > 1e-12 {
-		t.Errorf("PredictSpeedLower margin %v, want the default coverage's %v", s-l, got.Margin(s, 0.9))
+	// Floor 0 is the floor-less question: the class-weighted default
+	if s, l := got.Bound(j, []*profile.Profile{x}, Query{}); math.Abs(s-l-got.Margin(s, 0.9)) > 1e-12 {
+		t.Errorf("Bound margin at floor 0 %v, want the default coverage's %v", s-l, got.Margin(s, 0.9))
 	}
-	if n := testing.AllocsPerRun(100, func() { _, _ = got.PredictSpeedLowerFloor(j, []*profile.Profile{a}, 0, 0.9) }); n != 0 {
-		t.Fatalf("PredictSpeedLowerFloor allocates %v times per call", n)
+	if n := testing.AllocsPerRun(100, func() { _, _ = got.Bound(j, []*profile.Profile{a}, Query{Floor: 0.9}) }); n != 0 {
+		t.Fatalf("Bound allocates %v times per call", n)
 	}
 	// without per-floor coverage (a file written before it): every floor at the default
 	got.Calibration.FloorCoverage = nil
@@ -367,8 +367,8 @@ func TestReadsClassWeightedFormat2(t *testing.T) {
 			job *profile.Profile
 			co  []*profile.Profile
 		}{{job, co}, {seenJob, seenCo}} {
-			s1, l1 := m.PredictSpeedLower(c.job, c.co, 0)
-			s2, l2 := m.PredictSpeedLowerFloor(c.job, c.co, 0, floor)
+			s1, l1 := m.Bound(c.job, c.co, Query{})
+			s2, l2 := m.Bound(c.job, c.co, Query{Floor: floor})
 			if s1 != s2 || l1 != l2 || m.DefaultCoverageForFloor(c.job, c.co, floor) != m.DefaultCoverageFor(c.job, c.co) {
 				t.Errorf("floor %v, job %s: (%v, %v) at the floor, (%v, %v) without", floor, c.job.Tag, s2, l2, s1, l1)
 			}

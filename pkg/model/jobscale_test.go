@@ -64,7 +64,7 @@ func TestJobScaleMargins(t *testing.T) {
 	ramp := rampCalibration()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, l := got.PredictSpeedLower(tc.job, tc.co, tc.cov)
+			s, l := got.Bound(tc.job, tc.co, Query{Coverage: tc.cov})
 			want := ramp.margin(s, "", tc.cov)
 			if tc.wantScale > 0 {
 				want *= tc.wantScale
@@ -74,8 +74,8 @@ func TestJobScaleMargins(t *testing.T) {
 			}
 		})
 	}
-	if n := testing.AllocsPerRun(100, func() { _, _ = got.PredictSpeedLowerFloor(j, []*profile.Profile{a}, 0, 0.9) }); n != 0 {
-		t.Fatalf("PredictSpeedLowerFloor allocates %v times per call", n)
+	if n := testing.AllocsPerRun(100, func() { _, _ = got.Bound(j, []*profile.Profile{a}, Query{Floor: 0.9}) }); n != 0 {
+		t.Fatalf("Bound allocates %v times per call", n)
 	}
 	plain := smallModel(t)
 	plain.SeenCalibration = rampCalibration()

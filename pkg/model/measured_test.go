@@ -43,9 +43,9 @@ func TestMeasuredPairAnswers(t *testing.T) {
 			if got := m.IsMeasured(job, tc.co); got != tc.measured {
 				t.Fatalf("IsMeasured %v, want %v", got, tc.measured)
 			}
-			s, l := m.PredictSpeedLowerFloor(job, tc.co, tc.cov, tc.floor)
+			s, l := m.Bound(job, tc.co, Query{Coverage: tc.cov, Floor: tc.floor})
 			if !tc.measured {
-				ws, wl := trees.PredictSpeedLowerFloor(job, tc.co, tc.cov, tc.floor)
+				ws, wl := trees.Bound(job, tc.co, Query{Coverage: tc.cov, Floor: tc.floor})
 				if s != ws || l != wl || m.PredictSpeed(job, tc.co) != trees.PredictSpeed(job, tc.co) {
 					t.Fatalf("(%v, %v), want the trees' (%v, %v)", s, l, ws, wl)
 				}

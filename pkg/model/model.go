@@ -132,11 +132,10 @@ type CVSummary struct {
 	Apps         int     `codec:"apps" json:"apps"` // applications (folds) left out in turn
 }
 
-var (
-	_ Predictor           = (*Model)(nil)
-	_ LowerPredictor      = (*Model)(nil)
-	_ FloorLowerPredictor = (*Model)(nil)
-)
+var _ Bounder = (*Model)(nil)
+
+// Revision implements Bounder: a model's answers never change.
+func (m *Model) Revision() uint64 { return 0 }
 
 // PredictSpeed predicts job's normalized speed (1.0 = as fast as alone) on a GPU
 // shared with co. With no co-runners the answer is 1.0 by definition (the model
@@ -147,8 +146,9 @@ func (m *Model) PredictSpeed(job *profile.Profile, co []*profile.Profile) float6
 	return speed
 }
 
-// PredictSpeedSpread implements SpreadPredictor: the mean of the trees' leaf values
-// and their standard deviation. Like PredictSpeed it does not allocate.
+// PredictSpeedSpread returns the prediction PredictSpeed gives and how far the
+// ensemble's members disagree: the mean of the trees' leaf values and their
+// standard deviation (0 for a single tree or a measured pair). Like PredictSpeed it does not allocate.
 func (m *Model) PredictSpeedSpread(job *profile.Profile, co []*profile.Profile) (speed, sd float64) {
 	if p, ok := m.measuredPair(job, co); ok {
 		return p.Speed, 0

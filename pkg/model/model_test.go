@@ -171,7 +171,6 @@ func TestPredictSpeedSpread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var _ SpreadPredictor = m
 	cases := []struct {
 		name string
 		job  *profile.Profile

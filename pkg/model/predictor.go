@@ -6,44 +6,55 @@ import "github.com/coscheml/coscheml/pkg/profile"
 // Predictor predicts the normalized speed (1.0 = as fast as alone) of job when it
 // shares one GPU with the given co-runners. Implementations must be safe for
 // concurrent use and must not allocate on this call.
+//
+// A plain Predictor answers point predictions only (the oracle's true speeds,
+// reports, evaluation); placement asks a Bounder, which Bounds makes of any
+// Predictor.
 type Predictor interface {
 	PredictSpeed(job *profile.Profile, coRunners []*profile.Profile) float64
 }
 
-// SpreadPredictor is a Predictor that can also say how far its ensemble's members
-// disagree, so a caller can ask a prediction to clear a floor with some confidence.
-type SpreadPredictor interface {
+// Query says which lower bound a Bound call answers.
+type Query struct {
+	// Coverage is the probability the measured speed clears the bound,
+	// calibrated on data the predictor was not fitted to; 0 asks for the
+	// predictor's default coverage for Floor.
+	Coverage float64
+	// Floor is the speed floor the bound is tested against (0: none). A
+	// predictor whose default coverage depends on the floor clears a stricter
+	// floor at a higher coverage (docs/model.md "Per-floor coverage").
+	Floor float64
+}
+
+// Bounder is the prediction placement asks for: the point prediction and a
+// lower bound on the speed in one call.
+type Bounder interface {
 	Predictor
-	// PredictSpeedSpread returns the prediction PredictSpeed gives and the standard
-	// deviation of the members' predictions around it (0 for a single tree).
-	PredictSpeedSpread(job *profile.Profile, coRunners []*profile.Profile) (speed, sd float64)
+	// Bound returns the prediction PredictSpeed gives and the lower bound q
+	// asks for. It must not allocate.
+	Bound(job *profile.Profile, coRunners []*profile.Profile, q Query) (speed, lower float64)
+	// Revision changes whenever the answers may have (the pair memory learns
+	// from observations), so a caller that caches predictions knows to drop
+	// its cache; a predictor whose answers never change returns 0.
+	Revision() uint64
 }
 
-// LowerPredictor is a Predictor that can also give a lower bound on the speed,
-// one the measured speed clears with probability coverage (calibrated on data
-// the predictor was not fitted to). Placement tests floors against the lower
-// bound when the predictor has one; the oracle's true speeds have none.
-type LowerPredictor interface {
-	Predictor
-	// PredictSpeedLower returns the prediction PredictSpeed gives and the lower
-	// bound at coverage (0: the predictor's default). It must not allocate.
-	PredictSpeedLower(job *profile.Profile, coRunners []*profile.Profile, coverage float64) (speed, lower float64)
+// Bounds returns p as a Bounder: p itself when it is one (own is true), else
+// an adapter whose lower bound is the prediction itself and whose revision
+// never changes (the oracle's true speeds have no margin to allow for).
+func Bounds(p Predictor) (b Bounder, own bool) {
+	if b, ok := p.(Bounder); ok {
+		return b, true
+	}
+	return plain{p}, false
 }
 
-// FloorLowerPredictor is a LowerPredictor whose default coverage depends on
-// the floor the bound is tested against (a calibration that protects a
-// stricter floor more, docs/model.md "Per-floor coverage"). Placement calls it
-// with the floor of the job whose speed it bounds.
-type FloorLowerPredictor interface {
-	LowerPredictor
-	// PredictSpeedLowerFloor is PredictSpeedLower where coverage 0 means the
-	// default coverage for floor. It must not allocate.
-	PredictSpeedLowerFloor(job *profile.Profile, coRunners []*profile.Profile, coverage, floor float64) (speed, lower float64)
+// plain is Bounds' adapter for a Predictor without a bound of its own.
+type plain struct{ Predictor }
+
+func (p plain) Bound(job *profile.Profile, co []*profile.Profile, _ Query) (speed, lower float64) {
+	speed = p.PredictSpeed(job, co)
+	return speed, speed
 }
 
-// Versioned is a Predictor whose answers change over time (the pair memory
-// learns from observations): Version changes whenever they may have, so a
-// caller that caches predictions knows to drop its cache.
-type Versioned interface {
-	Version() uint64
-}
+func (plain) Revision() uint64 { return 0 }

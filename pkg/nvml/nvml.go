@@ -207,7 +207,7 @@ func call[T any](d *device, field string, f func() (T, gonvml.Return)) (T, error
 	}
 	v, ret, err := guard2("", f)
 	if err == nil && ret == gonvml.SUCCESS {
-		return v, nil // the hot path formats nothing
+		return v, nil // a successful read formats nothing
 	}
 	op := fmt.Sprintf("gpu %d %s", d.index, field)
 	if err != nil {

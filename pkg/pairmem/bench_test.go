@@ -40,7 +40,7 @@ func BenchmarkPredictor(b *testing.B) {
 			b.ReportAllocs()
 			s := 0.0
 			for b.Loop() {
-				_, lo := p.PredictSpeedLower(job, c.co, 0)
+				_, lo := p.Bound(job, c.co, model.Query{})
 				s += lo
 			}
 			_ = s

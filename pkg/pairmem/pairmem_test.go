@@ -135,7 +135,7 @@ func TestPredictor(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			speed, lower := p.PredictSpeedLower(a, co, 0.9)
+			speed, lower := p.Bound(a, co, model.Query{Coverage: 0.9})
 			if math.Abs(speed-tc.speed) > 1e-12 {
 				t.Fatalf("speed %v, want %v", speed, tc.speed)
 			}
@@ -176,13 +176,13 @@ func TestAppCorrection(t *testing.T) {
 	if !ok || n != 5 || math.Abs(r-0.2) > 1e-12 {
 		t.Fatalf("residual %v over %v, ok %v", r, n, ok)
 	}
-	speed, lower := p.PredictSpeedLower(job, []*profile.Profile{prof("new")}, 0.9)
+	speed, lower := p.Bound(job, []*profile.Profile{prof("new")}, model.Query{Coverage: 0.9})
 	if math.Abs(speed-0.7) > 1e-12 || !(lower < speed) || lower < speed-0.05-1e-12 {
 		t.Fatalf("unseen pair of x: (%v, %v), want the corrected 0.7 and a bound below it by at most the model's margin 0.05", speed, lower)
 	}
 	// with a wide model margin, the residuals' prediction interval is used
 	p3, _ := NewPredictor(constModel{0.9, 0.5}, mem)
-	if s3, l3 := p3.PredictSpeedLower(job, []*profile.Profile{prof("new")}, 0.9); math.Abs(s3-0.7) > 1e-12 || !(l3 > s3-0.5) || !(l3 < s3) {
+	if s3, l3 := p3.Bound(job, []*profile.Profile{prof("new")}, model.Query{Coverage: 0.9}); math.Abs(s3-0.7) > 1e-12 || !(l3 > s3-0.5) || !(l3 < s3) {
 		t.Fatalf("wide model margin: (%v, %v), want the residuals' narrower interval", s3, l3)
 	}
 	// one user alone cannot correct an application: capped at MaxPerUserApp
@@ -222,7 +222,7 @@ func TestPredictNoAlloc(t *testing.T) {
 	a, co := prof("a"), []*profile.Profile{prof("b")}
 	_ = mem.Add("a", "b", "u1", 0.8)
 	_ = mem.Add("a", "b", "u2", 0.8)
-	if n := testing.AllocsPerRun(100, func() { _, _ = p.PredictSpeedLower(a, co, 0.9) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { _, _ = p.Bound(a, co, model.Query{Coverage: 0.9}) }); n != 0 {
 		t.Fatalf("PredictSpeedLower allocates %v times", n)
 	}
 	// the shipped model at its default coverage (per co-location)
@@ -235,7 +235,7 @@ func TestPredictNoAlloc(t *testing.T) {
 		t.Fatal("the shipped model lists no trained applications")
 	}
 	j, c := &profile.Profile{Tag: m.Tags[0], SMUtil: profile.Stat{Mean: 50}}, []*profile.Profile{{Tag: m.Tags[1], SMUtil: profile.Stat{Mean: 40}}}
-	if n := testing.AllocsPerRun(100, func() { _, _ = pm.PredictSpeedLower(j, c, 0) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { _, _ = pm.Bound(j, c, model.Query{}) }); n != 0 {
 		t.Fatalf("PredictSpeedLower with the shipped model allocates %v times", n)
 	}
 }
@@ -294,7 +294,7 @@ func TestFamilyTransfer(t *testing.T) {
 		{"v-bs1", "y-bs4", 0.9},        // nothing known: the model
 		{"x-bs32", "y-bs8", 0.9 - 0.2}, // a pair seen once: not known, the family's correction
 	} {
-		speed, lower := p.PredictSpeedLower(prof(tc.job), []*profile.Profile{prof(tc.co)}, 0.9)
+		speed, lower := p.Bound(prof(tc.job), []*profile.Profile{prof(tc.co)}, model.Query{Coverage: 0.9})
 		if math.Abs(speed-tc.want) > 1e-9 || !(lower < speed) {
 			t.Errorf("%s next to %s: (%v, %v), want speed %v and a bound below it", tc.job, tc.co, speed, lower, tc.want)
 		}
@@ -347,7 +347,7 @@ func TestPredictorPassesCoverage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, lower := p.PredictSpeedLower(a, []*profile.Profile{b}, tc.coverage)
+			_, lower := p.Bound(a, []*profile.Profile{b}, model.Query{Coverage: tc.coverage})
 			if asked != tc.wantAsked {
 				t.Fatalf("model asked for coverage %v, want %v", asked, tc.wantAsked)
 			}
@@ -376,8 +376,8 @@ func TestPredictorSeenPairsDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws, wl := m.PredictSpeedLower(job, []*profile.Profile{co}, 0)
-	gs, gl := p.PredictSpeedLower(job, []*profile.Profile{co}, 0)
+	ws, wl := m.Bound(job, []*profile.Profile{co}, model.Query{})
+	gs, gl := p.Bound(job, []*profile.Profile{co}, model.Query{})
 	if gs != ws || gl != wl {
 		t.Fatalf("through the memory (%v, %v), model alone (%v, %v)", gs, gl, ws, wl)
 	}
@@ -422,7 +422,7 @@ func TestKnownPairCoverage(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := knownPair(t, mem, tc.wantCov)
-			speed, lower := p.PredictSpeedLower(a, []*profile.Profile{b}, tc.coverage)
+			speed, lower := p.Bound(a, []*profile.Profile{b}, model.Query{Coverage: tc.coverage})
 			if speed != e.Speed || math.Abs(lower-e.Lower) > 1e-12 {
 				t.Fatalf("(%v, %v), want the memory's (%v, %v) at coverage %v", speed, lower, e.Speed, e.Lower, tc.wantCov)
 			}
@@ -454,7 +454,7 @@ func (c floorCovModel) DefaultCoverageForFloor(job *profile.Profile, co []*profi
 
 func (c floorCovModel) PredictSpeedLowerFloor(job *profile.Profile, co []*profile.Profile, coverage, floor float64) (float64, float64) {
 	*c.askedFloor = floor
-	return c.PredictSpeedLower(job, co, coverage)
+	return c.Bound(job, co, model.Query{Coverage: coverage})
 }
 
 // With per-floor coverage, the memory hands the job's floor to the model and
@@ -484,12 +484,12 @@ func TestKnownPairFloorCoverage(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := knownPair(t, mem, tc.wantCov)
-			speed, lower := p.PredictSpeedLowerFloor(a, []*profile.Profile{b}, tc.coverage, tc.floor)
+			speed, lower := p.Bound(a, []*profile.Profile{b}, model.Query{Coverage: tc.coverage, Floor: tc.floor})
 			if speed != e.Speed || math.Abs(lower-e.Lower) > 1e-12 {
 				t.Fatalf("known pair (%v, %v), want the memory's (%v, %v) at coverage %v", speed, lower, e.Speed, e.Lower, tc.wantCov)
 			}
 			// a pair the memory does not know: the model, asked at the job's floor
-			if _, lower := p.PredictSpeedLowerFloor(a, []*profile.Profile{c}, tc.coverage, tc.floor); asked != tc.floor || lower != 0.85 {
+			if _, lower := p.Bound(a, []*profile.Profile{c}, model.Query{Coverage: tc.coverage, Floor: tc.floor}); asked != tc.floor || lower != 0.85 {
 				t.Fatalf("unknown pair: model asked at floor %v (want %v), lower %v", asked, tc.floor, lower)
 			}
 		})
@@ -516,8 +516,8 @@ func TestPredictorFloorCoverageShipped(t *testing.T) {
 	}
 	var lows []float64
 	for _, floor := range []float64{0.75, 0.9} {
-		ws, wl := m.PredictSpeedLowerFloor(job, co, 0, floor)
-		gs, gl := p.PredictSpeedLowerFloor(job, co, 0, floor)
+		ws, wl := m.Bound(job, co, model.Query{Floor: floor})
+		gs, gl := p.Bound(job, co, model.Query{Floor: floor})
 		if gs != ws || gl != wl {
 			t.Fatalf("floor %v: through the memory (%v, %v), model alone (%v, %v)", floor, gs, gl, ws, wl)
 		}
@@ -554,7 +554,7 @@ func TestPredictorMeasuredPair(t *testing.T) {
 	}
 	mp := m.Measured[0]
 	job, co := &profile.Profile{Tag: mp.Job}, []*profile.Profile{{Tag: mp.Co}}
-	ms, ml := m.PredictSpeedLowerFloor(job, co, 0, 0.9)
+	ms, ml := m.Bound(job, co, model.Query{Floor: 0.9})
 	cov := m.DefaultCoverageForFloor(job, co, 0.9)
 	noise := max(m.MeasuredSD, model.MeasuredNoiseFloor)
 	tests := []struct {
@@ -589,7 +589,7 @@ func TestPredictorMeasuredPair(t *testing.T) {
 					}
 				}
 			}
-			s, l := p.PredictSpeedLowerFloor(job, co, 0, 0.9)
+			s, l := p.Bound(job, co, model.Query{Floor: 0.9})
 			if math.Abs(s-tc.wantSpeed) > 1e-9 || math.Abs(l-tc.wantLower) > 1e-9 {
 				t.Fatalf("(%v, %v), want (%v, %v)", s, l, tc.wantSpeed, tc.wantLower)
 			}

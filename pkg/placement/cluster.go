@@ -36,18 +36,18 @@ type index struct {
 	bucketOf  map[bucketKey]int32
 	freeB     []int32 // empty buckets, for reuse
 	gpuBucket []int32 // bucket of each GPU
-	// hot is what a decision's scan reads of each bucket (by bucket index),
+	// scanSummary is what a decision's scan reads of each bucket (by bucket index),
 	// packed in one array: a decision inside slurmctld finds its data out of
 	// the CPU's caches, and reading the bucket, its member list, the GPU's
 	// state and its node cost a cache miss each per bucket; one sequential
-	// pass over this array is prefetched instead (issue 13, fifth pass).
-	hot []bucketHot
+	// pass over this array is prefetched instead.
+	scanSummary []bucketSummary
 }
 
-// bucketHot is a bucket's summary for the scan: its lowest member's state, the
+// bucketSummary is a bucket's summary for the scan: its lowest member's state, the
 // counts of its members and open members, and the lowest of each. It is
-// recomputed from the bucket whenever set changes the bucket (refreshHot).
-type bucketHot struct {
+// recomputed from the bucket whenever set changes the bucket (refreshSummary).
+type bucketSummary struct {
 	st        gpuState // the lowest member's state (node and hidden are its own)
 	members   int32    // len(bucket.members)
 	open      int32    // len(bucket.open)
@@ -56,14 +56,14 @@ type bucketHot struct {
 	openNode  int32    // node of firstOpen
 }
 
-// refreshHot recomputes bucket bi's summary (growing hot to the bucket count:
+// refreshSummary recomputes bucket bi's summary (growing scanSummary to the bucket count:
 // appends into memory kept across Reindex, so a rebuild allocates nothing).
-func (ix *index) refreshHot(bi int32) {
-	for len(ix.hot) < len(ix.buckets) {
-		ix.hot = append(ix.hot, bucketHot{})
+func (ix *index) refreshSummary(bi int32) {
+	for len(ix.scanSummary) < len(ix.buckets) {
+		ix.scanSummary = append(ix.scanSummary, bucketSummary{})
 	}
 	b := &ix.buckets[bi]
-	h := bucketHot{members: int32(len(b.members)), open: int32(len(b.open)), first: -1, firstOpen: -1}
+	h := bucketSummary{members: int32(len(b.members)), open: int32(len(b.open)), first: -1, firstOpen: -1}
 	if len(b.members) > 0 {
 		h.first = b.members[0]
 		h.st = ix.gpus[h.first]
@@ -72,7 +72,7 @@ func (ix *index) refreshHot(bi int32) {
 		h.firstOpen = b.open[0]
 		h.openNode = ix.gpus[h.firstOpen].node
 	}
-	ix.hot[bi] = h
+	ix.scanSummary[bi] = h
 }
 
 // bucket is a set of GPUs in one state, as sorted global indexes; open is the
@@ -114,7 +114,7 @@ func (ix *index) set(gi int32, st gpuState) {
 			if wasOpen != !st.hidden {
 				b.open = toggle(b.open, gi, !st.hidden)
 			}
-			ix.refreshHot(old)
+			ix.refreshSummary(old)
 			return
 		}
 		if i, ok := slices.BinarySearch(b.members, gi); ok {
@@ -127,7 +127,7 @@ func (ix *index) set(gi int32, st gpuState) {
 			delete(ix.bucketOf, b.key)
 			ix.freeB = append(ix.freeB, old)
 		}
-		ix.refreshHot(old)
+		ix.refreshSummary(old)
 	}
 	ix.gpus[gi] = st
 	id, ok := ix.bucketOf[k]
@@ -155,7 +155,7 @@ func (ix *index) set(gi int32, st gpuState) {
 		b.open = toggle(b.open, gi, true)
 	}
 	ix.gpuBucket[gi] = id
-	ix.refreshHot(id)
+	ix.refreshSummary(id)
 }
 
 // toggle inserts (in) or deletes gi in the sorted list s. Reindex adds GPUs in
@@ -264,7 +264,7 @@ func (c *Cluster) Reindex() {
 	clear(ix.jobs)
 	clear(ix.bucketOf)
 	ix.intern, ix.idle = c.Interner, 0
-	ix.buckets, ix.freeB, ix.hot = ix.buckets[:0], ix.freeB[:0], ix.hot[:0]
+	ix.buckets, ix.freeB, ix.scanSummary = ix.buckets[:0], ix.freeB[:0], ix.scanSummary[:0]
 	if ix.intern == nil {
 		ix.intern = NewInterner()
 	}
@@ -587,19 +587,19 @@ func (c *Cluster) Check() error {
 		return fmt.Errorf("cache has %d GPUs, cluster %d", len(ix.gpus), gi)
 	}
 	members, opens := 0, 0
-	if len(ix.hot) != len(ix.buckets) {
-		return fmt.Errorf("scan summaries for %d buckets, %d buckets", len(ix.hot), len(ix.buckets))
+	if len(ix.scanSummary) != len(ix.buckets) {
+		return fmt.Errorf("scan summaries for %d buckets, %d buckets", len(ix.scanSummary), len(ix.buckets))
 	}
 	for i, b := range ix.buckets {
-		want := bucketHot{members: int32(len(b.members)), open: int32(len(b.open)), first: -1, firstOpen: -1}
+		want := bucketSummary{members: int32(len(b.members)), open: int32(len(b.open)), first: -1, firstOpen: -1}
 		if len(b.members) > 0 {
 			want.first, want.st = b.members[0], ix.gpus[b.members[0]]
 		}
 		if len(b.open) > 0 {
 			want.firstOpen, want.openNode = b.open[0], ix.gpus[b.open[0]].node
 		}
-		if ix.hot[i] != want {
-			return fmt.Errorf("bucket %d: scan summary %+v, want %+v", i, ix.hot[i], want)
+		if ix.scanSummary[i] != want {
+			return fmt.Errorf("bucket %d: scan summary %+v, want %+v", i, ix.scanSummary[i], want)
 		}
 		if !slices.IsSorted(b.members) || !slices.IsSorted(b.open) {
 			return fmt.Errorf("bucket %d: members or open list not sorted", i)

@@ -242,12 +242,12 @@ func TestWithReach(t *testing.T) {
 				put(c, fmt.Sprintf("j%d", g), nil, 0, g, 4-f)
 			}
 		}
-		ff := c.WithReach(ReachFirstFit)
-		if ff.Reach != ReachFirstFit || ff.ix != c.ix {
-			t.Fatalf("free %v: first-fit view does not share the caches (reach %v)", tc.free, ff.Reach)
+		firstFit := c.WithReach(ReachFirstFit)
+		if firstFit.Reach != ReachFirstFit || firstFit.ix != c.ix {
+			t.Fatalf("free %v: first-fit view does not share the caches (reach %v)", tc.free, firstFit.Reach)
 		}
 		for g, want := range tc.hidden {
-			if got := ff.ix.gpus[ff.ix.nodeOff[0]+int32(g)].hidden; got != want {
+			if got := firstFit.ix.gpus[firstFit.ix.nodeOff[0]+int32(g)].hidden; got != want {
 				t.Errorf("free %v: GPU %d hidden %v under first fit, want %v", tc.free, g, got, want)
 			}
 		}
@@ -255,7 +255,7 @@ func TestWithReach(t *testing.T) {
 			t.Errorf("free %v: the cluster changed (reach %v, indexed %v)", tc.free, c.Reach, c.indexed())
 		}
 		put(c, "later", nil, 0, 0, 1) // the view follows
-		if err := ff.Check(); err != nil {
+		if err := firstFit.Check(); err != nil {
 			t.Errorf("free %v: view after a change: %v", tc.free, err)
 		}
 		plain := &Cluster{Nodes: c.Clone().Nodes}

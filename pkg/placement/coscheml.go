@@ -33,18 +33,18 @@ import (
 // goroutine). The memo assumes profiles are not modified in place once used (they
 // are immutable by convention: replace a profile with a new value).
 type CoScheML struct {
-	name  string
-	pred  model.Predictor
-	lower model.LowerPredictor      // pred's calibrated lower bound, when it has one (the oracle's truth has none)
-	flo   model.FloorLowerPredictor // the same with a default coverage per floor, when it has one
-	ver   model.Versioned           // pred's version, when its answers change over time (pair memory)
-	seen  uint64                    // ver's value the memo's entries were computed with
-	opts  Options
-	e     engine
-	memo  memo
-	rows  [scanRows]scanRow // the scan's memo results by bucket, per recent request
+	name string
+	pred model.Bounder
+	// ownBound: pred has a calibrated lower bound of its own (the oracle's
+	// truth has none: its bound is the prediction itself)
+	ownBound bool
+	revision uint64 // pred's revision the memo's entries were computed with
+	opts     Options
+	e        engine
+	memo     memo
+	rows     [scanRows]scanRow // the scan's memo results by bucket, per recent request
 
-	cy cycle // the decision in progress; Place starts a new one
+	cycle cycle // the decision in progress; Place starts a new one
 
 	note string // floorNote's words
 
@@ -87,14 +87,10 @@ func newCoScheML(name string, pred model.Predictor, opts Options) (*CoScheML, er
 	if err != nil {
 		return nil, fmt.Errorf("%s policy: %w", name, err)
 	}
-	p := &CoScheML{name: name, pred: pred, opts: o, memo: newMemo(memoSize),
+	p := &CoScheML{name: name, opts: o, memo: newMemo(memoSize),
 		co: make([]*profile.Profile, 0, 8), others: make([]*profile.Profile, 0, 8), ord: make([]int32, 0, 8)}
+	p.pred, p.ownBound = model.Bounds(pred)
 	p.e.opts, p.e.shares = &p.opts, true
-	if lp, ok := pred.(model.LowerPredictor); ok {
-		p.lower = lp
-	}
-	p.flo, _ = pred.(model.FloorLowerPredictor)
-	p.ver, _ = pred.(model.Versioned)
 	return p, nil
 }
 
@@ -105,14 +101,7 @@ func newCoScheML(name string, pred model.Predictor, opts Options) (*CoScheML, er
 // floor is the job's floor: a predictor with a default coverage per floor
 // clears a stricter floor (infer's) at a higher coverage (docs/model.md).
 func (p *CoScheML) predict(job *profile.Profile, co []*profile.Profile, floor float64) (speed, sure float64) {
-	switch {
-	case p.lower == nil:
-		speed = p.pred.PredictSpeed(job, co)
-		return speed, speed
-	case p.flo != nil:
-		return p.flo.PredictSpeedLowerFloor(job, co, p.opts.FloorConfidence, floor)
-	}
-	return p.lower.PredictSpeedLower(job, co, p.opts.FloorConfidence)
+	return p.pred.Bound(job, co, model.Query{Coverage: p.opts.FloorConfidence, Floor: floor})
 }
 
 // Name is "coscheml" or "oracle".
@@ -126,23 +115,21 @@ func (p *CoScheML) Place(c *Cluster, r *Request) Decision {
 	if d, bad := badRequest(p.name, c, r); bad {
 		return d
 	}
-	if p.ver != nil {
-		if v := p.ver.Version(); v != p.seen { // the predictor learned: memoized predictions are stale
-			p.seen = v
-			p.memo.forget()
-		}
+	if v := p.pred.Revision(); v != p.revision { // the predictor learned: memoized predictions are stale
+		p.revision = v
+		p.memo.forget()
 	}
-	p.cy = cycle{floorNew: p.opts.Floors.For(classOf(r.Class, r.Profile))}
+	p.cycle = cycle{floorNew: p.opts.Floors.For(classOf(r.Class, r.Profile))}
 	if c.indexed() {
 		p.memo.use(c.ix)
-		p.cy.req = p.memo.reqID(r.Profile, classOf(r.Class, r.Profile))
-		p.cy.row = p.rowFor(p.cy.req, len(c.ix.hot))
+		p.cycle.req = p.memo.reqID(r.Profile, classOf(r.Class, r.Profile))
+		p.cycle.row = p.rowFor(p.cycle.req, len(c.ix.scanSummary))
 	} // else: an uncached cluster is decided on a private copy; no memo
 	chosen, found := p.e.place(c, r, p, nil)
 	if chosen == nil {
 		d := Decision{Action: ActionWait, MinResidentSpeed: 1, Reason: p.e.waitReason(p.name, r, found)}
-		if p.cy.fail.ok {
-			d.Reason += "; closest: " + p.explainGPU(c, r, p.cy.fail.gi)
+		if p.cycle.fail.ok {
+			d.Reason += "; closest: " + p.explainGPU(c, r, p.cycle.fail.gi)
 		}
 		return d
 	}
@@ -210,7 +197,7 @@ func (p *CoScheML) rule(b *strings.Builder, chosen []cand, r *Request) {
 		b.WriteString("every predicted speed >= ")
 		writeSpeed(b, prefer)
 		b.WriteString(": sharing preferred to opening an idle GPU")
-	case p.cy.lowShare:
+	case p.cycle.lowShare:
 		b.WriteString("idle GPU: sharing would slow a job below ")
 		writeSpeed(b, prefer)
 	default:
@@ -250,8 +237,8 @@ func (p *CoScheML) score(c *Cluster, st *gpuState, bi, gi int32, r *Request, cd 
 		}
 		// the closest refusal, for the wait reason; ties to the lower GPU so the
 		// bucket scan and the GPU scan agree
-		if !p.cy.fail.ok || m > p.cy.fail.margin || (m == p.cy.fail.margin && gi < p.cy.fail.gi) {
-			p.cy.fail.gi, p.cy.fail.margin, p.cy.fail.ok = gi, m, true
+		if !p.cycle.fail.ok || m > p.cycle.fail.margin || (m == p.cycle.fail.margin && gi < p.cycle.fail.gi) {
+			p.cycle.fail.gi, p.cycle.fail.margin, p.cycle.fail.ok = gi, m, true
 		}
 		return rejFloor
 	}
@@ -259,7 +246,7 @@ func (p *CoScheML) score(c *Cluster, st *gpuState, bi, gi int32, r *Request, cd 
 	if min(res.speed, res.minRes) >= p.opts.PreferShareSpeed {
 		key += 2 * keyTier
 	} else {
-		p.cy.lowShare = true
+		p.cycle.lowShare = true
 	}
 	*cd = cand{key: key, speed: res.speed, minRes: res.minRes, gi: gi, node: st.node, slots: p.opts.shareSlots(st.slots), share: true}
 	return rejNone
@@ -304,14 +291,14 @@ const explained = 2
 // from the memo when the same request already met the same resident set on
 // this cluster; the residents themselves are read only on a miss.
 func (p *CoScheML) predicted(c *Cluster, st *gpuState, gi int32, r *Request) setResult {
-	if st.sig == 0 || p.cy.req == 0 {
+	if st.sig == 0 || p.cycle.req == 0 {
 		return p.compute(c.gpuOf(gi).Residents, r)
 	}
-	e := p.memo.find(st.sig, p.cy.req)
+	e := p.memo.find(st.sig, p.cycle.req)
 	if e.epoch == p.memo.epoch {
 		return e.res
 	}
-	e.sig, e.req, e.epoch = st.sig, p.cy.req, p.memo.epoch
+	e.sig, e.req, e.epoch = st.sig, p.cycle.req, p.memo.epoch
 	e.res = p.compute(c.gpuOf(gi).Residents, r)
 	return e.res
 }
@@ -324,7 +311,7 @@ func (p *CoScheML) predicted(c *Cluster, st *gpuState, gi int32, r *Request) set
 // by its signature, so it gives bit-identical results. Its after speeds are
 // not kept: the reason reads those from the memo.
 func (p *CoScheML) scanned(c *Cluster, st *gpuState, bi, gi int32, r *Request) setResult {
-	row := p.cy.row
+	row := p.cycle.row
 	if row == nil || st.sig == 0 || bi < 0 || int(bi) >= len(row.e) {
 		return p.predicted(c, st, gi, r)
 	}
@@ -391,10 +378,10 @@ func (p *CoScheML) compute(res []Resident, r *Request) setResult {
 		co = append(co, res[i].Profile)
 	}
 	p.co = co
-	speed, sure := p.predict(r.Profile, co, p.cy.floorNew)
+	speed, sure := p.predict(r.Profile, co, p.cycle.floorNew)
 	out := setResult{speed: speed, minRes: 1}
 	out.cost = 1 - out.speed
-	out.margin = sure - p.cy.floorNew
+	out.margin = sure - p.cycle.floorNew
 	for k, i := range ord {
 		others := p.others[:0]
 		for _, j := range ord {
@@ -471,7 +458,7 @@ func (p *CoScheML) writeExplain(b *strings.Builder, c *Cluster, r *Request, gi i
 	b.WriteString(": predicted speed new job ")
 	writeSpeed(b, res.speed)
 	b.WriteString(" (floor ")
-	writeSpeed(b, p.cy.floorNew)
+	writeSpeed(b, p.cycle.floorNew)
 	b.WriteByte(')')
 	for i := range gpu.Residents {
 		rs := &gpu.Residents[i]
@@ -491,7 +478,7 @@ func (p *CoScheML) writeExplain(b *strings.Builder, c *Cluster, r *Request, gi i
 	}
 	b.WriteString("; interference cost ")
 	writeSpeed(b, res.cost)
-	if p.lower != nil {
+	if p.ownBound {
 		// Otherwise a wait with every prediction above its floor would read as a bug.
 		b.WriteString(p.floorNote())
 	}

@@ -99,20 +99,20 @@ type engine struct {
 	opts   *Options // the policy's (shared rules: co-runners, slots, memory)
 	shares bool     // the policy may put a job on a busy GPU
 
-	one     [1]cand
-	out     []cand
-	tmp     []cand // one node's candidates
-	nodeCnt []int32
-	best    []cand // the best node's chosen candidates
-	bres    []bucketResult
-	scratch bucketResult // one bucket's result when results are not kept
-	keys    []float64    // drawn rank keys by GPU (random baseline, several GPUs)
-	members []int32      // one bucket's members on nodes the request allows
-	req     *Request     // the request being placed (its node filter)
-	ff      bool         // single GPU on a first-fit cluster: hidden GPUs are out
-	rejects [nReject]int
-	scanned int
-	steered steer // the last decision's first-fit shard count, for its reason
+	one           [1]cand
+	out           []cand
+	tmp           []cand // one node's candidates
+	nodeCnt       []int32
+	best          []cand // the best node's chosen candidates
+	bucketResults []bucketResult
+	scratch       bucketResult // one bucket's result when results are not kept
+	keys          []float64    // drawn rank keys by GPU (random baseline, several GPUs)
+	members       []int32      // one bucket's members on nodes the request allows
+	req           *Request     // the request being placed (its node filter)
+	firstFitOnly  bool         // single GPU on a first-fit cluster: hidden GPUs are out
+	rejects       [nReject]int
+	scanned       int
+	steered       steer // the last decision's first-fit shard count, for its reason
 }
 
 // steer records a single-GPU decision whose slots were raised so that Slurm's
@@ -126,31 +126,31 @@ type steer struct {
 // its lowest GPU, counts the rejections for all members, and returns the number of
 // acceptable GPUs and the best candidate (each bucket's result stands for its lowest
 // GPU: GPUs in a bucket differ only in their index, and ties go to the lowest).
-// With keep, every bucket's result is also kept in e.bres for the selections that
+// With keep, every bucket's result is also kept in e.bucketResults for the selections that
 // need more than the best (a uniform draw, several GPUs).
 func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok int, best cand, found bool) {
 	ix := c.ix
 	e.rejects = [nReject]int{}
 	e.scanned = len(ix.gpus)
 	if keep {
-		if cap(e.bres) < len(ix.buckets) {
-			e.bres = make([]bucketResult, len(ix.buckets))
+		if cap(e.bucketResults) < len(ix.buckets) {
+			e.bucketResults = make([]bucketResult, len(ix.buckets))
 		}
-		e.bres = e.bres[:len(ix.buckets)]
+		e.bucketResults = e.bucketResults[:len(ix.buckets)]
 	}
 	res := &e.scratch
 	e.req = r
-	e.ff = r.GPUs == 1 && c.Reach == ReachFirstFit
-	for bi := range ix.hot {
+	e.firstFitOnly = r.GPUs == 1 && c.Reach == ReachFirstFit
+	for bi := range ix.scanSummary {
 		if keep {
-			res = &e.bres[bi]
+			res = &e.bucketResults[bi]
 		}
 		// The filter stage's reachability, per bucket: a single-GPU request on a
 		// first-fit cluster can use only the bucket's open (reachable) members.
 		// Without a node filter the bucket's summary says it all (one sequential
 		// read per bucket); st is then the lowest member's state, and the
 		// candidate's node is set below from the GPU actually evaluated.
-		h := &ix.hot[bi]
+		h := &ix.scanSummary[bi]
 		st := &h.st
 		var n int
 		var gi, node int32
@@ -160,7 +160,7 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 			// lowest allowed GPU is evaluated; GPUs of a bucket differ in index only).
 			b := &ix.buckets[bi]
 			m := b.members
-			if e.ff {
+			if e.firstFitOnly {
 				m = b.open
 			}
 			e.members = e.members[:0]
@@ -170,7 +170,7 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 				}
 			}
 			allowed := len(e.members)
-			if e.ff { // the node filter comes first: hidden members it allows are unreachable
+			if e.firstFitOnly { // the node filter comes first: hidden members it allows are unreachable
 				allowed = 0
 				for _, gi := range b.members {
 					if r.allows(ix.gpus[gi].node) {
@@ -185,14 +185,20 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 				st = &ix.gpus[gi]
 				node = st.node
 			}
-		case e.ff:
+		case e.firstFitOnly:
 			e.rejects[rejUnreachable] += int(h.members - h.open)
 			n, gi, node = int(h.open), h.firstOpen, h.openNode
 		default:
 			n, gi, node = int(h.members), h.first, h.st.node
 		}
 		if n == 0 {
-			res.why = rejNone
+			// No member the request may use: the bucket is refused (its members'
+			// refusals are counted above), so the selections that read the kept
+			// results never see it as acceptable.
+			res.why = rejUnreachable
+			if r.Nodes != nil {
+				res.why = rejNode
+			}
 			continue
 		}
 		// The rest of the filter stage, the same for every policy (written out
@@ -233,8 +239,8 @@ func (e *engine) pickUniform(c *Cluster, n int, draw *rand.Rand) cand {
 	k := draw.IntN(n)
 	ix := c.ix
 	for gi, bi := range ix.gpuBucket {
-		res := &e.bres[bi]
-		if res.why != rejNone || (e.ff && ix.gpus[gi].hidden) || !e.req.allows(ix.gpus[gi].node) {
+		res := &e.bucketResults[bi]
+		if res.why != rejNone || (e.firstFitOnly && ix.gpus[gi].hidden) || !e.req.allows(ix.gpus[gi].node) {
 			continue
 		}
 		if k == 0 {
@@ -466,7 +472,7 @@ func (e *engine) place(c *Cluster, r *Request, sc scorer, draw *rand.Rand) ([]ca
 		}
 		e.keys = e.keys[:len(c.ix.gpus)]
 		for gi, bi := range c.ix.gpuBucket {
-			if e.bres[bi].why == rejNone && r.allows(c.ix.gpus[gi].node) {
+			if e.bucketResults[bi].why == rejNone && r.allows(c.ix.gpus[gi].node) {
 				e.keys[gi] = draw.Float64()
 			}
 		}
@@ -497,7 +503,7 @@ func (e *engine) placeMulti(c *Cluster, want int) []cand {
 			continue
 		}
 		for _, bi := range ix.gpuBucket[ix.nodeOff[n]:ix.nodeOff[n+1]] {
-			if e.bres[bi].why == rejNone {
+			if e.bucketResults[bi].why == rejNone {
 				cnt++
 			}
 		}
@@ -557,7 +563,7 @@ func (e *engine) gatherNode(c *Cluster, n int) {
 	ix := c.ix
 	e.tmp = e.tmp[:0]
 	for gi := ix.nodeOff[n]; gi < ix.nodeOff[n+1]; gi++ {
-		if res := &e.bres[ix.gpuBucket[gi]]; res.why == rejNone {
+		if res := &e.bucketResults[ix.gpuBucket[gi]]; res.why == rejNone {
 			e.tmp = append(e.tmp, e.candAt(res, gi, n))
 		}
 	}
@@ -570,7 +576,7 @@ func (e *engine) bestOfNode(c *Cluster, n int) cand {
 	var best cand
 	found := false
 	for gi := ix.nodeOff[n]; gi < ix.nodeOff[n+1]; gi++ {
-		if res := &e.bres[ix.gpuBucket[gi]]; res.why == rejNone {
+		if res := &e.bucketResults[ix.gpuBucket[gi]]; res.why == rejNone {
 			cd := e.candAt(res, gi, n)
 			if !found || better(&cd, &best) {
 				best, found = cd, true

@@ -3,6 +3,7 @@ package placement
 import (
 	"testing"
 
+	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/profile"
 )
 
@@ -14,23 +15,21 @@ type floorLowerPred struct {
 	fakePred
 }
 
-func (f floorLowerPred) PredictSpeedLower(job *profile.Profile, co []*profile.Profile, coverage float64) (float64, float64) {
-	return f.PredictSpeedLowerFloor(job, co, coverage, 0)
-}
-
-func (f floorLowerPred) PredictSpeedLowerFloor(job *profile.Profile, co []*profile.Profile, coverage, floor float64) (float64, float64) {
+func (f floorLowerPred) Bound(job *profile.Profile, co []*profile.Profile, q model.Query) (float64, float64) {
 	s := f.PredictSpeed(job, co)
-	if len(co) == 0 || coverage > 0 || floor < 0.52 {
+	if len(co) == 0 || q.Coverage > 0 || q.Floor < 0.52 {
 		return s, s
 	}
 	return s, s - 0.06
 }
 
+func (floorLowerPred) Revision() uint64 { return 0 }
+
 // Placement asks a per-floor predictor for each affected job's bound at that
 // job's floor, so a stricter class (infer here) is refused where the same
 // prediction clears a looser class's floor, for the new job and for a
 // resident alike.
-func TestFloorLowerPredictor(t *testing.T) {
+func TestBoundAtEachJobsFloor(t *testing.T) {
 	with := func(p *profile.Profile, cl profile.Class) *profile.Profile {
 		q := *p
 		q.Class = cl

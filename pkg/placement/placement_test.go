@@ -722,16 +722,19 @@ type lowerPred struct {
 	fakePred
 }
 
-func (l lowerPred) PredictSpeedLower(job *profile.Profile, co []*profile.Profile, coverage float64) (float64, float64) {
+func (l lowerPred) Bound(job *profile.Profile, co []*profile.Profile, q model.Query) (float64, float64) {
 	s := l.PredictSpeed(job, co)
 	if len(co) == 0 {
 		return s, s
 	}
+	coverage := q.Coverage
 	if coverage == 0 {
 		coverage = 0.5
 	}
 	return s, s - 0.1*coverage
 }
+
+func (lowerPred) Revision() uint64 { return 0 }
 
 // FloorConfidence is the coverage at which the prediction less its calibrated
 // margin must clear the floor: the same pair shares at a low coverage and waits
@@ -762,7 +765,7 @@ func TestFloorConfidence(t *testing.T) {
 		if d.Action != tt.want {
 			t.Errorf("coverage %v (%T): %v, want %v (%s)", tt.cov, tt.pred, d.Action, tt.want, d.Reason)
 		}
-		_, hasLower := tt.pred.(model.LowerPredictor)
+		_, hasLower := tt.pred.(model.Bounder)
 		if named := strings.Contains(d.Reason, "floor_confidence"); d.Action != ActionWait && named != hasLower {
 			t.Errorf("coverage %v (%T): reason names floor_confidence = %v: %s", tt.cov, tt.pred, named, d.Reason)
 		}
@@ -774,11 +777,11 @@ func TestFloorConfidence(t *testing.T) {
 	}
 }
 
-// learningPred is a Versioned predictor whose answer changes (as the pair
-// memory's does when it learns).
+// learningPred is a predictor whose answer changes with its revision (as the
+// pair memory's does when it learns).
 type learningPred struct {
-	speed *float64
-	ver   *uint64
+	speed    *float64
+	revision *uint64
 }
 
 func (l learningPred) PredictSpeed(_ *profile.Profile, co []*profile.Profile) float64 {
@@ -788,29 +791,34 @@ func (l learningPred) PredictSpeed(_ *profile.Profile, co []*profile.Profile) fl
 	return *l.speed
 }
 
-func (l learningPred) Version() uint64 { return *l.ver }
+func (l learningPred) Bound(job *profile.Profile, co []*profile.Profile, _ model.Query) (float64, float64) {
+	s := l.PredictSpeed(job, co)
+	return s, s
+}
 
-// A Versioned predictor's new answers are used at once: the memo of
-// predictions is dropped when its version changes.
-func TestVersionedPredictorDropsMemo(t *testing.T) {
+func (l learningPred) Revision() uint64 { return *l.revision }
+
+// A learning predictor's new answers are used at once: the memo of
+// predictions is dropped when its revision changes.
+func TestRevisionDropsMemo(t *testing.T) {
 	c := NewCluster(1, 1, 24000, 4)
 	put(c, "1", heavyA, 0, 0, 2)
 	r := req("2", heavyB, 1)
-	speed, ver := 0.9, uint64(1)
-	p, err := NewCoScheML(learningPred{&speed, &ver}, Options{Floors: Floors{HPC: 0.75, Train: 0.75, Infer: 0.9}})
+	speed, revision := 0.9, uint64(1)
+	p, err := NewCoScheML(learningPred{&speed, &revision}, Options{Floors: Floors{HPC: 0.75, Train: 0.75, Infer: 0.9}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := p.Place(c, r); d.Action != ActionShare {
 		t.Fatalf("at speed 0.9: %v (%s)", d.Action, d.Reason)
 	}
-	speed = 0.5 // learned: the pair is slow, but the version did not change yet
+	speed = 0.5 // learned: the pair is slow, but the revision did not change yet
 	if d := p.Place(c, r); d.Action != ActionShare {
-		t.Fatalf("memoized answer expected before the version changes: %v", d.Action)
+		t.Fatalf("memoized answer expected before the revision changes: %v", d.Action)
 	}
-	ver++
+	revision++
 	if d := p.Place(c, r); d.Action != ActionWait {
-		t.Fatalf("after the version changed: %v, want wait (%s)", d.Action, d.Reason)
+		t.Fatalf("after the revision changed: %v, want wait (%s)", d.Action, d.Reason)
 	}
 }
 

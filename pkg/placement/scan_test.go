@@ -11,7 +11,7 @@ import (
 // brute-forced from its node's free slots, filtered and scored on its own (no
 // buckets, no summaries, no rows), the best by rank key then lowest index.
 func refScan(c *Cluster, r *Request, e *engine, sc scorer) (best cand, found bool, ok int, rejects [nReject]int) {
-	ff := c.Reach == ReachFirstFit
+	firstFit := c.Reach == ReachFirstFit
 	gi := int32(0)
 	for n := range c.Nodes {
 		for g := range c.Nodes[n].GPUs {
@@ -23,7 +23,7 @@ func refScan(c *Cluster, r *Request, e *engine, sc scorer) (best cand, found boo
 			case !r.allows(int32(n)):
 				rejects[rejNode]++
 				continue
-			case ff && freeSlots(gpu) > 0 && !reachable(&c.Nodes[n], g):
+			case firstFit && freeSlots(gpu) > 0 && !reachable(&c.Nodes[n], g):
 				rejects[rejUnreachable]++
 				continue
 			}
@@ -52,8 +52,7 @@ func refScan(c *Cluster, r *Request, e *engine, sc scorer) (best cand, found boo
 	return best, found, ok, rejects
 }
 
-// The scan over packed bucket summaries and per-request rows (issue 13, fifth
-// pass) decides exactly as the reference GPU-by-GPU scan on random clusters:
+// The scan over packed bucket summaries and per-request rows decides exactly as the reference GPU-by-GPU scan on random clusters:
 // the same GPU, speeds, count of acceptable GPUs and rejections by reason, for
 // every deterministic policy, typed and first-fit, with and without a node
 // filter, and again after the clusters change (rows and summaries kept
@@ -99,7 +98,7 @@ func TestScanMatchesReference(t *testing.T) {
 						// fresh decision (CoScheML's cycle as Place left it for
 						// this request, its closest refusal cleared).
 						if p, ok := pol.(*CoScheML); ok {
-							p.cy.fail.ok, p.cy.lowShare = false, false
+							p.cycle.fail.ok, p.cycle.lowShare = false, false
 						}
 						best, found, ok, rejects := refScan(view, r, e, sc)
 						if rejects != e.rejects {
@@ -160,4 +159,57 @@ func policyEngine(p Policy) (*engine, scorer) {
 		return &p.e, p
 	}
 	panic(fmt.Sprintf("unknown policy %T", p))
+}
+
+// A bucket with no member the request may use (all on nodes its filter
+// refuses, or all out of first fit's reach) is refused in the bucket results
+// the multi-GPU and random selections read, never left as an acceptable
+// bucket with the candidate of another bucket or decision.
+func TestEvalBucketsNoEligibleMember(t *testing.T) {
+	lone := prof("lone", "train", 30, 2000)
+	tests := []struct {
+		name  string
+		reach Reach
+		nodes []bool
+		gpus  int
+	}{
+		// node 1's GPU 0 holds a resident: its bucket has members on node 1 only
+		{"node filter, one GPU", ReachTyped, []bool{true, false}, 1},
+		{"node filter, several GPUs", ReachTyped, []bool{true, false}, 2},
+		// residents on both nodes' GPU 1 instead: behind idle GPUs 0 with more
+		// free slots, both are hidden from first fit
+		{"first fit, one GPU", ReachFirstFit, nil, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewCluster(2, 2, 81920, DefaultSlots)
+			if tc.reach == ReachFirstFit {
+				put(c, "r0", lone, 0, 1, 2)
+				put(c, "r1", lone, 1, 1, 2)
+			} else {
+				put(c, "r1", lone, 1, 0, 2)
+			}
+			c.Reach = tc.reach
+			pol := mustPolicy(t, "coscheml", Options{})
+			p := pol.(*CoScheML)
+			r := req("new", prof("new", "train", 20, 2000), tc.gpus)
+			r.Nodes = tc.nodes
+			// a first evaluation that accepts every bucket leaves candidates behind
+			p.e.evalBuckets(c, req("any", prof("any", "train", 20, 2000), 1), p, true)
+			p.cycle = cycle{floorNew: p.opts.Floors.For(classOf(r.Class, r.Profile))}
+			p.e.evalBuckets(c, r, p, true)
+			for bi := range c.ix.buckets {
+				b := &c.ix.buckets[bi]
+				eligible := 0
+				for _, gi := range b.members {
+					if r.allows(c.ix.gpus[gi].node) && !(tc.reach == ReachFirstFit && tc.gpus == 1 && c.ix.gpus[gi].hidden) {
+						eligible++
+					}
+				}
+				if eligible == 0 && len(b.members) > 0 && p.e.bucketResults[bi].why == rejNone {
+					t.Errorf("bucket %d (members %v): no eligible member, marked acceptable with candidate %+v", bi, b.members, p.e.bucketResults[bi].cd)
+				}
+			}
+		})
+	}
 }

@@ -206,11 +206,11 @@ type Result struct {
 	Wall       time.Duration `json:"wall_ns"`
 }
 
-// event is a finish event; stale ones (ver != the job's) are skipped.
+// event is a finish event; stale ones (finishVersion != the job's) are skipped.
 type event struct {
-	t   float64
-	job int32
-	ver uint32
+	t             float64
+	job           int32
+	finishVersion uint32
 }
 
 type eventHeap []event
@@ -233,16 +233,16 @@ func (h *eventHeap) Pop() any {
 
 // jobState is the simulator's view of one job.
 type jobState struct {
-	req       placement.Request
-	tag       int32   // index into the truth table
-	gpus      []int32 // global GPU indexes while running
-	slots     []int32 // slots held on each of gpus
-	rate      float64
-	remaining float64 // work left, seconds at speed 1
-	last      float64 // time remaining was last brought up to date
-	estEnd    float64 // start + duration: the reservation's estimate
-	ver       uint32
-	running   bool
+	req           placement.Request
+	tag           int32   // index into the truth table
+	gpus          []int32 // global GPU indexes while running
+	slots         []int32 // slots held on each of gpus
+	rate          float64
+	remaining     float64 // work left, seconds at speed 1
+	last          float64 // time remaining was last brought up to date
+	estEnd        float64 // start + duration: the reservation's estimate
+	finishVersion uint32  // bumped when the job's finish time changes: older finish events are stale
+	running       bool
 	// whole: in Slurm's queue with a whole-GPU request (SubmitModel), placed by
 	// the exclusive policy, not the one under test.
 	whole bool
@@ -400,7 +400,7 @@ func (s *simulator) loop() error {
 	nextProgress, reported := s.cfg.ProgressEvery, 0
 	for s.done < total {
 		// The next time anything happens.
-		for len(s.ev) > 0 && s.ev[0].ver != s.st[s.ev[0].job].ver {
+		for len(s.ev) > 0 && s.ev[0].finishVersion != s.st[s.ev[0].job].finishVersion {
 			heap.Pop(&s.ev)
 		}
 		t := math.Inf(1)
@@ -421,7 +421,7 @@ func (s *simulator) loop() error {
 		// Everything that happens at t: finishes first (they free GPUs), then arrivals.
 		for len(s.ev) > 0 && s.ev[0].t <= t {
 			e := heap.Pop(&s.ev).(event)
-			if e.ver != s.st[e.job].ver || !s.st[e.job].running {
+			if e.finishVersion != s.st[e.job].finishVersion || !s.st[e.job].running {
 				continue
 			}
 			s.events++
@@ -521,7 +521,7 @@ func (s *simulator) rerate(j int) {
 	st.last = s.now
 	s.useRate += (rate - st.rate) * float64(len(st.gpus))
 	st.rate = rate
-	st.ver++
+	st.finishVersion++
 	r := &s.res[j]
 	if rate < r.MinSpeed {
 		r.MinSpeed = rate
@@ -532,7 +532,7 @@ func (s *simulator) rerate(j int) {
 	if rate < s.cfg.Floors.For(r.Class)-1e-9 {
 		r.BelowFloor = true
 	}
-	heap.Push(&s.ev, event{t: s.now + st.remaining/rate, job: int32(j), ver: st.ver})
+	heap.Push(&s.ev, event{t: s.now + st.remaining/rate, job: int32(j), finishVersion: st.finishVersion})
 }
 
 func (s *simulator) start(j int, d placement.Decision) {
@@ -574,7 +574,7 @@ func (s *simulator) finish(j int) {
 	st := &s.st[j]
 	st.running = false
 	st.remaining = 0
-	st.ver++
+	st.finishVersion++
 	s.useRate -= st.rate * float64(len(st.gpus))
 	st.rate = 0
 	s.res[j].End = s.now

@@ -435,7 +435,7 @@ type truthFor struct {
 }
 
 func (h *truthFor) PredictSpeedLowerFloor(j *profile.Profile, co []*profile.Profile, c, f float64) (float64, float64) {
-	s, l := h.Predictor.PredictSpeedLowerFloor(j, co, c, f)
+	s, l := h.Predictor.Bound(j, co, model.Query{Coverage: c, Floor: f})
 	if h.use(f) {
 		l = h.truth.PredictSpeed(j, co)
 	}
