@@ -1,6 +1,6 @@
 // Package pairmem is the pair memory: measured co-located speeds (the Epilog's
 // observations) aggregated per ordered application pair, with evidence counts
-// and a confidence of their own, and a model.Predictor that lets them override
+// and a confidence of their own, and a model.Bounder that lets them override
 // the model for a pair once there is enough evidence (docs/model.md).
 //
 // Rules:
@@ -59,23 +59,6 @@ type Options struct {
 	// MaxPerUserApp is the most observations one user counts for on one
 	// application's residuals (default 3).
 	MaxPerUserApp float64
-	// NoFamilyLevels turns off the family levels of the residuals (job next to
-	// the co-runner's family, family next to family): only the job
-	// application's residuals correct the model, as before issue 9's follow-up.
-	// For comparisons (TestTuneFloorTarget); the default is on.
-	NoFamilyLevels bool
-	// UniformCoverage makes the memory's bounds use the model's
-	// leave-families-out default coverage for every co-location when asked for
-	// the default, as before issue 9's follow-up 3, instead of the coverage of
-	// the model calibration that applies to it. For comparisons
-	// (TestTuneFloorTarget); the default is off.
-	UniformCoverage bool
-	// KnownPairsClassWeighted keeps a known pair's bound at the coverage of
-	// the model calibration for the co-location at its class-weighted default
-	// for every floor, instead of that calibration's coverage for the job's
-	// floor (model.Calibration.FloorCoverage). For comparisons
-	// (TestTuneLevers); the default is off.
-	KnownPairsClassWeighted bool
 	// MaxUsersPerPair bounds the users tracked per pair (default 64); later users
 	// are ignored for that pair, so memory stays bounded.
 	MaxUsersPerPair int
@@ -412,100 +395,101 @@ func z(c float64) float64 { return model.NormalQuantile(c) }
 // Predictor puts a Memory in front of a model: for a job with exactly one
 // co-runner whose pair the memory knows, the memory's estimate and lower bound;
 // for a pair with some evidence but not enough, the model's prediction with the
-// smaller of the two lower bounds; otherwise the model's. It implements model.LowerPredictor and model.Versioned.
+// smaller of the two lower bounds; otherwise the model's. It implements
+// model.Bounder; its revision is the memory's version.
 type Predictor struct {
-	model model.Predictor
-	lower model.LowerPredictor // model's lower bound, when it has one
-	mem   *Memory
-	def   float64       // coverage used when asked for 0
-	cov   coverageModel // the model's default coverage per co-location, when it has one
-	flo   model.FloorLowerPredictor
-	cal   *model.Calibration // the model's leave-families-out calibration, when it has one
-	meas  measuredModel      // the model's measured pairs, when it has them
+	model model.Bounder // the model's bound (its prediction itself when it has none)
+	// calibrated is the model when it is a *model.Model: the coverage its
+	// bound holds at for a co-location, and its measured pairs (nil for
+	// another predictor: neither applies).
+	calibrated  *model.Model
+	familiesOut *model.Calibration // calibrated's leave-families-out calibration, when it has one
+	mem         *Memory
+	def         float64 // coverage the memory's own bounds use when asked for 0
+	study       Study
 }
 
-// measuredModel is a model that answers some pairs from measurements
-// (*model.Model with measured pairs): no residual correction applies to them.
-type measuredModel interface {
-	IsMeasured(job *profile.Profile, co []*profile.Profile) bool
-	Measurement(job *profile.Profile, co []*profile.Profile) (speed float64, n int, noise float64, ok bool)
-}
-
-// coverageModel is a model whose default coverage depends on the co-location
-// (*model.Model: seen pairs or unseen families).
-type coverageModel interface {
-	DefaultCoverageFor(job *profile.Profile, co []*profile.Profile) float64
-}
-
-// floorCoverageModel is a model whose default coverage also depends on the
-// floor tested (*model.Model with per-floor coverage).
-type floorCoverageModel interface {
-	DefaultCoverageForFloor(job *profile.Profile, co []*profile.Profile, floor float64) float64
+// Study holds switches that bring back earlier rules, so the tuning studies
+// (pkg/sim's TestTuneFloorTarget, TestTuneLevers) can measure what each rule
+// is worth. NewPredictor leaves them all off.
+type Study struct {
+	// NoFamilyLevels turns off the family levels of the residuals (job next to
+	// the co-runner's family, family next to family): only the job
+	// application's residuals correct the model.
+	NoFamilyLevels bool
+	// UniformCoverage makes the memory's bounds use the model's
+	// leave-families-out default coverage for every co-location when asked for
+	// the default, instead of the coverage of the model calibration that
+	// applies to it.
+	UniformCoverage bool
+	// KnownPairsClassWeighted keeps a known pair's bound at the coverage of
+	// the model calibration for the co-location at its class-weighted default
+	// for every floor, instead of that calibration's coverage for the job's
+	// floor (model.Calibration.FloorCoverage).
+	KnownPairsClassWeighted bool
 }
 
 // NewPredictor wraps m with mem. Coverage 0 is passed to the model as 0 (each
 // of its calibrations uses its own default); the memory's own bounds then use
 // the model's default coverage (a calibrated *model.Model's), else 0.9.
 func NewPredictor(m model.Predictor, mem *Memory) (*Predictor, error) {
+	return NewStudyPredictor(m, mem, Study{})
+}
+
+// NewStudyPredictor is NewPredictor with study's earlier rules, for the
+// tuning studies.
+func NewStudyPredictor(m model.Predictor, mem *Memory, study Study) (*Predictor, error) {
 	if m == nil || mem == nil {
 		return nil, errors.New("pair memory predictor: nil model or memory")
 	}
-	p := &Predictor{model: m, mem: mem, def: 0.9}
-	p.lower, _ = m.(model.LowerPredictor)
-	p.cov, _ = m.(coverageModel)
-	p.flo, _ = m.(model.FloorLowerPredictor)
-	p.meas, _ = m.(measuredModel)
-	if mm, ok := m.(*model.Model); ok && mm.Calibration.DefaultCoverage > 0 {
-		p.def = mm.Calibration.DefaultCoverage
-		p.cal = &mm.Calibration
+	p := &Predictor{mem: mem, def: 0.9, study: study}
+	p.model, _ = model.Bounds(m)
+	if mm, ok := m.(*model.Model); ok {
+		p.calibrated = mm
+		if mm.Calibration.DefaultCoverage > 0 {
+			p.def = mm.Calibration.DefaultCoverage
+			p.familiesOut = &mm.Calibration
+		}
 	}
 	return p, nil
 }
 
-var (
-	_ model.LowerPredictor      = (*Predictor)(nil)
-	_ model.FloorLowerPredictor = (*Predictor)(nil)
-	_ model.Versioned           = (*Predictor)(nil)
-)
+var _ model.Bounder = (*Predictor)(nil)
 
 // PredictSpeed is the memory's estimate for a known pair, else the model's.
 func (p *Predictor) PredictSpeed(job *profile.Profile, co []*profile.Profile) float64 {
-	s, _ := p.PredictSpeedLower(job, co, 0)
+	s, _ := p.Bound(job, co, model.Query{})
 	return s
 }
 
-// PredictSpeedLower returns the memory's estimate and lower bound for a known
-// pair, else the model's (the model's prediction itself when it has no bound).
-func (p *Predictor) PredictSpeedLower(job *profile.Profile, co []*profile.Profile, coverage float64) (speed, lower float64) {
-	return p.PredictSpeedLowerFloor(job, co, coverage, 0)
-}
-
-// PredictSpeedLowerFloor is PredictSpeedLower for a job whose speed floor is
-// floor: at coverage 0 the model bounds at its default coverage for that floor
+// Bound returns the memory's estimate and lower bound for a known pair, else
+// the model's (the model's prediction itself when it has no bound). At
+// coverage 0 the model bounds at its default coverage for the floor
 // (model.Calibration.FloorCoverage: infer's stricter floor is cleared at a
 // higher coverage), and so do the memory's own bounds that stand in for the
-// model's. Floor 0 is PredictSpeedLower.
-func (p *Predictor) PredictSpeedLowerFloor(job *profile.Profile, co []*profile.Profile, coverage, floor float64) (speed, lower float64) {
+// model's.
+func (p *Predictor) Bound(job *profile.Profile, co []*profile.Profile, q model.Query) (speed, lower float64) {
+	coverage, floor := q.Coverage, q.Floor
 	// The model gets the coverage as asked: 0 lets each of its calibrations
 	// (leave-families-out, seen pairs) use its own default, as documented for
-	// floor_confidence 0. Before issue 9's follow-up 3 it got p.def, so seen
-	// pairs were charged their margin at the unseen default (0.975, not 0.925).
+	// floor_confidence 0; p.def would charge seen pairs their margin at the
+	// unseen families' default (0.975, not 0.925).
 	modelCov := coverage
 	pairCov := coverage
 	if coverage <= 0 {
 		coverage = p.def
-		if p.cal != nil {
+		if p.familiesOut != nil {
 			// residual corrections stand in for the leave-families-out bound
-			coverage = max(p.cal.CoverageAt(floor), p.def)
+			coverage = max(p.familiesOut.CoverageAt(floor), p.def)
 		}
 		pairCov = coverage
 		// A known pair's bound stands in for the model's bound on this
 		// co-location: it holds at the coverage that bound would have (the
 		// seen-pairs default for trained applications, for the job's floor).
-		if p.cov != nil && !p.mem.opts.UniformCoverage {
-			c := p.cov.DefaultCoverageFor(job, co)
-			if fc, ok := p.cov.(floorCoverageModel); ok && !p.mem.opts.KnownPairsClassWeighted {
-				c = fc.DefaultCoverageForFloor(job, co, floor)
+		if p.calibrated != nil && !p.study.UniformCoverage {
+			c := p.calibrated.DefaultCoverageForFloor(job, co, floor)
+			if p.study.KnownPairsClassWeighted {
+				c = p.calibrated.DefaultCoverageFor(job, co)
 			}
 			if c > 0 {
 				pairCov = c
@@ -522,8 +506,8 @@ func (p *Predictor) PredictSpeedLowerFloor(job *profile.Profile, co []*profile.P
 			ms, noise float64
 			mn        int
 		)
-		if p.meas != nil {
-			ms, mn, noise, measured = p.meas.Measurement(job, co)
+		if p.calibrated != nil {
+			ms, mn, noise, measured = p.calibrated.Measurement(job, co)
 		}
 		e, ok = p.mem.Estimate(job.Tag, co[0].Tag, pairCov)
 		if measured && e.Evidence > 0 {
@@ -533,18 +517,11 @@ func (p *Predictor) PredictSpeedLowerFloor(job *profile.Profile, co []*profile.P
 			return e.Speed, e.Lower
 		}
 	}
-	if p.flo != nil {
-		speed, lower = p.flo.PredictSpeedLowerFloor(job, co, modelCov, floor)
-	} else if p.lower != nil {
-		speed, lower = p.lower.PredictSpeedLower(job, co, modelCov)
-	} else {
-		speed = p.model.PredictSpeed(job, co)
-		lower = speed
-	}
+	speed, lower = p.model.Bound(job, co, model.Query{Coverage: modelCov, Floor: floor})
 	if job != nil && len(co) > 0 && !measured {
 		var r, sd, n float64
 		var ok bool
-		if len(co) == 1 && co[0] != nil && !p.mem.opts.NoFamilyLevels {
+		if len(co) == 1 && co[0] != nil && !p.study.NoFamilyLevels {
 			r, sd, n, ok = p.mem.PairResidual(job.Tag, co[0].Tag)
 		} else {
 			r, sd, n, ok = p.mem.AppResidual(job.Tag)
@@ -602,7 +579,7 @@ func (p *Predictor) Observe(job *profile.Profile, co []*profile.Profile, uid str
 	} else if !(speed > 0 && speed <= observation.MaxSpeed) {
 		return fmt.Errorf("%w: %v outside (0, %v]", ErrSpeed, speed, observation.MaxSpeed)
 	}
-	if p.meas != nil && p.meas.IsMeasured(job, co) {
+	if p.calibrated != nil && p.calibrated.IsMeasured(job, co) {
 		// the model answered from a measurement: its residual says nothing of
 		// the trees' bias, which the corrections learn
 		return nil
@@ -614,5 +591,6 @@ func (p *Predictor) Observe(job *profile.Profile, co []*profile.Profile, uid str
 	return p.mem.AddResidual(job.Tag, uid, res)
 }
 
-// Version is the memory's version.
-func (p *Predictor) Version() uint64 { return p.mem.Version() }
+// Revision implements model.Bounder: the memory's version, which changes
+// with every observation added.
+func (p *Predictor) Revision() uint64 { return p.mem.Version() }

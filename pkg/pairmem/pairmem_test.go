@@ -23,13 +23,15 @@ func (c constModel) PredictSpeed(job *profile.Profile, co []*profile.Profile) fl
 	return c.speed
 }
 
-func (c constModel) PredictSpeedLower(job *profile.Profile, co []*profile.Profile, _ float64) (float64, float64) {
+func (c constModel) Bound(job *profile.Profile, co []*profile.Profile, _ model.Query) (float64, float64) {
 	s := c.PredictSpeed(job, co)
 	if len(co) == 0 {
 		return s, s
 	}
 	return s, s - c.margin
 }
+
+func (constModel) Revision() uint64 { return 0 }
 
 type obs struct {
 	job, co, uid string
@@ -146,7 +148,7 @@ func TestPredictor(t *testing.T) {
 				t.Fatalf("lower %v with speed %v", lower, speed)
 			}
 			if p.PredictSpeed(a, co) != speed {
-				t.Fatal("PredictSpeed differs from PredictSpeedLower's speed")
+				t.Fatal("PredictSpeed differs from Bound's speed")
 			}
 		})
 	}
@@ -310,24 +312,64 @@ func TestFamilyTransfer(t *testing.T) {
 	}
 }
 
+// The study's NoFamilyLevels brings back the earlier rule: a pair the memory
+// does not know is corrected by the job application's residuals alone, never
+// by a family level.
+func TestStudyNoFamilyLevels(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		study   Study
+		job, co string
+		want    float64
+	}{
+		{"family levels: job next to y's family", Study{}, "x-bs32", "y-bs4", 0.7},
+		{"family levels: x's family next to y's family", Study{}, "x-bs64", "y-bs4", 0.7},
+		{"no family levels: the application's mean residual", Study{NoFamilyLevels: true}, "x-bs32", "y-bs4", 0.8},
+		{"no family levels: nothing known of x-bs64", Study{NoFamilyLevels: true}, "x-bs64", "y-bs4", 0.9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := NewStudyPredictor(constModel{0.9, 0.05}, New(Options{}), tc.study)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// x-bs32 is 0.2 slower than the model says next to family y, as good
+			// as it says next to family z; five users on five tags each
+			for i := range 5 {
+				uid, bs := string(rune('a'+i)), strconv.Itoa(8<<i)
+				if err := p.Observe(prof("x-bs32"), []*profile.Profile{prof("y-bs" + bs)}, uid, 0.7); err != nil {
+					t.Fatal(err)
+				}
+				if err := p.Observe(prof("x-bs32"), []*profile.Profile{prof("z-bs" + bs)}, uid, 0.9); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if speed, _ := p.Bound(prof(tc.job), []*profile.Profile{prof(tc.co)}, model.Query{Coverage: 0.9}); math.Abs(speed-tc.want) > 1e-9 {
+				t.Fatalf("%s next to %s: %v, want %v", tc.job, tc.co, speed, tc.want)
+			}
+		})
+	}
+}
+
 // covModel records the coverage it was asked for and answers a margin that
 // depends on it, like a calibrated model with two calibrations.
 type covModel struct{ asked *float64 }
 
 func (c covModel) PredictSpeed(job *profile.Profile, co []*profile.Profile) float64 { return 0.9 }
 
-func (c covModel) PredictSpeedLower(job *profile.Profile, co []*profile.Profile, coverage float64) (float64, float64) {
-	*c.asked = coverage
-	if coverage == 0 {
+func (c covModel) Bound(job *profile.Profile, co []*profile.Profile, q model.Query) (float64, float64) {
+	*c.asked = q.Coverage
+	if q.Coverage == 0 {
 		return 0.9, 0.8 // the model's own default, whichever calibration applies
 	}
-	return 0.9, 0.9 - coverage/10
+	return 0.9, 0.9 - q.Coverage/10
 }
+
+func (covModel) Revision() uint64 { return 0 }
 
 // The model behind the memory gets the coverage as asked: 0 must reach it as
 // 0, so that each of its calibrations (seen pairs, unseen families) uses its
-// own default instead of the memory's (issue 9 follow-up 3: seen pairs were
-// charged the unseen families' default coverage). The memory's own bounds
+// own default instead of the memory's (which would charge seen pairs the
+// unseen families' default coverage). The memory's own bounds
 // still use the model's default coverage.
 func TestPredictorPassesCoverage(t *testing.T) {
 	a, b := prof("a"), prof("b")
@@ -386,111 +428,70 @@ func TestPredictorSeenPairsDefault(t *testing.T) {
 	}
 }
 
-// pairCovModel is constModel with a default coverage per co-location, like a
-// model with seen-pairs margins.
-type pairCovModel struct {
-	constModel
-	cov float64
-}
-
-func (c pairCovModel) DefaultCoverageFor(job *profile.Profile, co []*profile.Profile) float64 {
-	return c.cov
+// seenTrio is the shipped model without its measured pairs (the trees'
+// bounds) and three of its trained applications, or a skip when it has fewer.
+func seenTrio(t *testing.T) (*model.Model, [3]*profile.Profile) {
+	t.Helper()
+	dm, err := model.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := dm.WithoutMeasured()
+	if len(m.Tags) < 3 || len(m.SeenCalibration.Levels) == 0 {
+		t.Skip("the shipped model has no seen-pairs margins for three applications")
+	}
+	var ps [3]*profile.Profile
+	for i := range ps {
+		ps[i] = &profile.Profile{Tag: m.Tags[i], SMUtil: profile.Stat{Mean: 40 + 10*float64(i)}, MemBWUtil: profile.Stat{Mean: 30}, MemUsedMiB: 3000}
+	}
+	return m, ps
 }
 
 // A known pair's bound stands in for the model's bound on that co-location,
 // so at the default coverage it holds at the coverage of the model's
-// calibration for it (issue 9 follow-up 3); UniformCoverage keeps the old
-// rule (the model's overall default, here 0.9 for a model without one). The
-// residual correction keeps the overall default either way.
+// calibration for it (here the seen-pairs one) at the job's floor (infer's
+// stricter floor at its higher coverage). The study's UniformCoverage brings
+// back the earlier rule (the model's leave-families-out default for every
+// co-location) and KnownPairsClassWeighted the co-location's class-weighted
+// default for every floor; a set coverage applies as set. A pair the memory
+// does not know gets the model's bound at the job's floor.
 func TestKnownPairCoverage(t *testing.T) {
-	a, b := prof("a"), prof("b")
-	tests := []struct {
-		name     string
-		uniform  bool
-		coverage float64
-		wantCov  float64
-	}{
-		{"default: the model's coverage for the co-location", false, 0, 0.6},
-		{"uniform: the overall default", true, 0, 0.9},
-		{"a set coverage is used as set", false, 0.95, 0.95},
+	m, ps := seenTrio(t)
+	a, b, c := ps[0], ps[1], ps[2]
+	ab := []*profile.Profile{b}
+	if m.DefaultCoverageFor(a, ab) == m.Calibration.DefaultCoverage {
+		t.Skip("the shipped model's seen-pairs default is its leave-families-out one")
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			mem := New(Options{UniformCoverage: tc.uniform})
-			p, err := NewPredictor(pairCovModel{constModel{0.9, 0.05}, 0.6}, mem)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e := knownPair(t, mem, tc.wantCov)
-			speed, lower := p.Bound(a, []*profile.Profile{b}, model.Query{Coverage: tc.coverage})
-			if speed != e.Speed || math.Abs(lower-e.Lower) > 1e-12 {
-				t.Fatalf("(%v, %v), want the memory's (%v, %v) at coverage %v", speed, lower, e.Speed, e.Lower, tc.wantCov)
-			}
-		})
-	}
-}
-
-// floorCovModel is constModel with a default coverage per floor, like a
-// calibrated model with per-floor coverage: 0.6 below 0.9, 0.99 from 0.9 on.
-type floorCovModel struct {
-	constModel
-	askedFloor *float64
-}
-
-func (c floorCovModel) cov(floor float64) float64 {
-	if floor >= 0.9 {
-		return 0.99
-	}
-	return 0.6
-}
-
-func (c floorCovModel) DefaultCoverageFor(job *profile.Profile, co []*profile.Profile) float64 {
-	return 0.6
-}
-
-func (c floorCovModel) DefaultCoverageForFloor(job *profile.Profile, co []*profile.Profile, floor float64) float64 {
-	return c.cov(floor)
-}
-
-func (c floorCovModel) PredictSpeedLowerFloor(job *profile.Profile, co []*profile.Profile, coverage, floor float64) (float64, float64) {
-	*c.askedFloor = floor
-	return c.Bound(job, co, model.Query{Coverage: coverage})
-}
-
-// With per-floor coverage, the memory hands the job's floor to the model and
-// bounds a known pair at the model's coverage for that floor (infer's floor
-// at the higher one); KnownPairsClassWeighted keeps the co-location's
-// class-weighted default; a set coverage applies to every floor.
-func TestKnownPairFloorCoverage(t *testing.T) {
-	a, b, c := prof("a"), prof("b"), prof("c")
 	tests := []struct {
 		name            string
-		classWeighted   bool
+		study           Study
 		coverage, floor float64
 		wantCov         float64
 	}{
-		{"hpc/train floor: its coverage", false, 0, 0.75, 0.6},
-		{"infer floor: its higher coverage", false, 0, 0.9, 0.99},
-		{"infer floor, KnownPairsClassWeighted", true, 0, 0.9, 0.6},
-		{"floor 0 (PredictSpeedLower)", false, 0, 0, 0.6},
-		{"a set coverage is used as set", false, 0.95, 0.9, 0.95},
+		{"default: the co-location's coverage", Study{}, 0, 0, m.DefaultCoverageFor(a, ab)},
+		{"hpc/train floor: its coverage", Study{}, 0, 0.75, m.DefaultCoverageForFloor(a, ab, 0.75)},
+		{"infer floor: its coverage", Study{}, 0, 0.9, m.DefaultCoverageForFloor(a, ab, 0.9)},
+		{"infer floor, KnownPairsClassWeighted", Study{KnownPairsClassWeighted: true}, 0, 0.9, m.DefaultCoverageFor(a, ab)},
+		{"UniformCoverage: the overall default", Study{UniformCoverage: true}, 0, 0, m.Calibration.DefaultCoverage},
+		{"a set coverage is used as set", Study{}, 0.95, 0.9, 0.95},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			mem := New(Options{KnownPairsClassWeighted: tc.classWeighted})
-			asked := -1.0
-			p, err := NewPredictor(floorCovModel{constModel{0.9, 0.05}, &asked}, mem)
+			mem := New(Options{})
+			p, err := NewStudyPredictor(m, mem, tc.study)
 			if err != nil {
 				t.Fatal(err)
 			}
-			e := knownPair(t, mem, tc.wantCov)
-			speed, lower := p.Bound(a, []*profile.Profile{b}, model.Query{Coverage: tc.coverage, Floor: tc.floor})
+			e := knownPair(t, mem, a.Tag, b.Tag, tc.wantCov)
+			speed, lower := p.Bound(a, ab, model.Query{Coverage: tc.coverage, Floor: tc.floor})
 			if speed != e.Speed || math.Abs(lower-e.Lower) > 1e-12 {
 				t.Fatalf("known pair (%v, %v), want the memory's (%v, %v) at coverage %v", speed, lower, e.Speed, e.Lower, tc.wantCov)
 			}
 			// a pair the memory does not know: the model, asked at the job's floor
-			if _, lower := p.Bound(a, []*profile.Profile{c}, model.Query{Coverage: tc.coverage, Floor: tc.floor}); asked != tc.floor || lower != 0.85 {
-				t.Fatalf("unknown pair: model asked at floor %v (want %v), lower %v", asked, tc.floor, lower)
+			q := model.Query{Coverage: tc.coverage, Floor: tc.floor}
+			ws, wl := m.Bound(a, []*profile.Profile{c}, q)
+			if gs, gl := p.Bound(a, []*profile.Profile{c}, q); gs != ws || gl != wl {
+				t.Fatalf("unknown pair (%v, %v), the model's at %+v (%v, %v)", gs, gl, q, ws, wl)
 			}
 		})
 	}
@@ -528,16 +529,16 @@ func TestPredictorFloorCoverageShipped(t *testing.T) {
 	}
 }
 
-// knownPair makes the pair (a, b) known to mem through two users' 0.95 and
-// returns the memory's estimate at coverage.
-func knownPair(t *testing.T, mem *Memory, coverage float64) Estimate {
+// knownPair makes the pair (job, co) known to mem through two users' 0.95
+// and returns the memory's estimate at coverage.
+func knownPair(t *testing.T, mem *Memory, job, co string, coverage float64) Estimate {
 	t.Helper()
 	for _, u := range []string{"u1", "u2"} {
-		if err := mem.Add("a", "b", u, 0.95); err != nil {
+		if err := mem.Add(job, co, u, 0.95); err != nil {
 			t.Fatal(err)
 		}
 	}
-	e, ok := mem.Estimate("a", "b", coverage)
+	e, ok := mem.Estimate(job, co, coverage)
 	if !ok {
 		t.Fatal("pair not known after two users")
 	}

@@ -29,6 +29,9 @@ type Experiment struct {
 	PairMemory bool
 	// MemoryOptions configure the pair memory (zero: its defaults).
 	MemoryOptions pairmem.Options
+	// MemoryStudy brings back earlier rules of the pair memory, for the
+	// tuning studies that measure what each rule is worth (zero: today's).
+	MemoryStudy pairmem.Study
 	// WarmUp, when set with PairMemory, gives jobs that each coscheml run first
 	// runs on its own cluster, results discarded, only to fill the pair memory:
 	// the measured run then starts from a memory like that of a cluster that has
@@ -152,7 +155,7 @@ func (e Experiment) one(name string, seed int64, jobs []trace.Job) (*PolicyRun, 
 		}
 		if e.PairMemory {
 			mem = pairmem.New(e.MemoryOptions)
-			mp, err := pairmem.NewPredictor(pred, mem)
+			mp, err := pairmem.NewStudyPredictor(pred, mem, e.MemoryStudy)
 			if err != nil {
 				return nil, fmt.Errorf("experiment: %w", err)
 			}

@@ -175,7 +175,7 @@ func TestTuneFloorTarget(t *testing.T) {
 
 // TestTuneLevers measures, on the synthetic tuning workload (not the
 // evaluation's trace) with the shipped model and the pair memory from empty,
-// the levers of issue 9 follow-up 3 that are settings: each variant's avg JCT
+// the placement and pair-memory levers that are settings: each variant's avg JCT
 // against the default configuration's oracle on the same seed (paired), and
 // its jobs below floor. Its own oracle is shown too, since a placement
 // setting changes the oracle as well. TUNE=1 to run (about a minute).
@@ -205,18 +205,19 @@ func TestTuneLevers(t *testing.T) {
 		name  string
 		opts  placement.Options
 		mem   pairmem.Options
+		study pairmem.Study
 		model *model.Model // nil: the shipped model
 	}{
-		{"default", opts(nil), pairmem.Options{}, nil},
-		{"every floor at the class-weighted coverage (before per-floor coverage)", opts(nil), pairmem.Options{}, &classWeighted},
-		{"per-floor coverage for the model only (known pairs class-weighted)", opts(nil), pairmem.Options{KnownPairsClassWeighted: true}, nil},
-		{"known pairs at the unseen families' coverage (before follow-up 3)", opts(nil), pairmem.Options{UniformCoverage: true}, nil},
-		{"floor_confidence 0.5 (margins about 0)", opts(func(o *placement.Options) { o.FloorConfidence = 0.5 }), pairmem.Options{}, nil},
-		{"MinEvidence 1 (one user makes a pair known)", opts(nil), pairmem.Options{MinEvidence: 1}, nil},
-		{"AppMinEvidence 3", opts(nil), pairmem.Options{AppMinEvidence: 3}, nil},
-		{"prefer_share_speed 0.75", opts(func(o *placement.Options) { o.PreferShareSpeed = 0.75 }), pairmem.Options{}, nil},
-		{"prefer_share_speed 0.95", opts(func(o *placement.Options) { o.PreferShareSpeed = 0.95 }), pairmem.Options{}, nil},
-		{"prefer_share_speed 1 (an idle GPU before any share)", opts(func(o *placement.Options) { o.PreferShareSpeed = 1 }), pairmem.Options{}, nil},
+		{"default", opts(nil), pairmem.Options{}, pairmem.Study{}, nil},
+		{"every floor at the class-weighted coverage (before per-floor coverage)", opts(nil), pairmem.Options{}, pairmem.Study{}, &classWeighted},
+		{"per-floor coverage for the model only (known pairs class-weighted)", opts(nil), pairmem.Options{}, pairmem.Study{KnownPairsClassWeighted: true}, nil},
+		{"known pairs at the unseen families' coverage (the earlier rule)", opts(nil), pairmem.Options{}, pairmem.Study{UniformCoverage: true}, nil},
+		{"floor_confidence 0.5 (margins about 0)", opts(func(o *placement.Options) { o.FloorConfidence = 0.5 }), pairmem.Options{}, pairmem.Study{}, nil},
+		{"MinEvidence 1 (one user makes a pair known)", opts(nil), pairmem.Options{MinEvidence: 1}, pairmem.Study{}, nil},
+		{"AppMinEvidence 3", opts(nil), pairmem.Options{AppMinEvidence: 3}, pairmem.Study{}, nil},
+		{"prefer_share_speed 0.75", opts(func(o *placement.Options) { o.PreferShareSpeed = 0.75 }), pairmem.Options{}, pairmem.Study{}, nil},
+		{"prefer_share_speed 0.95", opts(func(o *placement.Options) { o.PreferShareSpeed = 0.95 }), pairmem.Options{}, pairmem.Study{}, nil},
+		{"prefer_share_speed 1 (an idle GPU before any share)", opts(func(o *placement.Options) { o.PreferShareSpeed = 1 }), pairmem.Options{}, pairmem.Study{}, nil},
 	}
 	base := map[int64]float64{}
 	only := os.Getenv("TUNE_VARIANTS") // comma-separated variant numbers (0 always runs: the baseline)
@@ -230,7 +231,7 @@ func TestTuneLevers(t *testing.T) {
 		}
 		exp := Experiment{
 			Config: Config{Nodes: nodes, GPUsPerNode: perNode}, Truth: tt, Model: vm,
-			PairMemory: true, MemoryOptions: v.mem, Options: v.opts, Policies: []string{"coscheml", "oracle"}, Seeds: seeds,
+			PairMemory: true, MemoryOptions: v.mem, MemoryStudy: v.study, Options: v.opts, Policies: []string{"coscheml", "oracle"}, Seeds: seeds,
 			Jobs: func(seed int64) ([]trace.Job, error) { return syntheticJobs(n, nodes*perNode, load, seed) },
 		}
 		runs, err := exp.Execute()
@@ -305,7 +306,7 @@ func withInferCoverage(cal model.Calibration, c float64) model.Calibration {
 }
 
 // TestTuneInferCoverage is the nested leave-families-out study of infer's
-// default coverage (issue 9 follow-up 5): as TestTuneFloorTarget at the
+// default coverage: as TestTuneFloorTarget at the
 // chosen target, with infer's per-floor coverage set to each candidate, on two
 // synthetic workloads (the demo-shaped one and one shaped like the e2e
 // replay), scored per job: the share of jobs of each class below its floor,
@@ -320,7 +321,7 @@ func TestTuneInferCoverage(t *testing.T) {
 	// infer's coverage (0: the rule's, per co-location ordering) and whether
 	// the seen-pairs margins are normalized by the job application's scale
 	// (training.CalibrationOptions.JobScale); TUNE_INFER_COVS=1 adds the plain
-	// margins at infer coverages 0.95 and 0.975 (follow-up 5's rows)
+	// margins at infer coverages 0.95 and 0.975
 	type variant struct {
 		cov      float64
 		jobScale bool
@@ -434,17 +435,16 @@ type truthFor struct {
 	use   func(floor float64) bool
 }
 
-func (h *truthFor) PredictSpeedLowerFloor(j *profile.Profile, co []*profile.Profile, c, f float64) (float64, float64) {
-	s, l := h.Predictor.Bound(j, co, model.Query{Coverage: c, Floor: f})
-	if h.use(f) {
+func (h *truthFor) Bound(j *profile.Profile, co []*profile.Profile, q model.Query) (float64, float64) {
+	s, l := h.Predictor.Bound(j, co, q)
+	if h.use(q.Floor) {
 		l = h.truth.PredictSpeed(j, co)
 	}
 	return s, l
 }
 
 // TestTuneWhereJCTGoes attributes Co-scheML's avg JCT gap to the oracle on
-// the synthetic tuning workloads (not the evaluation's trace; issue 9
-// follow-up 5): the shipped model behind an empty pair memory, with the floor
+// the synthetic tuning workloads (not the evaluation's trace): the shipped model behind an empty pair memory, with the floor
 // tests of one kind answered by the true speeds, against the oracle and blind
 // sharing on the same jobs (paired per seed). TUNE=1 to run (about a minute).
 func TestTuneWhereJCTGoes(t *testing.T) {
