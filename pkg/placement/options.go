@@ -44,7 +44,7 @@ type Options struct {
 	// FloorConfidence is the coverage level (0..1) at which Co-scheML's
 	// predictions must clear the floors: a job is co-located only if its
 	// prediction less the model's calibrated margin at this coverage
-	// (model.LowerPredictor) is at least its floor. 0 (default) uses the coverage
+	// (model.Query.Coverage) is at least its floor. 0 (default) uses the coverage
 	// the model chose by cross-validation at training; predictors without a
 	// lower bound (the oracle's truth) are unaffected. docs/model.md.
 	FloorConfidence float64
