@@ -225,7 +225,7 @@ func TestPredictNoAlloc(t *testing.T) {
 	_ = mem.Add("a", "b", "u1", 0.8)
 	_ = mem.Add("a", "b", "u2", 0.8)
 	if n := testing.AllocsPerRun(100, func() { _, _ = p.Bound(a, co, model.Query{Coverage: 0.9}) }); n != 0 {
-		t.Fatalf("PredictSpeedLower allocates %v times", n)
+		t.Fatalf("Bound allocates %v times", n)
 	}
 	// the shipped model at its default coverage (per co-location)
 	m, err := model.Default()
@@ -238,7 +238,7 @@ func TestPredictNoAlloc(t *testing.T) {
 	}
 	j, c := &profile.Profile{Tag: m.Tags[0], SMUtil: profile.Stat{Mean: 50}}, []*profile.Profile{{Tag: m.Tags[1], SMUtil: profile.Stat{Mean: 40}}}
 	if n := testing.AllocsPerRun(100, func() { _, _ = pm.Bound(j, c, model.Query{}) }); n != 0 {
-		t.Fatalf("PredictSpeedLower with the shipped model allocates %v times", n)
+		t.Fatalf("Bound with the shipped model allocates %v times", n)
 	}
 }
 
