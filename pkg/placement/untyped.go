@@ -1,5 +1,7 @@
 package placement
 
+import "fmt"
+
 // Untyped shard counts: a request that cannot name its GPU's type (a job update
 // on Slurm before 23.11, which does not honour typed shard requests there) asks its node
 // for K untyped shards, and Slurm's allocator puts them where they fit when the
@@ -71,4 +73,31 @@ func usedSlots(g *GPU) int {
 		used += r.Slots
 	}
 	return used
+}
+
+// PlaceUntypedUpdate is the re-decision of a single-GPU job whose update cannot
+// name a GPU's Type (Slurm before 23.11 refuses a typed shard request in an
+// update of a pending job): p chooses among the GPUs an untyped count reaches,
+// and the placement's slot count becomes one that lands on the chosen GPU
+// (UntypedSlots). It waits when no count lands there now: a whole GPU instead
+// would hold shards nothing can join. Unique says only that GPU can hold the
+// count. slurmctld's plugin and the simulator's re-decide loop both decide such
+// updates here, so they cannot drift apart.
+func PlaceUntypedUpdate(p Policy, c *Cluster, req *Request) (d Decision, unique bool) {
+	d = p.Place(c.WithReach(ReachFirstFit), req)
+	if d.Action == ActionWait || len(d.Placement) == 0 {
+		return d, false
+	}
+	s := &d.Placement[0]
+	k, unique, ok := UntypedSlots(&c.Nodes[s.Node], s.GPU, s.Slots)
+	if !ok {
+		d.Action = ActionWait
+		d.Reason += "; an update cannot name the GPU's type and no untyped shard count lands on it now"
+		return d, false
+	}
+	if !unique {
+		d.Reason += fmt.Sprintf("; %d untyped shards, which Slurm's first fit lands on this GPU (an update cannot name its type)", k)
+	}
+	s.Slots = k
+	return d, unique
 }

@@ -644,15 +644,10 @@ func (s *simulator) redecide() {
 			// The update cannot name the GPU: choose among those an untyped count
 			// reaches, and ask for a count that lands on the chosen one.
 			untyped = true
-			d = s.placeOn(int(j), s.cl.WithReach(placement.ReachFirstFit))
-			if d.Action != placement.ActionWait {
-				p := &d.Placement[0]
-				k, _, ok := placement.UntypedSlots(&s.cl.Nodes[p.Node], p.GPU, p.Slots)
-				if !ok {
-					d.Action = placement.ActionWait
-				}
-				p.Slots = k
-			}
+			d = s.decideWith(int(j), func(pol placement.Policy, req *placement.Request) placement.Decision {
+				d, _ := placement.PlaceUntypedUpdate(pol, s.cl, req)
+				return d
+			})
 		} else {
 			d = s.place(int(j))
 		}
@@ -799,18 +794,23 @@ func (s *simulator) removeByEnd(j int32) {
 	}
 }
 
-func (s *simulator) place(j int) placement.Decision { return s.placeOn(j, s.cl) }
+func (s *simulator) place(j int) placement.Decision {
+	return s.decideWith(j, func(pol placement.Policy, req *placement.Request) placement.Decision {
+		return pol.Place(s.cl, req)
+	})
+}
 
-// placeOn decides job j on c: the cluster, or a view of it.
-func (s *simulator) placeOn(j int, c *placement.Cluster) placement.Decision {
+// decideWith decides job j with how: the policy's own placement, or the
+// plugin's re-decision of an update (placement.PlaceUntypedUpdate).
+func (s *simulator) decideWith(j int, how func(placement.Policy, *placement.Request) placement.Decision) placement.Decision {
 	if s.st[j].req.GPUs > s.open {
 		return placement.Decision{Action: placement.ActionWait}
 	}
 	s.decisions++
 	if s.st[j].whole {
-		return s.excl.Place(c, &s.st[j].req)
+		return how(s.excl, &s.st[j].req)
 	}
-	return s.pol.Place(c, &s.st[j].req)
+	return how(s.pol, &s.st[j].req)
 }
 
 // popHead drops started (tombstoned) entries from the front of the queue.

@@ -427,37 +427,22 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	*req = placement.Request{JobID: label, Tag: in.prof.Tag, Profile: in.prof, Class: in.class, GPUs: 1, Nodes: mask}
 	defer func() { *req = placement.Request{} }() // keeps no profile or mask alive
 	typed := c.Reach == placement.ReachTyped
-	at := c
-	if typed && q.j.Modify && !TypedUpdates(q.version) {
-		// The update cannot name a GPU (below): choose among the GPUs an untyped
-		// count reaches, as under first-fit pinning, rather than one it cannot
-		// reach (such a job used to be deferred pass after pass: 53 of 200 jobs
-		// queued 41 s on average in one 22.05 replay).
-		at = c.WithReach(placement.ReachFirstFit)
+	var d placement.Decision
+	untyped := typed && q.j.Modify && !TypedUpdates(q.version)
+	if untyped {
+		// Slurm 22.05 refuses a typed shard request in an update of a pending
+		// job ("Invalid GRES specification", measured), so a re-decision asks
+		// for untyped shards that only the chosen GPU of the node can hold,
+		// else that Slurm's first fit lands on it (per-GPU-type clusters
+		// follow it: docs/compatibility.md); else the job stays deferred
+		// until a later pass can name its GPU.
+		d, _ = placement.PlaceUntypedUpdate(st.policy, c, req)
+	} else {
+		d = st.policy.Place(c, req)
 	}
-	d := st.policy.Place(at, req)
-	k, untyped := 0, false
+	k := 0
 	if d.Action != placement.ActionWait && len(d.Placement) > 0 {
 		k = d.Placement[0].Slots
-		if typed && q.j.Modify && !TypedUpdates(q.version) {
-			// Slurm 22.05 refuses a typed shard request in an update of a pending
-			// job ("Invalid GRES specification", measured), so a re-decision asks
-			// for untyped shards that only the chosen GPU of the node can hold,
-			// else that Slurm's first fit lands on it (per-GPU-type clusters
-			// follow it: docs/compatibility.md); else the job stays deferred
-			// until a later pass can name its GPU (the simulator places it at
-			// once: a whole GPU now would hold shards nothing can join).
-			var unique, ok bool
-			k, unique, ok = placement.UntypedSlots(&c.Nodes[d.Placement[0].Node], d.Placement[0].GPU, k)
-			if ok && !unique {
-				d.Reason += fmt.Sprintf("; %d untyped shards, which Slurm's first fit lands on this GPU (an update cannot name its type)", k)
-			}
-			if !ok {
-				d.Action = placement.ActionWait
-				d.Reason += "; an update cannot name the GPU's type and no untyped shard count lands on it now"
-			}
-			untyped = true
-		}
 	}
 	if d.Action == placement.ActionWait || len(d.Placement) == 0 {
 		r.Action, r.Policy = "wait", st.policy.Name()
