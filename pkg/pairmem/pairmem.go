@@ -61,12 +61,12 @@ type Options struct {
 	MaxPerUserApp float64
 	// NoFamilyLevels turns off the family levels of the residuals (job next to
 	// the co-runner's family, family next to family): only the job
-	// application's residuals correct the model, as before issue 9's follow-up.
+	// application's residuals correct the model, as before the family levels.
 	// For comparisons (TestTuneFloorTarget); the default is on.
 	NoFamilyLevels bool
 	// UniformCoverage makes the memory's bounds use the model's
 	// leave-families-out default coverage for every co-location when asked for
-	// the default, as before issue 9's follow-up 3, instead of the coverage of
+	// the default, as an earlier memory did, instead of the coverage of
 	// the model calibration that applies to it. For comparisons
 	// (TestTuneFloorTarget); the default is off.
 	UniformCoverage bool
@@ -488,8 +488,8 @@ func (p *Predictor) PredictSpeedLower(job *profile.Profile, co []*profile.Profil
 func (p *Predictor) PredictSpeedLowerFloor(job *profile.Profile, co []*profile.Profile, coverage, floor float64) (speed, lower float64) {
 	// The model gets the coverage as asked: 0 lets each of its calibrations
 	// (leave-families-out, seen pairs) use its own default, as documented for
-	// floor_confidence 0. Before issue 9's follow-up 3 it got p.def, so seen
-	// pairs were charged their margin at the unseen default (0.975, not 0.925).
+	// floor_confidence 0. Handing it p.def instead would charge seen pairs
+	// their margin at the unseen default (0.975, not their own).
 	modelCov := coverage
 	pairCov := coverage
 	if coverage <= 0 {
