@@ -61,12 +61,12 @@ type Options struct {
 	MaxPerUserApp float64
 	// NoFamilyLevels turns off the family levels of the residuals (job next to
 	// the co-runner's family, family next to family): only the job
-	// application's residuals correct the model, as before the family levels.
+	// application's residuals correct the model.
 	// For comparisons (TestTuneFloorTarget); the default is on.
 	NoFamilyLevels bool
 	// UniformCoverage makes the memory's bounds use the model's
 	// leave-families-out default coverage for every co-location when asked for
-	// the default, as an earlier memory did, instead of the coverage of
+	// the default, instead of the coverage of
 	// the model calibration that applies to it. For comparisons
 	// (TestTuneFloorTarget); the default is off.
 	UniformCoverage bool

@@ -431,7 +431,7 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	if typed && q.j.Modify && !TypedUpdates(q.version) {
 		// The update cannot name a GPU (below): choose among the GPUs an untyped
 		// count reaches, as under first-fit pinning, rather than one it cannot
-		// reach (such a job used to be deferred pass after pass: 53 of 200 jobs
+		// reach (otherwise such a job is deferred pass after pass: 53 of 200 jobs
 		// queued 41 s on average in one 22.05 replay).
 		at = c.WithReach(placement.ReachFirstFit)
 	}

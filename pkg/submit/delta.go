@@ -17,7 +17,7 @@ import (
 
 // maxDeltaJobs bounds the jobs an in-place update changes under the view's
 // lock (each a Remove and an Apply, microseconds); a larger change (a restart,
-// a burst of job ends) rebuilds the cluster outside the lock as before.
+// a burst of job ends) rebuilds the whole cluster outside the lock.
 const maxDeltaJobs = 256
 
 // entryKey identifies a residency entry: a job has one entry per node.
