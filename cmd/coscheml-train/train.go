@@ -59,9 +59,9 @@ func trainCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Usage: "write the model to `FILE` (required)"},
 			&cli.IntFlag{Name: "folds", Value: 5, Usage: "`K` for k-fold cross-validation"},
 			&cli.BoolFlag{Name: "skip-cv", Usage: "train without cross-validation (the model file then records none)"},
-			&cli.BoolFlag{Name: "class-weighted-coverage", Usage: "store no default coverage per floor: every floor (infer's too) is tested at the class-weighted default, as before issue 9 follow-up 4 (less JCT, infer less protected; docs/model.md)"},
+			&cli.BoolFlag{Name: "class-weighted-coverage", Usage: "store no default coverage per floor: every floor (infer's too) is tested at the class-weighted default, as models before per-floor coverage did (less JCT, infer less protected; docs/model.md)"},
 			&cli.BoolFlag{Name: "no-measured-pairs", Usage: "answer every pair from the trees, also the pairs the --pairs data measured (by default a measured pair is answered from its measurement; docs/model.md)"},
-			&cli.BoolFlag{Name: "plain-seen-margins", Usage: "seen-pairs margins by predicted speed only, the same for every application (before issue 9 follow-up 6); by default they are normalized by the job application's scale (docs/model.md)"},
+			&cli.BoolFlag{Name: "plain-seen-margins", Usage: "seen-pairs margins by predicted speed only, the same for every application (as models before format 3); by default they are normalized by the job application's scale (docs/model.md)"},
 			&cli.StringFlag{Name: "exclude-families", Usage: "leave out every observation involving these comma-separated `FAMILIES` (e.g. resnet18,mobilenetv3): a model that has never seen them, for the unseen-applications benchmark (docs/evaluation.md)"},
 		),
 		Action: func(c *cli.Context) error {

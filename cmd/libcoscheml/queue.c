@@ -393,7 +393,7 @@ int coscheml_decide(const struct coscheml_job *job,
 	if (!running) {
 		/*
 		 * No worker (before init, after fini, or it failed to start): Go
-		 * decides on this thread, as before the queue existed (it removes
+		 * decides on this thread, without the queue (it removes
 		 * user-written coscheml-id tokens even without an engine).
 		 */
 		return cq_decide_go((struct coscheml_job *)job, ans);

@@ -7,7 +7,7 @@
  * cq_timeout_ms. Why: a C thread that calls into Go leaves its P in the
  * syscall state when it returns, and Go's sysmon then polls every 20 us or
  * more until it takes the P back 10 ms later (about 180 us of CPU per call;
- * docs/performance-slurm.md, issue 13).
+ * docs/performance-slurm.md).
  *
  * The worker (worker.go) makes no cgo call and no syscall that enters Go's
  * scheduler per decision: it takes the stack with an atomic swap, moves each

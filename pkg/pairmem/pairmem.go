@@ -472,8 +472,8 @@ func (p *Predictor) Bound(job *profile.Profile, co []*profile.Profile, q model.Q
 	coverage, floor := q.Coverage, q.Floor
 	// The model gets the coverage as asked: 0 lets each of its calibrations
 	// (leave-families-out, seen pairs) use its own default, as documented for
-	// floor_confidence 0; p.def would charge seen pairs their margin at the
-	// unseen families' default (0.975, not 0.925).
+	// floor_confidence 0. Handing it p.def instead would charge seen pairs
+	// their margin at the unseen default (0.975, not their own).
 	modelCov := coverage
 	pairCov := coverage
 	if coverage <= 0 {

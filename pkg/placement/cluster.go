@@ -40,7 +40,7 @@ type index struct {
 	// packed in one array: a decision inside slurmctld finds its data out of
 	// the CPU's caches, and reading the bucket, its member list, the GPU's
 	// state and its node cost a cache miss each per bucket; one sequential
-	// pass over this array is prefetched instead.
+	// pass over this array is prefetched instead (docs/performance-submit.md).
 	scanSummary []bucketSummary
 }
 

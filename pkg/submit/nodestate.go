@@ -20,7 +20,7 @@ import (
 // decisions do not pin to nodes that cannot start jobs now, as far as the last
 // poll of the node states (a background goroutine, never the decision path) knows.
 // A poll that fails or is too old is not used: then no node is ruled out by its
-// state (fail open, as before this check existed).
+// state (fail open).
 
 // nodeStates is one poll: the nodes that cannot start jobs, and when.
 type nodeStates struct {

@@ -105,7 +105,7 @@ func (p *Partitions) nodesOf(list string) (set map[string]bool, why string) {
 
 // WithPartitions makes the engine read the partitions from slurmctld's slurm.conf
 // at every (re)load, so that pins stay inside the job's partitions. With no path
-// the partitions are unknown and not checked (as before this check existed).
+// the partitions are unknown and not checked (fail open).
 func WithPartitions(src Sources, slurmConfPath string) Sources {
 	if slurmConfPath == "" {
 		return src
