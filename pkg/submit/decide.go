@@ -20,17 +20,15 @@ func (e *Engine) Decide(j JobFields) (res Result) {
 	defer func() {
 		if r := recover(); r != nil {
 			res = Result{Code: Unchanged}
-			e.notesMu.Lock()
-			first := e.notes["panic"] == ""
-			e.notesMu.Unlock()
+			first := e.notes.get("panic") == ""
 			if first {
 				e.note("panic", fmt.Sprintf("internal error, job left unchanged (later ones are not logged): %v", r))
 			}
-			res.Log = e.takeNotes()
+			res.Log = e.notes.take()
 		}
 	}()
 	res = e.decideOne(j)
-	if notes := e.takeNotes(); notes != "" {
+	if notes := e.notes.take(); notes != "" {
 		e.publishPass() // delivered: untagged jobs may pass in C again
 		if res.Log != "" {
 			res.Log = notes + "\n" + res.Log

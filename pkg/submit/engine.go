@@ -14,9 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -259,9 +257,7 @@ type Engine struct {
 	ephemeral []byte
 	// prep, when set, wraps the sources before the first load (GuardPinning
 	// reads slurm.conf: I/O that must not run in slurmctld's init).
-	prep      func(Sources) (Sources, string)
-	startNote string // what prep said, for coscheml_init's log
-	gaveUp    atomic.Bool
+	prep func(Sources) (Sources, string)
 	// loopUntil is when the re-decide loop's heartbeat stops counting (unix
 	// seconds; read by decisions), beatRead when it was last read (bgMu).
 	loopUntil atomic.Int64
@@ -273,13 +269,7 @@ type Engine struct {
 	born  time.Time
 	fresh atomic.Int64
 
-	notesMu sync.Mutex
-	notes   map[string]string // key -> last reported message ("" = fine)
-	pending []string
-	// raised counts the keys of notes whose message is not "" (written under
-	// notesMu), so that clearing a note when none is raised, twice per
-	// decision, takes neither the lock nor the map.
-	raised atomic.Int32
+	notes *problemNotes
 
 	// states is the last poll of the node states (nodestate.go).
 	states     atomic.Pointer[nodeStates]
@@ -317,7 +307,7 @@ func NewAsync(src Sources, opts Options, prep func(Sources) (Sources, string)) *
 }
 
 func newEngine(src Sources, opts Options, prep func(Sources) (Sources, string)) *Engine {
-	e := &Engine{src: src, opts: opts.withDefaults(), notes: map[string]string{}, kick: make(chan struct{}, 1), prep: prep, born: time.Now()}
+	e := &Engine{src: src, opts: opts.withDefaults(), notes: newProblemNotes(), kick: make(chan struct{}, 1), prep: prep, born: time.Now()}
 	e.countersSince = e.opts.Now()
 	e.counters = metrics.NewCounters(e.countersSince)
 	e.pollFn = src.NodeStates
@@ -405,11 +395,9 @@ func (e *Engine) firstLoad() {
 		}
 		e.reloadLocked(true)
 	}()
-	e.notesMu.Lock()
-	e.startNote = note
-	e.notesMu.Unlock()
+	e.notes.setStartNote(note)
 	e.ready.Store(true)
-	if e.gaveUp.Load() && note != "" {
+	if e.notes.startNoteMissed.Load() && note != "" {
 		e.note("info-start", note) // coscheml_init returned before it was known
 	}
 	e.publishPass()
@@ -424,7 +412,7 @@ func (e *Engine) WaitReady(d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for !e.ready.Load() {
 		if time.Now().After(deadline) {
-			e.gaveUp.Store(true)
+			e.notes.startNoteMissed.Store(true)
 			return e.ready.Load()
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -434,9 +422,9 @@ func (e *Engine) WaitReady(d time.Duration) bool {
 
 // StartNote is what prep said at the first load ("" when nothing).
 func (e *Engine) StartNote() string {
-	e.notesMu.Lock()
-	defer e.notesMu.Unlock()
-	return e.startNote
+	e.notes.mu.Lock()
+	defer e.notes.mu.Unlock()
+	return e.notes.startNote
 }
 
 // RequestReload asks the background loop to reload soon and returns at once, so a
@@ -652,9 +640,7 @@ func (e *Engine) refreshLocked(force bool) {
 	if len(res.NewProblems) > 0 {
 		e.note("residency-files", fmt.Sprintf("%d unreadable residency entries skipped: %v", len(res.NewProblems), res.NewProblems[0]))
 	}
-	e.notesMu.Lock()
-	hadErr := e.notes["residency"] != ""
-	e.notesMu.Unlock()
+	hadErr := e.notes.get("residency") != ""
 	if !res.Changed && !force && e.builtFor == st && !hadErr && len(res.Entries) == len(e.entries) {
 		e.view.expire(now)
 		return
@@ -691,9 +677,7 @@ func (e *Engine) checkLoop(st *Snapshot, force bool) {
 	// A site without the loop hears nothing (no heartbeat is its normal
 	// state); a loop that appears, stops or cannot be trusted is said once.
 	const off = ": a wait is not deferred (wait_defer applies while `coscheml redecide --loop` runs)"
-	e.notesMu.Lock()
-	seen := e.notes["info-redecide"] != ""
-	e.notesMu.Unlock()
+	seen := e.notes.get("info-redecide") != ""
 	switch {
 	case errors.Is(err, redecide.ErrNoHeartbeat) && seen:
 		e.note("info-redecide", "re-decide loop stopped (heartbeat "+path+" removed)"+off)
@@ -767,70 +751,4 @@ func (e *Engine) ensureDecisionLog(path string) {
 	if old != nil {
 		old.Close()
 	}
-}
-
-// note records a problem under key; it is logged once (with the next Result) and
-// again only when the message changes. An empty msg marks the problem solved.
-func (e *Engine) note(key, msg string) {
-	if msg == "" && e.raised.Load() == 0 {
-		return // nothing to clear
-	}
-	if e.addNote(key, msg) {
-		e.publishPass() // the next job must go to Go to log it
-	}
-}
-
-// addNote records the note; true when it changed anything.
-func (e *Engine) addNote(key, msg string) bool {
-	e.notesMu.Lock()
-	defer e.notesMu.Unlock()
-	prev := e.notes[key]
-	if prev == msg {
-		return false
-	}
-	e.notes[key] = msg
-	switch {
-	case prev == "":
-		e.raised.Add(1)
-	case msg == "":
-		e.raised.Add(-1)
-	}
-	switch {
-	case msg != "":
-		e.pending = append(e.pending, msg)
-	case prev != "" && key != "panic" && key != "panic-bg":
-		e.pending = append(e.pending, key+" ok again")
-	}
-	if len(e.pending) > 20 {
-		e.pending = append(e.pending[:19], "more problems not shown")
-	}
-	return true
-}
-
-// takeNotes returns the pending problems, one per line, and clears them.
-func (e *Engine) takeNotes() string {
-	e.notesMu.Lock()
-	defer e.notesMu.Unlock()
-	if len(e.pending) == 0 {
-		return ""
-	}
-	s := strings.Join(e.pending, "\n")
-	e.pending = e.pending[:0]
-	return s
-}
-
-// Problems returns the problems in effect now (for CLIs and tests). Notes
-// under an "info-" key are logged like problems but degrade nothing (the pair
-// memory: without it the model alone decides), so they are not listed.
-func (e *Engine) Problems() []string {
-	e.notesMu.Lock()
-	defer e.notesMu.Unlock()
-	var out []string
-	for k, m := range e.notes {
-		if m != "" && !strings.HasPrefix(k, "info-") {
-			out = append(out, m)
-		}
-	}
-	slices.Sort(out)
-	return out
 }

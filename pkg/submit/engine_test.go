@@ -5,7 +5,6 @@ import (
 	"github.com/coscheml/coscheml/pkg/comment"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -700,39 +699,6 @@ func rel(begin int64, now time.Time) int64 {
 		return -1
 	}
 	return begin - now.Unix()
-}
-
-// TestNotesRaised: clearing a note is skipped only while no note is raised
-// (Engine.raised); a raised note is still cleared, said "ok again" once, and
-// the count follows every change, including a message replaced by another.
-func TestNotesRaised(t *testing.T) {
-	e := &Engine{notes: map[string]string{}}
-	steps := []struct {
-		key, msg    string
-		wantRaised  int32
-		wantPending []string
-	}{
-		{"a", "", 0, nil},
-		{"a", "a broke", 1, []string{"a broke"}},
-		{"b", "", 1, nil},
-		{"a", "a broke", 1, nil},
-		{"a", "a broke worse", 1, []string{"a broke worse"}},
-		{"b", "b broke", 2, []string{"b broke"}},
-		{"a", "", 1, []string{"a ok again"}},
-		{"a", "", 1, nil},
-		{"b", "", 0, []string{"b ok again"}},
-		{"b", "", 0, nil},
-	}
-	for i, s := range steps {
-		e.note(s.key, s.msg)
-		e.notesMu.Lock()
-		got := e.pending
-		e.pending = nil
-		e.notesMu.Unlock()
-		if e.raised.Load() != s.wantRaised || !slices.Equal(got, s.wantPending) {
-			t.Errorf("step %d note(%q, %q): raised %d, pending %q; want %d, %q", i, s.key, s.msg, e.raised.Load(), got, s.wantRaised, s.wantPending)
-		}
-	}
 }
 
 // logOf is everything r has for slurmctld's log: its info lines, then the

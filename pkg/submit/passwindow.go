@@ -35,12 +35,9 @@ func (e *Engine) PassUntaggedFor() time.Duration {
 	if st == nil || st.cfgErr != nil || st.cfg.Untagged == "exclusive" {
 		return 0
 	}
-	e.notesMu.Lock()
 	// The watchdog's and the loading notes flip with each decision
 	// (passReason): while either is set, a decision would log "ok again".
-	quiet := len(e.pending) == 0 && e.notes["loading"] == "" && e.notes["watchdog"] == ""
-	e.notesMu.Unlock()
-	if !quiet {
+	if !e.notes.quiet("loading", "watchdog") {
 		return 0
 	}
 	return max(e.opts.StaleAfter-e.viewAge(), 0)
