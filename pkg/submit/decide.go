@@ -69,13 +69,13 @@ func (e *Engine) decideOne(j JobFields) Result {
 		e.view.expireStale(e.opts.Now(), expireEvery)
 	}
 	if why := e.passReason(); why != "" {
-		e.counters.Passthrough(why)
+		e.metrics.counters.Passthrough(why)
 	} else {
 		now := e.opts.Now()
 		q := query{snap: snap, j: j, now: now, idPfx: e.idPfx, version: e.opts.SlurmVersion(), key: key, prevID: prevID, admin: admin, down: e.downNow(now)}
 		out := e.decideLocked(&q)
 		if out.rec.Outcome != "" {
-			e.counters.Decision(out.rec.Outcome, out.rec.Action, out.rejectWhy) // no I/O: the loop writes the file
+			e.metrics.counters.Decision(out.rec.Outcome, out.rec.Action, out.rejectWhy) // no I/O: the loop writes the file
 		}
 		if dl := e.dlogPtr.Load(); dl != nil && out.logged {
 			dl.Log(out.rec)

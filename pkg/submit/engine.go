@@ -13,7 +13,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -243,15 +242,7 @@ type Engine struct {
 	dlogPath string
 	dlogPtr  atomic.Pointer[decisionlog.Writer] // what Decide writes to
 
-	// counters count every decision (no I/O); a goroutine of its own writes
-	// them to metrics_file, so a hung refresh does not stop the metrics.
-	counters *metrics.Counters
-	metricMu sync.Mutex // serializes metrics file writes
-	// countersSince is when the counters started: the finished runs measured
-	// since then are counted (countRunsLocked), each once: counted holds the
-	// keys of the runs counted and still in the observation files (bgMu).
-	countersSince time.Time
-	counted       map[uint64]struct{}
+	metrics engineMetrics
 
 	// ephemeral signs decision ids when the decision key is unusable.
 	ephemeral []byte
@@ -282,7 +273,6 @@ type Engine struct {
 
 	stop   chan struct{}
 	done   chan struct{}
-	mdone  chan struct{} // the metrics loop ended
 	kick   chan struct{} // RequestReload -> loop
 	once   sync.Once
 	loopOn atomic.Bool
@@ -308,8 +298,8 @@ func NewAsync(src Sources, opts Options, prep func(Sources) (Sources, string)) *
 
 func newEngine(src Sources, opts Options, prep func(Sources) (Sources, string)) *Engine {
 	e := &Engine{src: src, opts: opts.withDefaults(), notes: newProblemNotes(), kick: make(chan struct{}, 1), prep: prep, born: time.Now()}
-	e.countersSince = e.opts.Now()
-	e.counters = metrics.NewCounters(e.countersSince)
+	e.metrics.since = e.opts.Now()
+	e.metrics.counters = metrics.NewCounters(e.metrics.since)
 	e.pollFn = src.NodeStates
 	e.queueFn = src.QueueIDs
 	e.view.ttl = e.opts.ReservationTTL
@@ -337,8 +327,8 @@ func (e *Engine) Reload() {
 // Caller holds bgMu.
 func (e *Engine) reloadLocked(restore bool) {
 	now := e.opts.Now()
-	l := loadSnapshot(&e.src, e.snap.Load(), now, e.countersSince)
-	e.countRunsLocked(l)
+	l := loadSnapshot(&e.src, e.snap.Load(), now, e.metrics.since)
+	e.metrics.countRuns(l)
 	// A policy that panics here panics in decisions too, where each is caught
 	// and the job passes through; the warm-up only must not take Reload down.
 	e.safely(func() { warmPolicy(l, e.entries, e.view.reservations(), e.spare) })
@@ -350,37 +340,6 @@ func (e *Engine) reloadLocked(restore bool) {
 		e.restoreLocked(l, now)
 	}
 	e.refreshLocked(true)
-}
-
-// countRunsLocked feeds the metrics (jobs below floor, the model's error) with
-// the co-located runs the Epilog measured since the counters started, each
-// once: a reload reads every observation again, so only new ones are
-// predicted. The floor is the stored profile's class's, as in decisions; the
-// prediction the model's own (l.bare). Caller holds bgMu.
-func (e *Engine) countRunsLocked(l *Snapshot) {
-	seen := make(map[uint64]struct{}, len(l.mem.runs))
-	for _, r := range l.mem.runs {
-		seen[r.key] = struct{}{}
-		if _, ok := e.counted[r.key]; ok || l.bare == nil {
-			continue
-		}
-		cl := r.job.Class
-		e.counters.Measured(string(cl), l.bare.PredictSpeed(r.job, r.co), r.speed, l.cfg.SpeedFloor.For(cl))
-	}
-	if l.mem.pred != nil && !l.mem.partial {
-		// A complete load: keys it did not read are dropped (their files
-		// are gone).
-		e.counted = seen
-	} else {
-		// Files left unread (bounds, errors) may be read next time: keep
-		// every key, so a run is never counted twice.
-		if e.counted == nil {
-			e.counted = seen
-		} else {
-			maps.Copy(e.counted, seen)
-		}
-	}
-	l.mem.runs = nil // counted: the snapshot need not keep them
 }
 
 // firstLoad runs prep, loads everything and rebuilds the reservations, then
@@ -447,7 +406,7 @@ func (e *Engine) Start() {
 	e.once.Do(func() {
 		e.stop = make(chan struct{})
 		e.done = make(chan struct{})
-		e.mdone = make(chan struct{})
+		e.metrics.loopDone = make(chan struct{})
 		e.loopOn.Store(true)
 		go e.loop()
 		go e.metricsLoop()
@@ -473,7 +432,7 @@ func (e *Engine) Close() {
 		if !waitFor(e.done, e.opts.CloseWait) {
 			return // the loop holds bgMu in a hung load: nothing more can be flushed
 		}
-		waitFor(e.mdone, e.opts.CloseWait)
+		waitFor(e.metrics.loopDone, e.opts.CloseWait)
 		if e.statesDone != nil {
 			waitFor(e.statesDone, e.opts.CloseWait)
 		}
@@ -501,41 +460,6 @@ func waitFor(ch <-chan struct{}, d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
-}
-
-// metricsLoop writes metrics_file every MetricsEvery until Close, apart from the
-// refresh loop: a hung refresh is exactly when the metrics must still come.
-func (e *Engine) metricsLoop() {
-	defer close(e.mdone)
-	tick := time.NewTicker(e.opts.MetricsEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-e.stop:
-			return
-		case <-tick.C:
-			e.safely(e.writeMetrics)
-		}
-	}
-}
-
-// writeMetrics replaces metrics_file with the counters and the engine's state,
-// atomically (a failure is logged once; it never affects decisions). It runs
-// only in the metrics loop and Close, never on the decision path.
-func (e *Engine) writeMetrics() {
-	e.metricMu.Lock()
-	defer e.metricMu.Unlock()
-	now := e.opts.Now()
-	st := e.snap.Load()
-	if st == nil || st.cfgErr != nil || st.cfg.MetricsFile == "" {
-		return
-	}
-	fams := append(e.counters.Families(now), e.stateFamilies()...)
-	if err := metrics.WriteFile(st.cfg.MetricsFile, fams); err != nil {
-		e.note("info-metrics", fmt.Sprintf("metrics file not written: %v", err))
-		return
-	}
-	e.note("info-metrics", "")
 }
 
 func (e *Engine) loop() {

@@ -63,11 +63,11 @@ func TestWarmDecisionHasNoEffect(t *testing.T) {
 			if k == 0 && i > 0 {
 				before := withWarm.e.idSeq
 				reserved := len(withWarm.e.view.reserved)
-				fam := fmt.Sprint(withWarm.e.counters.Families(withWarm.now))
+				fam := fmt.Sprint(withWarm.e.metrics.counters.Families(withWarm.now))
 				withWarm.e.warmDecision()
 				withWarm.e.warmDecision()
 				if withWarm.e.idSeq != before || len(withWarm.e.view.reserved) != reserved ||
-					fmt.Sprint(withWarm.e.counters.Families(withWarm.now)) != fam {
+					fmt.Sprint(withWarm.e.metrics.counters.Families(withWarm.now)) != fam {
 					t.Fatalf("the replay changed the engine: seq %d -> %d, reservations %d -> %d",
 						before, withWarm.e.idSeq, reserved, len(withWarm.e.view.reserved))
 				}
