@@ -9,7 +9,6 @@
 package submit
 
 import (
-	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -262,14 +261,7 @@ type Engine struct {
 
 	notes *problemNotes
 
-	// states is the last poll of the node states (nodestate.go).
-	states     atomic.Pointer[nodeStates]
-	statesDone chan struct{}
-	// queueFn is src.QueueIDs, copied at creation like pollFn.
-	queueFn func(ctx context.Context) (map[string]bool, error)
-	// pollFn is src.NodeStates, copied at creation: the first load may replace
-	// src (prep) while Start reads this.
-	pollFn func(ctx context.Context) (map[string]bool, error)
+	poll statePoller // node states and the queue check (nodestate.go)
 
 	stop   chan struct{}
 	done   chan struct{}
@@ -300,8 +292,8 @@ func newEngine(src Sources, opts Options, prep func(Sources) (Sources, string)) 
 	e := &Engine{src: src, opts: opts.withDefaults(), notes: newProblemNotes(), kick: make(chan struct{}, 1), prep: prep, born: time.Now()}
 	e.metrics.since = e.opts.Now()
 	e.metrics.counters = metrics.NewCounters(e.metrics.since)
-	e.pollFn = src.NodeStates
-	e.queueFn = src.QueueIDs
+	e.poll.nodeStates = src.NodeStates
+	e.poll.queueIDs = src.QueueIDs
 	e.view.ttl = e.opts.ReservationTTL
 	now := e.opts.Now()
 	e.idPfx = strconv.FormatInt(now.UnixMilli(), 36)
@@ -410,8 +402,8 @@ func (e *Engine) Start() {
 		e.loopOn.Store(true)
 		go e.loop()
 		go e.metricsLoop()
-		if e.pollFn != nil || e.queueFn != nil {
-			e.statesDone = make(chan struct{})
+		if e.poll.nodeStates != nil || e.poll.queueIDs != nil {
+			e.poll.done = make(chan struct{})
 			go e.pollStates()
 		}
 	})
@@ -433,8 +425,8 @@ func (e *Engine) Close() {
 			return // the loop holds bgMu in a hung load: nothing more can be flushed
 		}
 		waitFor(e.metrics.loopDone, e.opts.CloseWait)
-		if e.statesDone != nil {
-			waitFor(e.statesDone, e.opts.CloseWait)
+		if e.poll.done != nil {
+			waitFor(e.poll.done, e.opts.CloseWait)
 		}
 	}
 	flushed := make(chan struct{})
