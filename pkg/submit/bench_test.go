@@ -63,9 +63,9 @@ func bigFixtureNodes(tb testing.TB, nodes int) (*fixture, []string) {
 				GPUs: []int{g}, Shards: 2, Tag: tags[rng.IntN(len(tags))], Start: f.now, Expires: f.now.Add(time.Hour)})
 		}
 	}
-	f.e.bgMu.Lock()
+	f.e.refresh.mu.Lock()
 	f.e.install(f.e.snap.Load(), entries, nil, f.now)
-	f.e.bgMu.Unlock()
+	f.e.refresh.mu.Unlock()
 	return f, tags
 }
 
@@ -199,19 +199,19 @@ func TestDecideLatencyAt8192(t *testing.T) {
 	// change of a few jobs is applied in place (delta.go); a full rebuild
 	// (a restart, a change of more than maxDeltaJobs jobs) walks every GPU.
 	reinstall := func(entries []residency.Entry) {
-		f.e.bgMu.Lock()
+		f.e.refresh.mu.Lock()
 		f.e.install(f.e.snap.Load(), entries, nil, f.now)
-		f.e.bgMu.Unlock()
+		f.e.refresh.mu.Unlock()
 	}
 	round := 0
 	changed := measureAfterEach(t, f, tags, 10, 100, func() {
 		round++
-		reinstall(churn(f.e.entries, 16, round))
+		reinstall(churn(f.e.refresh.entries, 16, round))
 	})
 	t.Logf("8,192 GPUs, first 100 decisions after each of 10 residency changes (16 jobs ended, 16 started): %v", changed)
 	rebuilt := measureAfterEach(t, f, tags, 10, 100, func() {
-		f.e.builtFor = nil // as after a change too large for an update in place
-		reinstall(f.e.entries)
+		f.e.refresh.builtFor = nil // as after a change too large for an update in place
+		reinstall(f.e.refresh.entries)
 	})
 	t.Logf("8,192 GPUs, first 100 decisions after each of 10 full rebuilds: %v", rebuilt)
 
@@ -229,7 +229,7 @@ func TestDecideLatencyAt8192(t *testing.T) {
 
 	// Each reload builds a new policy, so its memo starts empty: time the first
 	// decisions after it, over several reloads.
-	running := f.e.entries // the fixture's residency, installed without files
+	running := f.e.refresh.entries // the fixture's residency, installed without files
 	reloaded := measureAfterEach(t, f, tags, 10, 100, func() { f.e.Reload(); reinstall(running) })
 	t.Logf("8,192 GPUs, same residency, first 100 decisions after each of 10 reloads (cold memo): %v", reloaded)
 }
@@ -265,12 +265,12 @@ func measureAfterEach(t testing.TB, f *fixture, tags []string, rounds, n int, be
 // residency changed (outside the decision lock).
 func BenchmarkInstall1000x8(b *testing.B) {
 	f, _ := bigFixture(b)
-	f.e.bgMu.Lock()
-	defer f.e.bgMu.Unlock()
-	st, entries := f.e.snap.Load(), f.e.entries
+	f.e.refresh.mu.Lock()
+	defer f.e.refresh.mu.Unlock()
+	st, entries := f.e.snap.Load(), f.e.refresh.entries
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		f.e.builtFor = nil // a full rebuild, not an update in place
+		f.e.refresh.builtFor = nil // a full rebuild, not an update in place
 		f.e.install(st, entries, nil, f.now)
 	}
 }
@@ -279,9 +279,9 @@ func BenchmarkInstall1000x8(b *testing.B) {
 // change of 16 jobs ended and 16 started, applied in place (delta.go).
 func BenchmarkInstallDelta1000x8(b *testing.B) {
 	f, _ := bigFixture(b)
-	f.e.bgMu.Lock()
-	defer f.e.bgMu.Unlock()
-	st, a := f.e.snap.Load(), f.e.entries
+	f.e.refresh.mu.Lock()
+	defer f.e.refresh.mu.Unlock()
+	st, a := f.e.snap.Load(), f.e.refresh.entries
 	c := churn(a, 16, 1)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -77,7 +77,7 @@ func (e *Engine) decideOne(j JobFields) Result {
 		if out.rec.Outcome != "" {
 			e.metrics.counters.Decision(out.rec.Outcome, out.rec.Action, out.rejectWhy) // no I/O: the loop writes the file
 		}
-		if dl := e.dlogPtr.Load(); dl != nil && out.logged {
+		if dl := e.refresh.dlog.current.Load(); dl != nil && out.logged {
 			dl.Log(out.rec)
 		}
 		res = out.res

@@ -129,10 +129,10 @@ func job(comment string) JobFields {
 // lastRecord reads the decision log back from disk.
 func (f *fixture) record(t *testing.T, res Result) decisionlog.Record {
 	t.Helper()
-	f.e.bgMu.Lock()
-	f.e.dlog.Close() // flush; a new writer is opened on the next refresh
-	f.e.dlog = nil
-	f.e.bgMu.Unlock()
+	f.e.refresh.mu.Lock()
+	f.e.refresh.dlog.w.Close() // flush; a new writer is opened on the next refresh
+	f.e.refresh.dlog.w = nil
+	f.e.refresh.mu.Unlock()
 	d := comment.ParseComment(res.Comment)
 	rec, err := decisionlog.Find(f.cfg.DecisionLog, d.DecisionID, "")
 	if err != nil {

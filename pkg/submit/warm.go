@@ -19,7 +19,7 @@ const warmMaxProfiles = 512
 // yet, so this runs on the background goroutine without the decision lock. The
 // cluster shares the snapshot's interner, so the memo stays valid for the
 // cluster the engine installs next. It is built into spare, a cluster no
-// decision reaches (the engine's, under bgMu; nil: a new one), so a reload
+// decision reaches (the engine's, under the refresh lock; nil: a new one), so a reload
 // does not leave 8,192 GPUs of garbage for the next decisions' GC assist.
 func warmPolicy(l *Snapshot, entries []residency.Entry, reserved []reservation, spare *placement.Cluster) {
 	if l.policy == nil || l.polErr != nil || l.catErr != nil || l.clusterErr != nil || len(l.catalog) == 0 {

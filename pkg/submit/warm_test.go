@@ -32,7 +32,7 @@ func TestReloadWarmsMemo(t *testing.T) {
 		}
 	}
 	f.e.Reload() // reads the residency
-	if n := len(f.e.entries); n != 6 {
+	if n := len(f.e.refresh.entries); n != 6 {
 		t.Fatalf("%d residency entries read, want 6", n)
 	}
 	f.e.Reload() // a new policy, warmed on those entries
