@@ -53,7 +53,7 @@ func warmPolicy(l *Snapshot, entries []residency.Entry, reserved []reservation, 
 // runs on the background goroutine after each refresh that changed the view,
 // so that the work of the refresh (a walk over every GPU, a new snapshot, its
 // garbage) does not leave the next decision inside slurmctld to fetch its code
-// and data from memory: on the refresh's CPU (as in TestDecideLatencyAt8192)
+// and data from memory: on the refresh's CPU (as in BenchmarkDecideLatencyAt8192)
 // the first decision after it then runs warm. It holds the decision lock for
 // about one decision, at most once per changed refresh (every 500 ms at most).
 func (e *Engine) warmDecision() {
