@@ -456,45 +456,6 @@ func TestFirstFitUnreachableGPU(t *testing.T) {
 	}
 }
 
-func TestBackgroundReload(t *testing.T) {
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "coscheml.yaml")
-	res := filepath.Join(dir, "res")
-	os.MkdirAll(res, 0o755)
-	os.MkdirAll(filepath.Join(dir, "profiles"), 0o755)
-	os.MkdirAll(filepath.Join(dir, "obs"), 0o755)
-	write := func(untagged string) {
-		y := "profile_dir: " + filepath.Join(dir, "profiles") + "\nresidency_dir: " + res + "\ndecision_log: " + filepath.Join(dir, "d.log") +
-			"\nobservation_dir: " + filepath.Join(dir, "obs") +
-			"\nuntagged: " + untagged + "\ncluster:\n  nodes: n[1-2]\n  gpus_per_node: 2\n  gpu_memory_mib: 80000\n"
-		if err := os.WriteFile(cfgPath, []byte(y), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("pass")
-	src := DefaultSources(cfgPath)
-	src.LoadModel = func(string) (model.Predictor, error) { return smPredictor{}, nil }
-	e := New(src, Options{ReloadEvery: 10 * time.Millisecond, ResidencyEvery: 10 * time.Millisecond})
-	defer e.Close()
-	if p := e.Problems(); len(p) != 0 {
-		t.Fatalf("problems: %v", p)
-	}
-	if r := e.Decide(job("x")); r.Code != Unchanged {
-		t.Fatalf("before: %+v", r)
-	}
-	e.Start()
-	write("exclusive")
-	future := time.Now().Add(time.Hour)
-	os.Chtimes(cfgPath, future, future) // a distinct mtime even on coarse clocks
-	deadline := time.Now().Add(10 * time.Second)
-	for e.Decide(job("x")).Code != Rewrite {
-		if time.Now().After(deadline) {
-			t.Fatal("configuration change not picked up")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // A job that starts and ends between two reads of the residency store never shows
 // in active/; its done marker must still release the reservation at once.
 func TestShortJobReleasesReservation(t *testing.T) {
