@@ -11,8 +11,8 @@ import (
 // yet rebuilding the cluster walks all of it: at 8,192 GPUs ~1 ms of the
 // background goroutine's CPU every refresh, and a walk over megabytes that
 // leaves the next decision's data (memo, model, code) out of the CPU's caches,
-// so the first decision after each rebuild cost 2-4 times a warm one (issue 13,
-// docs/performance-submit.md). A small change is applied to the installed
+// so the first decision after each rebuild cost 2-4 times a warm one
+// (docs/performance-submit.md). A small change is applied to the installed
 // cluster in place instead: only the changed jobs' GPUs are touched.
 
 // maxDeltaJobs bounds the jobs an in-place update changes under the view's
