@@ -63,9 +63,9 @@ func bigFixtureNodes(tb testing.TB, nodes int) (*fixture, []string) {
 				GPUs: []int{g}, Shards: 2, Tag: tags[rng.IntN(len(tags))], Start: f.now, Expires: f.now.Add(time.Hour)})
 		}
 	}
-	f.e.bgMu.Lock()
+	f.e.refresh.mu.Lock()
 	f.e.install(f.e.snap.Load(), entries, nil, f.now)
-	f.e.bgMu.Unlock()
+	f.e.refresh.mu.Unlock()
 	return f, tags
 }
 
@@ -149,89 +149,125 @@ func measureDecide(t testing.TB, f *fixture, tags []string, n int, keep bool) (l
 	return l, rewrites
 }
 
-// TestDecideLatencyReport measures the latency distribution of Decide on the big
-// cluster and only reports it (run with -v; see docs/performance-submit.md).
-func TestDecideLatencyReport(t *testing.T) {
-	if testing.Short() {
-		t.Skip("report only")
-	}
-	f, tags := bigFixture(t)
-	l, rewrites := measureDecide(t, f, tags, 3000, false)
-	t.Logf("Decide on 1000 nodes x 8 GPUs, half busy (%d rewrites): %v", rewrites, l)
+// BenchmarkDecideLatencyReport is the latency distribution of Decide on the
+// big cluster: each of b.N decisions is timed with the wall clock and the
+// thread's CPU clock, and p50/p90/p99 are reported as metrics, the full
+// distribution and a histogram in the log (see docs/performance-submit.md;
+// -benchtime 3000x is the sample the figures there were taken on).
+func BenchmarkDecideLatencyReport(b *testing.B) {
+	f, tags := bigFixture(b)
+	b.ResetTimer()
+	l, rewrites := measureDecide(b, f, tags, b.N, false)
+	b.StopTimer()
+	reportLatency(b, l)
+	b.Logf("Decide on 1000 nodes x 8 GPUs, half busy (%d rewrites): %v", rewrites, l)
 	// A coarse histogram in powers of two microseconds.
 	hist := map[int]int{}
 	for _, d := range l.wall {
-		b := 1
-		for time.Duration(b)*time.Microsecond < d {
-			b *= 2
+		us := 1
+		for time.Duration(us)*time.Microsecond < d {
+			us *= 2
 		}
-		hist[b]++
+		hist[us]++
 	}
 	var buckets []int
-	for b := range hist {
-		buckets = append(buckets, b)
+	for us := range hist {
+		buckets = append(buckets, us)
 	}
 	slices.Sort(buckets)
-	for _, b := range buckets {
-		t.Logf("  <= %5d us: %d", b, hist[b])
+	for _, us := range buckets {
+		b.Logf("  <= %5d us: %d", us, hist[us])
 	}
 }
 
-// TestDecideLatencyAt8192 reports the decision at 1,024 nodes x 8 GPUs with the
-// residency the plugin really holds: running jobs on half the GPUs, then also a
-// burst of kept reservations, then a cold prediction memo after each model reload
-// (issue 13; run with -v; figures in docs/performance-submit.md).
-func TestDecideLatencyAt8192(t *testing.T) {
-	if testing.Short() {
-		t.Skip("report only")
-	}
-	f, tags := bigFixtureNodes(t, 1024)
-	measureDecide(t, f, tags, 500, false) // warm-up: memo and caches
-	l, _ := measureDecide(t, f, tags, 3000, false)
-	t.Logf("8,192 GPUs, half running, warm memo: %v", l)
+// BenchmarkDecideLatencyAt8192 is the decision at 1,024 nodes x 8 GPUs with
+// the residency the plugin really holds, one sub-benchmark per situation, in
+// this order on one fixture: running jobs on half the GPUs (warm), then also a
+// burst of kept reservations, then the first decisions after a residency
+// change, after a full rebuild, with cold caches, and after a model reload
+// (cold prediction memo). Each reports p50/p90/p99 (figures in
+// docs/performance-submit.md; -benchtime 3000x is their sample).
+func BenchmarkDecideLatencyAt8192(b *testing.B) {
+	f, tags := bigFixtureNodes(b, 1024)
+	measureDecide(b, f, tags, 500, false) // warm-up: memo and caches
+	b.Run("warm", func(b *testing.B) {
+		l, _ := measureDecide(b, f, tags, b.N, false)
+		b.StopTimer()
+		reportLatency(b, l)
+		b.Logf("8,192 GPUs, half running, warm memo: %v", l)
+	})
 
-	_, kept := measureDecide(t, f, tags, 2000, true)
-	l, _ = measureDecide(t, f, tags, 3000, false)
-	t.Logf("8,192 GPUs, half running + %d reservations, warm memo: %v", kept, l)
+	_, kept := measureDecide(b, f, tags, 2000, true)
+	b.Run("reserved", func(b *testing.B) {
+		l, _ := measureDecide(b, f, tags, b.N, false)
+		b.StopTimer()
+		reportLatency(b, l)
+		b.Logf("8,192 GPUs, half running + %d reservations, warm memo: %v", kept, l)
+	})
 
 	// The background loop refreshes the cluster after every residency change
 	// (every 500 ms on a busy site): time the first decisions after each. A
 	// change of a few jobs is applied in place (delta.go); a full rebuild
 	// (a restart, a change of more than maxDeltaJobs jobs) walks every GPU.
 	reinstall := func(entries []residency.Entry) {
-		f.e.bgMu.Lock()
+		f.e.refresh.mu.Lock()
 		f.e.install(f.e.snap.Load(), entries, nil, f.now)
-		f.e.bgMu.Unlock()
+		f.e.refresh.mu.Unlock()
 	}
 	round := 0
-	changed := measureAfterEach(t, f, tags, 10, 100, func() {
-		round++
-		reinstall(churn(f.e.entries, 16, round))
+	b.Run("residency-change", func(b *testing.B) {
+		l := measureAfterEach(b, f, tags, 100, func() {
+			round++
+			reinstall(churn(f.e.refresh.entries, 16, round))
+		})
+		reportLatency(b, l)
+		b.Logf("8,192 GPUs, first 100 decisions after each residency change (16 jobs ended, 16 started): %v", l)
 	})
-	t.Logf("8,192 GPUs, first 100 decisions after each of 10 residency changes (16 jobs ended, 16 started): %v", changed)
-	rebuilt := measureAfterEach(t, f, tags, 10, 100, func() {
-		f.e.builtFor = nil // as after a change too large for an update in place
-		reinstall(f.e.entries)
+	b.Run("full-rebuild", func(b *testing.B) {
+		l := measureAfterEach(b, f, tags, 100, func() {
+			f.e.refresh.builtFor = nil // as after a change too large for an update in place
+			reinstall(f.e.refresh.entries)
+		})
+		reportLatency(b, l)
+		b.Logf("8,192 GPUs, first 100 decisions after each full rebuild: %v", l)
 	})
-	t.Logf("8,192 GPUs, first 100 decisions after each of 10 full rebuilds: %v", rebuilt)
 
 	// In slurmctld the worker sleeps between two submissions while slurmctld
 	// works: the decision's data and code are then out of the CPU's caches.
 	// Time single decisions each after writing twice this machine's per-core
 	// L2 (2 x 4 MiB).
 	evict := make([]byte, 8<<20)
-	cold := measureAfterEach(t, f, tags, 300, 1, func() {
-		for i := range evict {
-			evict[i]++
-		}
+	b.Run("cold-caches", func(b *testing.B) {
+		l := measureAfterEach(b, f, tags, 1, func() {
+			for i := range evict {
+				evict[i]++
+			}
+		})
+		reportLatency(b, l)
+		b.Logf("8,192 GPUs, decisions each after 8 MiB written (cold caches): %v", l)
 	})
-	t.Logf("8,192 GPUs, 300 decisions each after 8 MiB written (cold caches): %v", cold)
 
 	// Each reload builds a new policy, so its memo starts empty: time the first
 	// decisions after it, over several reloads.
-	running := f.e.entries // the fixture's residency, installed without files
-	reloaded := measureAfterEach(t, f, tags, 10, 100, func() { f.e.Reload(); reinstall(running) })
-	t.Logf("8,192 GPUs, same residency, first 100 decisions after each of 10 reloads (cold memo): %v", reloaded)
+	running := f.e.refresh.entries // the fixture's residency, installed without files
+	b.Run("after-reload", func(b *testing.B) {
+		l := measureAfterEach(b, f, tags, 100, func() { f.e.Reload(); reinstall(running) })
+		reportLatency(b, l)
+		b.Logf("8,192 GPUs, same residency, first 100 decisions after each reload (cold memo): %v", l)
+	})
+}
+
+// reportLatency reports l's percentiles as b's metrics (nanoseconds, wall
+// clock and thread CPU).
+func reportLatency(b *testing.B, l latencies) {
+	for _, p := range []struct {
+		name string
+		q    float64
+	}{{"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}} {
+		wall, cpu := l.q(p.q)
+		b.ReportMetric(float64(wall.Nanoseconds()), p.name+"-ns")
+		b.ReportMetric(float64(cpu.Nanoseconds()), p.name+"-cpu-ns")
+	}
 }
 
 // churn returns entries with the first n jobs ended and n new ones started
@@ -245,17 +281,21 @@ func churn(entries []residency.Entry, n, round int) []residency.Entry {
 	return out
 }
 
-// measureAfterEach runs before, then times n decisions, rounds times, and pools
-// the rounds' latencies.
-func measureAfterEach(t testing.TB, f *fixture, tags []string, rounds, n int, before func()) latencies {
+// measureAfterEach times b.N decisions in rounds of perRound, running before
+// (with b's timer stopped) ahead of each round, and pools the rounds'
+// latencies.
+func measureAfterEach(b *testing.B, f *fixture, tags []string, perRound int, before func()) latencies {
 	var all latencies
-	for range rounds {
+	for left := b.N; left > 0; left -= perRound {
+		b.StopTimer()
 		before()
-		l, _ := measureDecide(t, f, tags, n, false)
+		b.StartTimer()
+		l, _ := measureDecide(b, f, tags, min(perRound, left), false)
 		all.wall = append(all.wall, l.wall...)
 		all.cpu = append(all.cpu, l.cpu...)
 		all.predictions += l.predictions
 	}
+	b.StopTimer()
 	slices.Sort(all.wall)
 	slices.Sort(all.cpu)
 	return all
@@ -265,12 +305,12 @@ func measureAfterEach(t testing.TB, f *fixture, tags []string, rounds, n int, be
 // residency changed (outside the decision lock).
 func BenchmarkInstall1000x8(b *testing.B) {
 	f, _ := bigFixture(b)
-	f.e.bgMu.Lock()
-	defer f.e.bgMu.Unlock()
-	st, entries := f.e.snap.Load(), f.e.entries
+	f.e.refresh.mu.Lock()
+	defer f.e.refresh.mu.Unlock()
+	st, entries := f.e.snap.Load(), f.e.refresh.entries
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		f.e.builtFor = nil // a full rebuild, not an update in place
+		f.e.refresh.builtFor = nil // a full rebuild, not an update in place
 		f.e.install(st, entries, nil, f.now)
 	}
 }
@@ -279,9 +319,9 @@ func BenchmarkInstall1000x8(b *testing.B) {
 // change of 16 jobs ended and 16 started, applied in place (delta.go).
 func BenchmarkInstallDelta1000x8(b *testing.B) {
 	f, _ := bigFixture(b)
-	f.e.bgMu.Lock()
-	defer f.e.bgMu.Unlock()
-	st, a := f.e.snap.Load(), f.e.entries
+	f.e.refresh.mu.Lock()
+	defer f.e.refresh.mu.Unlock()
+	st, a := f.e.snap.Load(), f.e.refresh.entries
 	c := churn(a, 16, 1)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

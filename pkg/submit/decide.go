@@ -20,17 +20,15 @@ func (e *Engine) Decide(j JobFields) (res Result) {
 	defer func() {
 		if r := recover(); r != nil {
 			res = Result{Code: Unchanged}
-			e.notesMu.Lock()
-			first := e.notes["panic"] == ""
-			e.notesMu.Unlock()
+			first := e.notes.get("panic") == ""
 			if first {
 				e.note("panic", fmt.Sprintf("internal error, job left unchanged (later ones are not logged): %v", r))
 			}
-			res.Log = e.takeNotes()
+			res.Log = e.notes.take()
 		}
 	}()
 	res = e.decideOne(j)
-	if notes := e.takeNotes(); notes != "" {
+	if notes := e.notes.take(); notes != "" {
 		e.publishPass() // delivered: untagged jobs may pass in C again
 		if res.Log != "" {
 			res.Log = notes + "\n" + res.Log
@@ -71,15 +69,15 @@ func (e *Engine) decideOne(j JobFields) Result {
 		e.view.expireStale(e.opts.Now(), expireEvery)
 	}
 	if why := e.passReason(); why != "" {
-		e.counters.Passthrough(why)
+		e.metrics.counters.Passthrough(why)
 	} else {
 		now := e.opts.Now()
 		q := query{snap: snap, j: j, now: now, idPfx: e.idPfx, version: e.opts.SlurmVersion(), key: key, prevID: prevID, admin: admin, down: e.downNow(now)}
 		out := e.decideLocked(&q)
 		if out.rec.Outcome != "" {
-			e.counters.Decision(out.rec.Outcome, out.rec.Action, out.rejectWhy) // no I/O: the loop writes the file
+			e.metrics.counters.Decision(out.rec.Outcome, out.rec.Action, out.rejectWhy) // no I/O: the loop writes the file
 		}
-		if dl := e.dlogPtr.Load(); dl != nil && out.logged {
+		if dl := e.refresh.dlog.current.Load(); dl != nil && out.logged {
 			dl.Log(out.rec)
 		}
 		res = out.res

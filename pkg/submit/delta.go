@@ -24,7 +24,7 @@ const maxDeltaJobs = 256
 type entryKey struct{ job, node string }
 
 // deltaScratch is the memory a diff reuses from one refresh to the next (the
-// background goroutine's only: callers hold the engine's bgMu), so a refresh
+// background goroutine's only: callers hold the engine's refresh lock), so a refresh
 // allocates next to nothing and wakes no garbage collection that a decision
 // would pay for.
 type deltaScratch struct {

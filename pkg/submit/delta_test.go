@@ -55,13 +55,13 @@ func TestInPlaceUpdate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f, tags := bigFixtureNodes(t, 64)
 			measureDecide(t, f, tags, 20, true) // pending reservations
-			prev := slices.Clone(f.e.entries)
+			prev := slices.Clone(f.e.refresh.entries)
 			next := tt.change(cloneEntries(prev))
 			st := f.e.snap.Load()
 			before := f.e.view.cluster
-			f.e.bgMu.Lock()
+			f.e.refresh.mu.Lock()
 			f.e.install(st, next, nil, f.now)
-			f.e.bgMu.Unlock()
+			f.e.refresh.mu.Unlock()
 			f.e.view.mu.Lock()
 			got := f.e.view.cluster
 			reserved := slices.Clone(f.e.view.reserved)
@@ -112,11 +112,11 @@ func TestInPlaceUpdate(t *testing.T) {
 // per GPU (its scratch is reused), unlike a rebuild.
 func TestInPlaceUpdateAllocates(t *testing.T) {
 	f, _ := bigFixtureNodes(t, 64)
-	a := cloneEntries(f.e.entries)
+	a := cloneEntries(f.e.refresh.entries)
 	b := cloneEntries(a[1:])
 	st := f.e.snap.Load()
-	f.e.bgMu.Lock()
-	defer f.e.bgMu.Unlock()
+	f.e.refresh.mu.Lock()
+	defer f.e.refresh.mu.Unlock()
 	flip := false
 	allocs := testing.AllocsPerRun(20, func() {
 		flip = !flip
@@ -174,7 +174,7 @@ func residentDiff(a, b *placement.Cluster) string {
 func TestInPlaceUpdateWhileDeciding(t *testing.T) {
 	f, tags := bigFixtureNodes(t, 32)
 	st := f.e.snap.Load()
-	base := cloneEntries(f.e.entries)
+	base := cloneEntries(f.e.refresh.entries)
 	f.e.view.mu.Lock()
 	installed := f.e.view.cluster
 	f.e.view.mu.Unlock()
@@ -182,9 +182,9 @@ func TestInPlaceUpdateWhileDeciding(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := range 200 {
-			f.e.bgMu.Lock()
+			f.e.refresh.mu.Lock()
 			f.e.install(st, churn(base, 1+i%8, i), nil, f.now)
-			f.e.bgMu.Unlock()
+			f.e.refresh.mu.Unlock()
 		}
 	}()
 	kept := 0
@@ -200,7 +200,7 @@ func TestInPlaceUpdateWhileDeciding(t *testing.T) {
 			if err := c.Check(); err != nil {
 				t.Fatalf("caches after concurrent updates: %v", err)
 			}
-			want := buildCluster(st, f.e.entries, nil)
+			want := buildCluster(st, f.e.refresh.entries, nil)
 			for j := range f.e.view.reserved {
 				applyReservation(want, &f.e.view.reserved[j])
 			}

@@ -5,7 +5,6 @@ import (
 	"github.com/coscheml/coscheml/pkg/comment"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -130,10 +129,10 @@ func job(comment string) JobFields {
 // lastRecord reads the decision log back from disk.
 func (f *fixture) record(t *testing.T, res Result) decisionlog.Record {
 	t.Helper()
-	f.e.bgMu.Lock()
-	f.e.dlog.Close() // flush; a new writer is opened on the next refresh
-	f.e.dlog = nil
-	f.e.bgMu.Unlock()
+	f.e.refresh.mu.Lock()
+	f.e.refresh.dlog.w.Close() // flush; a new writer is opened on the next refresh
+	f.e.refresh.dlog.w = nil
+	f.e.refresh.mu.Unlock()
 	d := comment.ParseComment(res.Comment)
 	rec, err := decisionlog.Find(f.cfg.DecisionLog, d.DecisionID, "")
 	if err != nil {
@@ -457,45 +456,6 @@ func TestFirstFitUnreachableGPU(t *testing.T) {
 	}
 }
 
-func TestBackgroundReload(t *testing.T) {
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "coscheml.yaml")
-	res := filepath.Join(dir, "res")
-	os.MkdirAll(res, 0o755)
-	os.MkdirAll(filepath.Join(dir, "profiles"), 0o755)
-	os.MkdirAll(filepath.Join(dir, "obs"), 0o755)
-	write := func(untagged string) {
-		y := "profile_dir: " + filepath.Join(dir, "profiles") + "\nresidency_dir: " + res + "\ndecision_log: " + filepath.Join(dir, "d.log") +
-			"\nobservation_dir: " + filepath.Join(dir, "obs") +
-			"\nuntagged: " + untagged + "\ncluster:\n  nodes: n[1-2]\n  gpus_per_node: 2\n  gpu_memory_mib: 80000\n"
-		if err := os.WriteFile(cfgPath, []byte(y), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("pass")
-	src := DefaultSources(cfgPath)
-	src.LoadModel = func(string) (model.Predictor, error) { return smPredictor{}, nil }
-	e := New(src, Options{ReloadEvery: 10 * time.Millisecond, ResidencyEvery: 10 * time.Millisecond})
-	defer e.Close()
-	if p := e.Problems(); len(p) != 0 {
-		t.Fatalf("problems: %v", p)
-	}
-	if r := e.Decide(job("x")); r.Code != Unchanged {
-		t.Fatalf("before: %+v", r)
-	}
-	e.Start()
-	write("exclusive")
-	future := time.Now().Add(time.Hour)
-	os.Chtimes(cfgPath, future, future) // a distinct mtime even on coarse clocks
-	deadline := time.Now().Add(10 * time.Second)
-	for e.Decide(job("x")).Code != Rewrite {
-		if time.Now().After(deadline) {
-			t.Fatal("configuration change not picked up")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // A job that starts and ends between two reads of the residency store never shows
 // in active/; its done marker must still release the reservation at once.
 func TestShortJobReleasesReservation(t *testing.T) {
@@ -700,39 +660,6 @@ func rel(begin int64, now time.Time) int64 {
 		return -1
 	}
 	return begin - now.Unix()
-}
-
-// TestNotesRaised: clearing a note is skipped only while no note is raised
-// (Engine.raised); a raised note is still cleared, said "ok again" once, and
-// the count follows every change, including a message replaced by another.
-func TestNotesRaised(t *testing.T) {
-	e := &Engine{notes: map[string]string{}}
-	steps := []struct {
-		key, msg    string
-		wantRaised  int32
-		wantPending []string
-	}{
-		{"a", "", 0, nil},
-		{"a", "a broke", 1, []string{"a broke"}},
-		{"b", "", 1, nil},
-		{"a", "a broke", 1, nil},
-		{"a", "a broke worse", 1, []string{"a broke worse"}},
-		{"b", "b broke", 2, []string{"b broke"}},
-		{"a", "", 1, []string{"a ok again"}},
-		{"a", "", 1, nil},
-		{"b", "", 0, []string{"b ok again"}},
-		{"b", "", 0, nil},
-	}
-	for i, s := range steps {
-		e.note(s.key, s.msg)
-		e.notesMu.Lock()
-		got := e.pending
-		e.pending = nil
-		e.notesMu.Unlock()
-		if e.raised.Load() != s.wantRaised || !slices.Equal(got, s.wantPending) {
-			t.Errorf("step %d note(%q, %q): raised %d, pending %q; want %d, %q", i, s.key, s.msg, e.raised.Load(), got, s.wantRaised, s.wantPending)
-		}
-	}
 }
 
 // logOf is everything r has for slurmctld's log: its info lines, then the

@@ -133,11 +133,11 @@ func TestUntaggedGpusForm(t *testing.T) {
 // fresh; a stale poll rules nothing out.
 func TestNodeStates(t *testing.T) {
 	f := newFixture(t, nil)
-	f.e.states.Store(&nodeStates{down: map[string]bool{"n1": true}, at: f.now})
+	f.e.poll.states.Store(&nodeStates{down: map[string]bool{"n1": true}, at: f.now})
 	if res := f.e.Decide(job("coscheml:app=light-a")); res.ReqNodes != "n2" {
 		t.Fatalf("drained n1: %+v", res)
 	}
-	f.e.states.Store(&nodeStates{down: map[string]bool{"n1": true, "n2": true, "n3": true}, at: f.now})
+	f.e.poll.states.Store(&nodeStates{down: map[string]bool{"n1": true, "n2": true, "n3": true}, at: f.now})
 	if res := f.e.Decide(job("coscheml:app=heavy-a")); res.Code != Rewrite || res.ReqNodes != "" {
 		t.Fatalf("every node down: want a whole GPU unpinned, got %+v", res)
 	}
@@ -252,7 +252,7 @@ func TestDrainedPinMoves(t *testing.T) {
 			for _, n := range tc.down {
 				down[n] = true
 			}
-			f.e.states.Store(&nodeStates{down: down, at: f.now})
+			f.e.poll.states.Store(&nodeStates{down: down, at: f.now})
 			m := job(a.Comment)
 			m.Modify, m.JobID = true, 77
 			r := f.e.Decide(m)

@@ -134,14 +134,14 @@ func TestRawRequests(t *testing.T) {
 // holds sub.
 func (f *fixture) assertLogged(t *testing.T, sub string) {
 	t.Helper()
-	f.e.bgMu.Lock()
-	if f.e.dlog == nil {
-		f.e.bgMu.Unlock()
+	f.e.refresh.mu.Lock()
+	if f.e.refresh.dlog.w == nil {
+		f.e.refresh.mu.Unlock()
 		t.Fatalf("no decision log open")
 	}
-	f.e.dlog.Close()
-	f.e.dlog = nil
-	f.e.bgMu.Unlock()
+	f.e.refresh.dlog.w.Close()
+	f.e.refresh.dlog.w = nil
+	f.e.refresh.mu.Unlock()
 	recs, err := decisionlog.Since(f.cfg.DecisionLog, time.Time{})
 	if err != nil || len(recs) == 0 {
 		t.Fatalf("decision log %s: %d records, %v", f.cfg.DecisionLog, len(recs), err)

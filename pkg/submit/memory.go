@@ -37,7 +37,7 @@ type memLoad struct {
 	used    int // observations used
 	problem string
 	// runs are the co-located observations with known profiles, for the
-	// metrics (Engine.countRunsLocked); partial: some files were not read.
+	// metrics (engineMetrics.countRuns); partial: some files were not read.
 	runs    []finishedRun
 	partial bool
 }

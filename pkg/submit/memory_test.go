@@ -253,7 +253,7 @@ func TestEngineCountsRunsOnceAcrossPartialLoads(t *testing.T) {
 	e := New(s.src, Options{})
 	defer e.Close()
 	countOf := func() float64 {
-		for _, f := range e.counters.Families(time.Now()) {
+		for _, f := range e.metrics.counters.Families(time.Now()) {
 			if f.Name == "coscheml_prediction_abs_error_ratio" {
 				for _, smp := range f.Samples {
 					if smp.Suffix == "_count" {

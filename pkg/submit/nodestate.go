@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/hostlist"
@@ -26,6 +27,17 @@ import (
 type nodeStates struct {
 	down map[string]bool
 	at   time.Time
+}
+
+// statePoller is the background poll of the node states and of the queue
+// (queuecheck.go).
+type statePoller struct {
+	states atomic.Pointer[nodeStates] // the last poll
+	// nodeStates and queueIDs are src.NodeStates and src.QueueIDs, copied at
+	// creation: the first load may replace src (prep) while Start reads these.
+	nodeStates func(ctx context.Context) (map[string]bool, error)
+	queueIDs   func(ctx context.Context) (map[string]bool, error)
+	done       chan struct{} // the poll loop ended
 }
 
 // maxStateBytes bounds what one poll reads.
@@ -161,20 +173,20 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 // QueueEvery, until stop. Each poll has its own
 // timeout, so a hung sinfo delays nothing but the next poll.
 func (e *Engine) pollStates() {
-	defer close(e.statesDone)
+	defer close(e.poll.done)
 	t := time.NewTicker(e.opts.StatesEvery)
 	defer t.Stop()
 	var listed time.Time
 	checkedReady := false // a listing succeeded after the first load (and its restore)
 	for {
-		if e.pollFn != nil {
+		if e.poll.nodeStates != nil {
 			e.pollOnce()
 		}
 		// The reservations rebuilt at a start include jobs cancelled since:
 		// check as soon as the first load is done (retrying every tick until a
 		// listing succeeds), then every QueueEvery.
 		now := e.opts.Now()
-		if e.queueFn != nil && (now.Sub(listed) >= e.opts.QueueEvery || !checkedReady && e.ready.Load()) {
+		if e.poll.queueIDs != nil && (now.Sub(listed) >= e.opts.QueueEvery || !checkedReady && e.ready.Load()) {
 			listed = now
 			ready := e.ready.Load()
 			if e.checkQueue() && ready {
@@ -197,21 +209,21 @@ func (e *Engine) pollOnce() {
 	}()
 	ctx, cancel := e.stopBound(e.opts.StatesEvery * 2)
 	defer cancel()
-	down, err := e.pollFn(ctx)
+	down, err := e.poll.nodeStates(ctx)
 	if err != nil {
 		if !errors.Is(ctx.Err(), context.Canceled) {
 			e.note("info-nodestates", fmt.Sprintf("node states unknown (pins may land on drained nodes): %v", err))
 		}
 		return
 	}
-	e.states.Store(&nodeStates{down: down, at: e.opts.Now()})
+	e.poll.states.Store(&nodeStates{down: down, at: e.opts.Now()})
 	e.note("info-nodestates", "")
 }
 
 // downNow is the last poll's unusable nodes, nil when there is none or it is
 // older than StatesMaxAge.
 func (e *Engine) downNow(now time.Time) map[string]bool {
-	s := e.states.Load()
+	s := e.poll.states.Load()
 	if s == nil || now.Sub(s.at) > e.opts.StatesMaxAge {
 		return nil
 	}

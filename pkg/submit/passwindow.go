@@ -2,6 +2,7 @@ package submit
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,7 +17,10 @@ import (
 
 // passWindow publishes PassUntaggedFor through Options.PassWindow, one publish
 // at a time, so a later state never loses to an earlier one.
-type passWindow struct{ mu sync.Mutex }
+type passWindow struct {
+	mu     sync.Mutex
+	closed atomic.Bool // Close began: the window stays shut
+}
 
 // PassUntaggedFor is how long from now the engine answers Unchanged, with no
 // log line, record, counter or note, to every new submission (not an update)
@@ -28,19 +32,16 @@ type passWindow struct{ mu sync.Mutex }
 // the view stale (the window ends StaleAfter after the last refresh), and
 // from Close on.
 func (e *Engine) PassUntaggedFor() time.Duration {
-	if !e.ready.Load() || !e.loopOn.Load() || e.closed.Load() {
+	if !e.ready.Load() || !e.refresh.running.Load() || e.pass.closed.Load() {
 		return 0
 	}
 	st := e.snap.Load()
 	if st == nil || st.cfgErr != nil || st.cfg.Untagged == "exclusive" {
 		return 0
 	}
-	e.notesMu.Lock()
 	// The watchdog's and the loading notes flip with each decision
 	// (passReason): while either is set, a decision would log "ok again".
-	quiet := len(e.pending) == 0 && e.notes["loading"] == "" && e.notes["watchdog"] == ""
-	e.notesMu.Unlock()
-	if !quiet {
+	if !e.notes.quiet("loading", "watchdog") {
 		return 0
 	}
 	return max(e.opts.StaleAfter-e.viewAge(), 0)

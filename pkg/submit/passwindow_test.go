@@ -21,7 +21,7 @@ func passFixture(t testing.TB, edit func(*config.Config)) (*fixture, *[]time.Dur
 		seen = append(seen, d)
 		mu.Unlock()
 	}
-	f.e.loopOn.Store(true)
+	f.e.refresh.running.Store(true)
 	f.e.markFresh()
 	return f, &seen
 }
@@ -38,13 +38,15 @@ func TestPassUntaggedFor(t *testing.T) {
 		open bool
 	}{
 		{"ready and fresh", nil, func(*fixture) {}, true},
-		{"no background loop", nil, func(f *fixture) { f.e.loopOn.Store(false) }, false},
+		{"no background loop", nil, func(f *fixture) { f.e.refresh.running.Store(false) }, false},
 		{"untagged: exclusive", func(c *config.Config) { c.Untagged = "exclusive" }, func(*fixture) {}, false},
 		{"configuration unusable", nil, func(f *fixture) { f.cfgErr = errors.New("bad key"); f.e.Reload() }, false},
 		{"a note waits for the next job", nil, func(f *fixture) { f.e.note("x", "something broke") }, false},
-		{"view stale", nil, func(f *fixture) { f.e.fresh.Store(int64(time.Since(f.e.born) - stale - time.Second)) }, false},
+		{"view stale", nil, func(f *fixture) {
+			f.e.refresh.clock.completed.Store(int64(time.Since(f.e.refresh.clock.epoch) - stale - time.Second))
+		}, false},
 		{"stale view noted", nil, func(f *fixture) {
-			f.e.fresh.Store(int64(time.Since(f.e.born) - stale - time.Second))
+			f.e.refresh.clock.completed.Store(int64(time.Since(f.e.refresh.clock.epoch) - stale - time.Second))
 			f.e.Decide(job(""))
 			f.e.markFresh() // refreshed again: the next decision logs "watchdog ok again"
 		}, false},

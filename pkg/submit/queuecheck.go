@@ -68,7 +68,7 @@ func (e *Engine) checkQueue() (ok bool) {
 	started := e.opts.Now()
 	ctx, cancel := e.stopBound(e.opts.QueueEvery)
 	defer cancel()
-	ids, err := e.queueFn(ctx)
+	ids, err := e.poll.queueIDs(ctx)
 	if err != nil {
 		e.note("info-queuecheck", fmt.Sprintf("queue not listed (reservations of cancelled jobs last their TTL): %v", err))
 		return false

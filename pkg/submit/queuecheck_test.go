@@ -70,7 +70,7 @@ func TestQueueCheckDropsGone(t *testing.T) {
 				t.Fatalf("no reservation made: %+v", res)
 			}
 			f.advance(tc.age)
-			f.e.queueFn = func(context.Context) (map[string]bool, error) {
+			f.e.poll.queueIDs = func(context.Context) (map[string]bool, error) {
 				if tc.fail {
 					return nil, errors.New("squeue: connection refused")
 				}

@@ -15,7 +15,7 @@ import (
 func TestRebuildReusesSpare(t *testing.T) {
 	f, _ := bigFixtureNodes(t, 16)
 	st := f.e.snap.Load()
-	full := f.e.entries
+	full := f.e.refresh.entries
 	for _, tc := range []struct {
 		name        string
 		spare, want []residency.Entry

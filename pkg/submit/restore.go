@@ -17,7 +17,7 @@ import (
 // garbled lines are skipped; an unreadable log rebuilds nothing (fail open, noted).
 
 // restoreLocked rebuilds the reservations of snapshot st from the decision log.
-// Caller holds bgMu; it runs in the first load only.
+// Caller holds the refresh lock; it runs in the first load only.
 func (e *Engine) restoreLocked(st *Snapshot, now time.Time) {
 	if st == nil || st.cfgErr != nil || st.clusterErr != nil || st.cfg.DecisionLog == "" {
 		return

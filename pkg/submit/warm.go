@@ -19,7 +19,7 @@ const warmMaxProfiles = 512
 // yet, so this runs on the background goroutine without the decision lock. The
 // cluster shares the snapshot's interner, so the memo stays valid for the
 // cluster the engine installs next. It is built into spare, a cluster no
-// decision reaches (the engine's, under bgMu; nil: a new one), so a reload
+// decision reaches (the engine's, under the refresh lock; nil: a new one), so a reload
 // does not leave 8,192 GPUs of garbage for the next decisions' GC assist.
 func warmPolicy(l *Snapshot, entries []residency.Entry, reserved []reservation, spare *placement.Cluster) {
 	if l.policy == nil || l.polErr != nil || l.catErr != nil || l.clusterErr != nil || len(l.catalog) == 0 {
@@ -53,7 +53,7 @@ func warmPolicy(l *Snapshot, entries []residency.Entry, reserved []reservation, 
 // runs on the background goroutine after each refresh that changed the view,
 // so that the work of the refresh (a walk over every GPU, a new snapshot, its
 // garbage) does not leave the next decision inside slurmctld to fetch its code
-// and data from memory: on the refresh's CPU (as in TestDecideLatencyAt8192)
+// and data from memory: on the refresh's CPU (as in BenchmarkDecideLatencyAt8192)
 // the first decision after it then runs warm. It holds the decision lock for
 // about one decision, at most once per changed refresh (every 500 ms at most).
 func (e *Engine) warmDecision() {

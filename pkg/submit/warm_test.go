@@ -32,7 +32,7 @@ func TestReloadWarmsMemo(t *testing.T) {
 		}
 	}
 	f.e.Reload() // reads the residency
-	if n := len(f.e.entries); n != 6 {
+	if n := len(f.e.refresh.entries); n != 6 {
 		t.Fatalf("%d residency entries read, want 6", n)
 	}
 	f.e.Reload() // a new policy, warmed on those entries
@@ -63,11 +63,11 @@ func TestWarmDecisionHasNoEffect(t *testing.T) {
 			if k == 0 && i > 0 {
 				before := withWarm.e.idSeq
 				reserved := len(withWarm.e.view.reserved)
-				fam := fmt.Sprint(withWarm.e.counters.Families(withWarm.now))
+				fam := fmt.Sprint(withWarm.e.metrics.counters.Families(withWarm.now))
 				withWarm.e.warmDecision()
 				withWarm.e.warmDecision()
 				if withWarm.e.idSeq != before || len(withWarm.e.view.reserved) != reserved ||
-					fmt.Sprint(withWarm.e.counters.Families(withWarm.now)) != fam {
+					fmt.Sprint(withWarm.e.metrics.counters.Families(withWarm.now)) != fam {
 					t.Fatalf("the replay changed the engine: seq %d -> %d, reservations %d -> %d",
 						before, withWarm.e.idSeq, reserved, len(withWarm.e.view.reserved))
 				}

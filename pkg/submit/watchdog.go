@@ -2,6 +2,7 @@ package submit
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/metrics"
@@ -15,15 +16,23 @@ import (
 // unchanged (fail open), notes one problem (logged once, in Problems, "ok
 // again" when a refresh completes) and counts it in the metrics.
 
+// refreshClock stamps each completed refresh on the monotonic clock (not
+// Options.Now: a stepped wall clock must not wake or silence the watchdog).
+type refreshClock struct {
+	epoch     time.Time    // when the engine was created
+	completed atomic.Int64 // nanoseconds after epoch of the last completed refresh
+}
+
 // markFresh records that a refresh completed now.
 func (e *Engine) markFresh() {
-	e.fresh.Store(int64(time.Since(e.born)))
+	e.refresh.clock.completed.Store(int64(time.Since(e.refresh.clock.epoch)))
 	e.publishPass() // the pass window runs StaleAfter from now
 }
 
 // viewAge is how long ago the last refresh completed (monotonic clock).
 func (e *Engine) viewAge() time.Duration {
-	return time.Since(e.born) - time.Duration(e.fresh.Load())
+	c := &e.refresh.clock
+	return time.Since(c.epoch) - time.Duration(c.completed.Load())
 }
 
 // passReason says why a job must pass through without a decision: "loading"
@@ -37,7 +46,7 @@ func (e *Engine) passReason() string {
 		return "loading"
 	}
 	e.note("loading", "")
-	if !e.loopOn.Load() {
+	if !e.refresh.running.Load() {
 		return "" // no background loop (tests, CLIs): nothing refreshes the view anyway
 	}
 	if age := e.viewAge(); age > e.opts.StaleAfter {
