@@ -238,7 +238,7 @@ func RecordObservation(cfg config.Config, run *Run, prev *profile.Profile, profi
 	case prev == nil:
 		rep.note("no observation: %s had no profile before this run (no solo reference)", env.Tag)
 	default:
-		rep.note("no observation: the profile of %s has no solo reference yet (needs %d solo runs of at least %.0fs)", env.Tag, profile.MinSoloRuns, profile.MinSoloRuntimeS)
+		rep.note("no observation: the profile of %s has no solo reference yet (needs solo runs of at least %.0fs by %d users)", env.Tag, profile.MinSoloRuntimeS, profile.MinSoloUsers)
 	}
 	if speed == 0 {
 		return nil, nil

@@ -389,7 +389,7 @@ func TestShortRunCannotResetSoloReference(t *testing.T) {
 	if !strings.Contains(strings.Join(rep.Notes, ";"), "sane bounds") || !strings.Contains(strings.Join(rep.Notes, ";"), "shorter than") {
 		t.Errorf("notes %q", rep.Notes)
 	}
-	// Even many runs of one user: at most MaxSoloRunsPerUser of them count.
+	// Even many runs of one user: they count as that one user.
 	for i := 0; i < 5; i++ {
 		j := short
 		j.JobID = fmt.Sprint(60 + i)
