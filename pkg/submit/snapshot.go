@@ -20,9 +20,8 @@ import (
 type Sources struct {
 	ConfigPath  string // "" = config.Default()
 	LoadConfig  func(path string) (config.Config, error)
-	LoadModel   func(path string) (model.Predictor, error)                     // "" = the embedded default
-	// LoadCatalog reads at most max profiles (max_profiles); err: the store is unusable.
-	LoadCatalog func(dir string, max int) (cat profile.Catalog, bad []error, err error)
+	LoadModel   func(path string) (model.Predictor, error)                              // "" = the embedded default
+	LoadCatalog func(dir string, max int) (cat profile.Catalog, bad []error, err error) // at most max profiles; err: the store is unusable
 	NewPolicy   func(cfg config.Config, pred model.Predictor) (placement.Policy, error)
 	// LoadPartitions reads slurm.conf's partitions (nil: unknown, not checked).
 	LoadPartitions func() (*Partitions, error)
