@@ -164,7 +164,7 @@ func TestParse(t *testing.T) {
 		{name: "interval too small", yaml: "profiling:\n  interval: 1ms\n", wantErr: []string{`"profiling.interval"`, "10ms..1h"}},
 		{name: "max profiles zero", yaml: "max_profiles: 0\n", wantErr: []string{`"max_profiles"`, "1..1000000"}},
 		{name: "max profiles huge", yaml: "max_profiles: 2000000\n", wantErr: []string{`"max_profiles"`}},
-		{name: "min runs zero", yaml: "profiling:\n  min_runs: 0\n  min_users: 1\n", wantErr: []string{`"profiling.min_runs"`, "1..100"}},
+		{name: "min runs zero", yaml: "profiling:\n  min_runs: 0\n  min_users: 1\n", wantErr: []string{`"profiling.min_runs"`, "1..50"}},
 		{name: "min users above min runs", yaml: "profiling:\n  min_runs: 2\n  min_users: 3\n", wantErr: []string{`"profiling.min_users"`, "min_runs (2)"}},
 		{name: "min users above kept users", yaml: "profiling:\n  min_runs: 40\n  min_users: 17\n", wantErr: []string{`"profiling.min_users"`, "16"}},
 		{name: "min users zero", yaml: "profiling:\n  min_users: 0\n", wantErr: []string{`"profiling.min_users"`}},

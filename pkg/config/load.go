@@ -405,8 +405,8 @@ func (c Config) Validate() error {
 	if c.MaxProfiles < 1 || c.MaxProfiles > MaxMaxProfiles {
 		bad("max_profiles", "%d is out of range: want 1..%d", c.MaxProfiles, MaxMaxProfiles)
 	}
-	if c.Profiling.MinRuns < 1 || c.Profiling.MinRuns > 100 {
-		bad("profiling.min_runs", "%d is out of range: want 1..100", c.Profiling.MinRuns)
+	if c.Profiling.MinRuns < 1 || c.Profiling.MinRuns > 50 {
+		bad("profiling.min_runs", "%d is out of range: want 1..50", c.Profiling.MinRuns)
 	}
 	if c.Profiling.MinUsers < 1 || c.Profiling.MinUsers > MaxMinUsers || c.Profiling.MinUsers > max(c.Profiling.MinRuns, 1) {
 		bad("profiling.min_users", "%d is out of range: want 1..min(profiling.min_runs (%d), %d)", c.Profiling.MinUsers, c.Profiling.MinRuns, MaxMinUsers)

@@ -68,6 +68,9 @@ func testConfig(t *testing.T) config.Config {
 	cfg.Profiling.Backend = "mock"
 	cfg.Profiling.Interval = 10 * time.Millisecond
 	cfg.Profiling.StaleAfter = time.Hour
+	// These tests follow one run from Prolog to profile; how much evidence a
+	// profile needs is TestProfileEvidence's subject.
+	cfg.Profiling.MinRuns, cfg.Profiling.MinUsers = 1, 1
 	return cfg
 }
 
