@@ -120,40 +120,51 @@ func (s *Store) Candidates(tag string) ([]Candidate, error) {
 	return readEvidence(path, tag)
 }
 
-func readJSON(path string, limit int64, v any) (bool, error) {
+// readBytes reads a whole file of at most limit bytes: regular files only, no
+// symlink; found is false when there is none.
+func readBytes(path string, limit int64) (b []byte, found bool, err error) {
 	f, err := safeopen.Regular(path, safeopen.NoFollow)
 	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	b, err = io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return false, fmt.Errorf("read %s: %w", path, err)
+		return nil, false, fmt.Errorf("read %s: %w", path, err)
 	}
 	if int64(len(b)) > limit {
-		return false, fmt.Errorf("%s: %w: larger than %d bytes", path, ErrFormat, limit)
+		return nil, false, fmt.Errorf("%s: %w: larger than %d bytes", path, ErrFormat, limit)
 	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return false, fmt.Errorf("%s: %w: %v", path, ErrFormat, err)
-	}
-	return true, nil
+	return b, true, nil
 }
 
 func readEvidence(path, tag string) ([]Candidate, error) {
-	var l evidenceLog
-	found, err := readJSON(path, MaxFileSize, &l)
+	b, found, err := readBytes(path, MaxFileSize)
 	if err != nil || !found {
 		return nil, err
 	}
+	cands, err := decodeEvidence(b, tag)
+	if err != nil {
+		return nil, fmt.Errorf("evidence %s: %w", path, err)
+	}
+	return cands, nil
+}
+
+// decodeEvidence parses an evidence file of tag and validates every candidate.
+func decodeEvidence(b []byte, tag string) ([]Candidate, error) {
+	var l evidenceLog
+	if err := json.Unmarshal(b, &l); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrFormat, err)
+	}
 	if l.V != 1 || l.Tag != tag {
-		return nil, fmt.Errorf("evidence %s: %w: not the evidence of %s", path, ErrFormat, tag)
+		return nil, fmt.Errorf("%w: not the evidence of %s", ErrFormat, tag)
 	}
 	for _, c := range l.Candidates {
 		if err := c.validate(tag); err != nil {
-			return nil, fmt.Errorf("evidence %s: %w", path, err)
+			return nil, err
 		}
 	}
 	return l.Candidates, nil
@@ -399,11 +410,14 @@ func (s *Store) ClaimNewTag(uid, tag string, perUser, total int) error {
 	ledger := filepath.Join(s.evidenceDir(), ".creators.json")
 	err := withLock(ledger+".lock", func() error {
 		l := newTagLedger{V: 1}
-		if _, err := readJSON(ledger, maxLedgerSize, &l); err != nil {
-			return fmt.Errorf("%w (remove it to reset every user's count)", err)
+		b, found, err := readBytes(ledger, maxLedgerSize)
+		if err == nil && found {
+			if err = json.Unmarshal(b, &l); err != nil || l.V != 1 {
+				err = fmt.Errorf("%s: %w: not a ledger of version 1", ledger, ErrFormat)
+			}
 		}
-		if l.V != 1 {
-			return fmt.Errorf("%s: %w: version %d", ledger, ErrFormat, l.V)
+		if err != nil {
+			return fmt.Errorf("%w (remove it to reset every user's count)", err)
 		}
 		if l.Users == nil {
 			l.Users = map[string][]string{}
