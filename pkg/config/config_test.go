@@ -168,7 +168,7 @@ func TestParse(t *testing.T) {
 		{name: "min users above min runs", yaml: "profiling:\n  min_runs: 2\n  min_users: 3\n", wantErr: []string{`"profiling.min_users"`, "min_runs (2)"}},
 		{name: "min users above kept users", yaml: "profiling:\n  min_runs: 40\n  min_users: 17\n", wantErr: []string{`"profiling.min_users"`, "16"}},
 		{name: "min users zero", yaml: "profiling:\n  min_users: 0\n", wantErr: []string{`"profiling.min_users"`}},
-		{name: "min run time too short", yaml: "profiling:\n  min_run_time: 2s\n", wantErr: []string{`"profiling.min_run_time"`, "10s..24h"}},
+		{name: "min run time too short", yaml: "profiling:\n  min_run_time: 500ms\n", wantErr: []string{`"profiling.min_run_time"`, "1s..24h"}},
 		{name: "new profiles per user negative", yaml: "profiling:\n  max_new_profiles_per_user: -1\n", wantErr: []string{`"profiling.max_new_profiles_per_user"`}},
 		{name: "new profiles per user above max profiles", yaml: "max_profiles: 5\nprofiling:\n  max_new_profiles_per_user: 6\n", wantErr: []string{`"profiling.max_new_profiles_per_user"`, "max_profiles (5)"}},
 		{name: "stale negative", yaml: "profiling:\n  stale_after: -1h\n", wantErr: []string{`"profiling.stale_after"`}},

@@ -411,8 +411,8 @@ func (c Config) Validate() error {
 	if c.Profiling.MinUsers < 1 || c.Profiling.MinUsers > MaxMinUsers || c.Profiling.MinUsers > max(c.Profiling.MinRuns, 1) {
 		bad("profiling.min_users", "%d is out of range: want 1..min(profiling.min_runs (%d), %d)", c.Profiling.MinUsers, c.Profiling.MinRuns, MaxMinUsers)
 	}
-	if c.Profiling.MinRunTime < 10*time.Second || c.Profiling.MinRunTime > 24*time.Hour {
-		bad("profiling.min_run_time", "%s is out of range: want 10s..24h", c.Profiling.MinRunTime)
+	if c.Profiling.MinRunTime < time.Second || c.Profiling.MinRunTime > 24*time.Hour {
+		bad("profiling.min_run_time", "%s is out of range: want 1s..24h", c.Profiling.MinRunTime)
 	}
 	if c.Profiling.MaxNewProfilesPerUser < 0 || c.Profiling.MaxNewProfilesPerUser > c.MaxProfiles {
 		bad("profiling.max_new_profiles_per_user", "%d is out of range: want 0..max_profiles (%d)", c.Profiling.MaxNewProfilesPerUser, c.MaxProfiles)
