@@ -124,13 +124,13 @@ var ErrTooMany = errors.New("more profiles than the store's bound")
 // .prof are ignored.
 func (s *Store) List() (profiles []*Profile, problems []error) { return s.ListMax(0) }
 
-// ListMax is List reading at most max profile files, the first by tag (max <= 0:
+// ListMax is List reading at most limit profile files, the first by tag (limit <= 0:
 // no bound). Beyond the bound nothing more is read, and one problem wrapping
 // ErrTooMany says how many profiles were left out and from which tag on: a
 // store grown past what the configuration allows must not slow or swell its
 // readers (slurmctld's library among them), and the profiles within the bound
 // keep working.
-func (s *Store) ListMax(max int) (profiles []*Profile, problems []error) {
+func (s *Store) ListMax(limit int) (profiles []*Profile, problems []error) {
 	// Not os.ReadDir: slurmctld's reload lists this, and a plain open(2) of a FIFO
 	// there would wait forever.
 	d, err := safeopen.Dir(s.dir)
@@ -146,10 +146,10 @@ func (s *Store) ListMax(max int) (profiles []*Profile, problems []error) {
 		return strings.HasPrefix(e.Name(), ".") || !strings.HasSuffix(e.Name(), Ext)
 	})
 	slices.SortFunc(entries, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	if max > 0 && len(entries) > max {
+	if limit > 0 && len(entries) > limit {
 		problems = append(problems, fmt.Errorf("profile store %s: %d profile files, more than max_profiles (%d): the %d from %q on are not loaded: %w",
-			s.dir, len(entries), max, len(entries)-max, Sanitize(entries[max].Name()), ErrTooMany))
-		entries = entries[:max]
+			s.dir, len(entries), limit, len(entries)-limit, Sanitize(entries[limit].Name()), ErrTooMany))
+		entries = entries[:limit]
 	}
 	for _, e := range entries {
 		name := e.Name()
@@ -180,9 +180,9 @@ func (s *Store) ListMax(max int) (profiles []*Profile, problems []error) {
 // Catalog loads the whole store into an immutable Catalog; problems are as in List.
 func (s *Store) Catalog() (Catalog, []error) { return s.CatalogMax(0) }
 
-// CatalogMax loads at most max profiles (see ListMax) into an immutable Catalog.
-func (s *Store) CatalogMax(max int) (Catalog, []error) {
-	ps, problems := s.ListMax(max)
+// CatalogMax loads at most limit profiles (see ListMax) into an immutable Catalog.
+func (s *Store) CatalogMax(limit int) (Catalog, []error) {
+	ps, problems := s.ListMax(limit)
 	return CatalogOf(ps), problems
 }
 

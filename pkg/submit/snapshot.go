@@ -20,8 +20,8 @@ import (
 type Sources struct {
 	ConfigPath  string // "" = config.Default()
 	LoadConfig  func(path string) (config.Config, error)
-	LoadModel   func(path string) (model.Predictor, error)                              // "" = the embedded default
-	LoadCatalog func(dir string, max int) (cat profile.Catalog, bad []error, err error) // at most max profiles; err: the store is unusable
+	LoadModel   func(path string) (model.Predictor, error)                                // "" = the embedded default
+	LoadCatalog func(dir string, limit int) (cat profile.Catalog, bad []error, err error) // at most limit profiles; err: the store is unusable
 	NewPolicy   func(cfg config.Config, pred model.Predictor) (placement.Policy, error)
 	// LoadPartitions reads slurm.conf's partitions (nil: unknown, not checked).
 	LoadPartitions func() (*Partitions, error)
@@ -58,7 +58,7 @@ func DefaultSources(configPath string) Sources {
 			}
 			return m, nil
 		},
-		LoadCatalog: func(dir string, max int) (profile.Catalog, []error, error) {
+		LoadCatalog: func(dir string, limit int) (profile.Catalog, []error, error) {
 			if fi, err := os.Stat(dir); err != nil {
 				return nil, nil, fmt.Errorf("profile store: %w", err)
 			} else if !fi.IsDir() {
@@ -68,7 +68,7 @@ func DefaultSources(configPath string) Sources {
 			if err != nil {
 				return nil, nil, err
 			}
-			cat, bad := s.CatalogMax(max)
+			cat, bad := s.CatalogMax(limit)
 			return cat, bad, nil
 		},
 		NewPolicy: func(cfg config.Config, pred model.Predictor) (placement.Policy, error) {
