@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -137,5 +138,35 @@ func TestAddSoloRun(t *testing.T) {
 	}
 	if ref, err := s.AddSoloRun("x", SoloRun{RuntimeS: 100, UID: "1", When: t0}); err != nil || ref.Runs != 1 {
 		t.Errorf("after damage: %+v %v", ref, err)
+	}
+}
+
+// A solo log written when the newest 15 runs of anyone were kept still loads, and
+// is trimmed to the per-user rule at its next write.
+func TestSoloLogOfTheOlderRuleLoads(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []string
+	for i := 0; i < 15; i++ {
+		uid := "66"
+		if i < 3 {
+			uid = fmt.Sprint(1000 + i)
+		}
+		runs = append(runs, fmt.Sprintf(`{"runtime_s":%d,"uid":%q,"job_id":"%d","when":"2026-12-01T%02d:00:00Z"}`, 600+i, uid, i, i))
+	}
+	os.MkdirAll(filepath.Join(s.Dir(), ".solo"), 0o755)
+	old := `{"v":1,"tag":"x","runs":[` + strings.Join(runs, ",") + "]}\n"
+	if err := os.WriteFile(filepath.Join(s.Dir(), ".solo", "x.json"), []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.SoloRuns("x")
+	if err != nil || len(got) != 15 {
+		t.Fatalf("old log: %d runs, %v", len(got), err)
+	}
+	ref, err := s.AddSoloRun("x", SoloRun{RuntimeS: 600, UID: "1003", When: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)})
+	if got, _ = s.SoloRuns("x"); err != nil || len(got) != 4+MaxSoloRunsPerUser || !ref.Ready || ref.Users != 5 {
+		t.Errorf("after a write: %d runs, reference %+v, %v", len(got), ref, err)
 	}
 }
