@@ -103,7 +103,7 @@ var logChoiceRE = regexp.MustCompile(`node=(\S+) gpu=(\d+) shards=(\d+)`)
 // the earlier decisions) until the first job that waits.
 func pluginPath(t *testing.T, cfgPath string, cat profile.Catalog, tags []string, pin, prefix string) []choice {
 	src := submit.DefaultSources(cfgPath)
-	src.LoadCatalog = func(string) (profile.Catalog, []error, error) { return cat, nil, nil }
+	src.LoadCatalog = func(string, int) (profile.Catalog, []error, error) { return cat, nil, nil }
 	e := submit.New(src, submit.Options{})
 	defer e.Close()
 	if p := e.Problems(); len(p) > 0 {

@@ -83,7 +83,7 @@ func loadCatalog(c *cli.Context) (profile.Catalog, error) {
 			if err != nil {
 				return nil, err
 			}
-			cat, problems := st.Catalog()
+			cat, problems := st.CatalogMax(cfg.MaxProfiles)
 			for _, p := range problems {
 				fmt.Fprintln(stderr, "coscheml: warning: skipped:", p)
 			}

@@ -86,6 +86,11 @@ type Config struct {
 	// decision log already records every decision.
 	LogDecisions string `yaml:"log_decisions"`
 
+	// MaxProfiles bounds the profile store: the most profiles slurmctld's
+	// library (and every other reader of the store) loads, and the size beyond
+	// which no job's runs create a new profile.
+	MaxProfiles int `yaml:"max_profiles"`
+
 	Cluster   ClusterSpec   `yaml:"cluster"`
 	Profiling ProfilingSpec `yaml:"profiling"`
 }
@@ -109,6 +114,15 @@ type ProfilingSpec struct {
 	Backend    string        `yaml:"backend"` // nvml | mock
 	Interval   time.Duration `yaml:"interval"`
 	StaleAfter time.Duration `yaml:"stale_after"`
+	// The evidence a profile's metrics need (docs/profiling.md): MinRuns sampled
+	// runs of at least MinRunTime each, by at least MinUsers distinct users,
+	// whose per-user medians agree.
+	MinRuns    int           `yaml:"min_runs"`
+	MinUsers   int           `yaml:"min_users"`
+	MinRunTime time.Duration `yaml:"min_run_time"`
+	// MaxNewProfilesPerUser bounds the tags without a profile that one user's
+	// runs may start or create profiles for (0: jobs never create profiles).
+	MaxNewProfilesPerUser int `yaml:"max_new_profiles_per_user"`
 }
 
 // The unknown_profile modes.
@@ -172,7 +186,9 @@ func Default() Config {
 		WaitDefer:        20 * time.Second,
 		DecideTimeout:    500 * time.Millisecond,
 		LogDecisions:     LogVerbose,
-		Profiling:        ProfilingSpec{Enabled: true, Backend: "nvml", Interval: 500 * time.Millisecond, StaleAfter: 30 * 24 * time.Hour},
+		MaxProfiles:      5000,
+		Profiling: ProfilingSpec{Enabled: true, Backend: "nvml", Interval: 500 * time.Millisecond, StaleAfter: 30 * 24 * time.Hour,
+			MinRuns: 3, MinUsers: 2, MinRunTime: time.Minute, MaxNewProfilesPerUser: 10},
 	}
 }
 

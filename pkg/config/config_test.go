@@ -121,6 +121,9 @@ func TestParse(t *testing.T) {
 		{name: "float floor from int", yaml: "speed_floor:\n  hpc: 1\n", check: func(c Config) bool { return c.SpeedFloor.HPC == 1 }},
 		{name: "stale zero", yaml: "profiling:\n  stale_after: 0s\n", check: func(c Config) bool { return c.Profiling.StaleAfter == 0 }},
 		{name: "mock backend", yaml: "profiling:\n  backend: mock\n  enabled: false\n", check: func(c Config) bool { return c.Profiling.Backend == "mock" && !c.Profiling.Enabled }},
+		{name: "trusted single-user site", yaml: "max_profiles: 100\nprofiling:\n  min_runs: 1\n  min_users: 1\n  min_run_time: 10s\n  max_new_profiles_per_user: 0\n", check: func(c Config) bool {
+			return c.MaxProfiles == 100 && c.Profiling.MinRuns == 1 && c.Profiling.MinUsers == 1 && c.Profiling.MinRunTime == 10*time.Second && c.Profiling.MaxNewProfilesPerUser == 0
+		}},
 		{name: "max corunners up to slots", yaml: "slots_per_gpu: 8\nmax_corunners: 8\n", check: func(c Config) bool { return c.MaxCoRunners == 8 }},
 
 		{name: "unknown top key", yaml: "polcy: coscheml\n", wantErr: []string{`"polcy"`, "line 1", "valid keys"}},
@@ -159,6 +162,15 @@ func TestParse(t *testing.T) {
 		{name: "bad duration", yaml: "profiling:\n  interval: 5 parsecs\n", wantErr: []string{`"profiling.interval"`, "line 2", "bad duration"}},
 		{name: "duration as int", yaml: "profiling:\n  interval: 500\n", wantErr: []string{`"profiling.interval"`, "want a duration"}},
 		{name: "interval too small", yaml: "profiling:\n  interval: 1ms\n", wantErr: []string{`"profiling.interval"`, "10ms..1h"}},
+		{name: "max profiles zero", yaml: "max_profiles: 0\n", wantErr: []string{`"max_profiles"`, "1..1000000"}},
+		{name: "max profiles huge", yaml: "max_profiles: 2000000\n", wantErr: []string{`"max_profiles"`}},
+		{name: "min runs zero", yaml: "profiling:\n  min_runs: 0\n  min_users: 1\n", wantErr: []string{`"profiling.min_runs"`, "1..50"}},
+		{name: "min users above min runs", yaml: "profiling:\n  min_runs: 2\n  min_users: 3\n", wantErr: []string{`"profiling.min_users"`, "min_runs (2)"}},
+		{name: "min users above kept users", yaml: "profiling:\n  min_runs: 40\n  min_users: 17\n", wantErr: []string{`"profiling.min_users"`, "16"}},
+		{name: "min users zero", yaml: "profiling:\n  min_users: 0\n", wantErr: []string{`"profiling.min_users"`}},
+		{name: "min run time too short", yaml: "profiling:\n  min_run_time: 500ms\n", wantErr: []string{`"profiling.min_run_time"`, "1s..24h"}},
+		{name: "new profiles per user negative", yaml: "profiling:\n  max_new_profiles_per_user: -1\n", wantErr: []string{`"profiling.max_new_profiles_per_user"`}},
+		{name: "new profiles per user above max profiles", yaml: "max_profiles: 5\nprofiling:\n  max_new_profiles_per_user: 6\n", wantErr: []string{`"profiling.max_new_profiles_per_user"`, "max_profiles (5)"}},
 		{name: "stale negative", yaml: "profiling:\n  stale_after: -1h\n", wantErr: []string{`"profiling.stale_after"`}},
 		{name: "enabled not bool", yaml: "profiling:\n  enabled: maybe\n", wantErr: []string{`"profiling.enabled"`, "true or false"}},
 		{name: "relative path", yaml: "profile_dir: var/lib/x\n", wantErr: []string{`"profile_dir"`, "absolute"}},

@@ -281,6 +281,14 @@ func AdminList(s string) ([]string, error) {
 // so it must not carry Slurm's separators (':', ',', '/', '=').
 var typePrefixRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,31}$`)
 
+// Upper bounds of the profile store's limits: MaxMaxProfiles keeps slurmctld's
+// load of the store to seconds; MaxMinUsers is the number of users whose
+// samples a profile's evidence keeps (profile.MaxCandidateUsers).
+const (
+	MaxMaxProfiles = 1_000_000
+	MaxMinUsers    = 16
+)
+
 // partitionRE is Slurm's practical partition-name alphabet.
 var partitionRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
@@ -393,6 +401,21 @@ func (c Config) Validate() error {
 	}
 	if c.Profiling.StaleAfter < 0 {
 		bad("profiling.stale_after", "%s is negative: want 0 (never stale) or more", c.Profiling.StaleAfter)
+	}
+	if c.MaxProfiles < 1 || c.MaxProfiles > MaxMaxProfiles {
+		bad("max_profiles", "%d is out of range: want 1..%d", c.MaxProfiles, MaxMaxProfiles)
+	}
+	if c.Profiling.MinRuns < 1 || c.Profiling.MinRuns > 50 {
+		bad("profiling.min_runs", "%d is out of range: want 1..50", c.Profiling.MinRuns)
+	}
+	if c.Profiling.MinUsers < 1 || c.Profiling.MinUsers > MaxMinUsers || c.Profiling.MinUsers > max(c.Profiling.MinRuns, 1) {
+		bad("profiling.min_users", "%d is out of range: want 1..min(profiling.min_runs (%d), %d)", c.Profiling.MinUsers, c.Profiling.MinRuns, MaxMinUsers)
+	}
+	if c.Profiling.MinRunTime < time.Second || c.Profiling.MinRunTime > 24*time.Hour {
+		bad("profiling.min_run_time", "%s is out of range: want 1s..24h", c.Profiling.MinRunTime)
+	}
+	if c.Profiling.MaxNewProfilesPerUser < 0 || c.Profiling.MaxNewProfilesPerUser > c.MaxProfiles {
+		bad("profiling.max_new_profiles_per_user", "%d is out of range: want 0..max_profiles (%d)", c.Profiling.MaxNewProfilesPerUser, c.MaxProfiles)
 	}
 	return errors.Join(errs...)
 }

@@ -149,10 +149,12 @@ func Keep(cfg config.Config, run *Run) (Report, error) {
 }
 
 // WriteProfile keeps what a completed run says about its application alone: the
-// sampled metrics (a new or stale profile) and the run as a solo run, which
-// updates the solo reference once it is robust (profile.SoloReference). A stored
-// profile's class never changes here: class= in a job's comment only sets that
-// job's floor, and names the class of a profile that does not exist yet.
+// sampled metrics as a candidate for the profile (a new or stale profile changes
+// only once the candidates of enough runs by enough users agree:
+// profile.CombineEvidence) and the run as a solo run, which updates the solo
+// reference once it is robust (profile.SoloReference). A stored profile's class
+// never changes here: class= in a job's comment only sets that job's floor, and
+// names the class of a profile that does not exist yet.
 func WriteProfile(cfg config.Config, store *profile.Store, run *Run, prev *profile.Profile, rep *Report) (bool, error) {
 	env := run.Env
 	alone := run.Shared <= MaxSharedWhileProfiling
@@ -175,23 +177,10 @@ func WriteProfile(cfg config.Config, store *profile.Store, run *Run, prev *profi
 	case run.Sample != nil && !alone:
 		rep.note("profile discarded: co-runners shared the GPU for %.0f%% of the run", 100*run.Shared)
 	case run.Sample != nil:
-		cp := *run.Sample
-		p = &cp
-		p.Tag = env.Tag
-		p.Class = env.Class
-		if p.Class == "" {
-			p.Class = run.PrologCls
+		var err error
+		if p, err = offerSample(cfg, store, run, prev, rep); err != nil {
+			return false, err
 		}
-		if prev != nil {
-			p.Class = prev.Class
-			p.SoloRuntimeS, p.SoloThroughput = prev.SoloRuntimeS, prev.SoloThroughput
-		}
-		if p.Class == "" {
-			return false, fmt.Errorf("epilog: profile of %s not written: class unknown (give class= in the job comment)", env.Tag)
-		}
-		p.CollectedAt = run.End.UTC()
-		p.CollectedOn = nodeName(env.Node)
-		p.Source = sourceOf(cfg.Profiling.Backend)
 	case prev != nil && ref.Ready && (prev.SoloRuntimeS != ref.RuntimeS || (ref.Throughput > 0 && prev.SoloThroughput != ref.Throughput)):
 		cp := *prev
 		p = &cp
@@ -209,6 +198,66 @@ func WriteProfile(cfg config.Config, store *profile.Store, run *Run, prev *profi
 		return false, fmt.Errorf("epilog: %w", err)
 	}
 	return true, nil
+}
+
+// EvidenceRules are the configured thresholds a profile's evidence must meet.
+func EvidenceRules(cfg config.Config) profile.EvidenceRules {
+	return profile.EvidenceRules{MinRuns: cfg.Profiling.MinRuns, MinUsers: cfg.Profiling.MinUsers,
+		MinRunTimeS: cfg.Profiling.MinRunTime.Seconds()}
+}
+
+// offerSample keeps a solo run's sample as a candidate for tag's profile and
+// returns the profile to write once the candidates suffice (nil: not yet). A
+// run shorter than profiling.min_run_time is never a candidate; a tag without a
+// profile counts against the user's and the store's bounds on new profiles.
+func offerSample(cfg config.Config, store *profile.Store, run *Run, prev *profile.Profile, rep *Report) (*profile.Profile, error) {
+	env := run.Env
+	class := env.Class
+	if class == "" {
+		class = run.PrologCls
+	}
+	if prev != nil {
+		class = prev.Class
+	}
+	if class == "" {
+		return nil, fmt.Errorf("epilog: profile of %s not written: class unknown (give class= in the job comment)", env.Tag)
+	}
+	rules := EvidenceRules(cfg)
+	if run.RuntimeS() < rules.MinRunTimeS {
+		rep.note("sample not kept: run of %.0fs is shorter than profiling.min_run_time (%s)", run.RuntimeS(), cfg.Profiling.MinRunTime)
+		return nil, nil
+	}
+	if prev == nil {
+		if err := store.ClaimNewTag(env.UID, env.Tag, cfg.Profiling.MaxNewProfilesPerUser, cfg.MaxProfiles); err != nil {
+			if errors.Is(err, profile.ErrQuota) {
+				rep.note("sample not kept: %v", err)
+				return nil, nil
+			}
+			return nil, fmt.Errorf("epilog: %w", err)
+		}
+	}
+	sample := *run.Sample
+	ev, err := store.AddCandidate(env.Tag, profile.Candidate{UID: env.UID, JobID: env.JobID, RuntimeS: run.RuntimeS(),
+		When: run.End.UTC(), Class: class, Sample: sample}, rules)
+	if err != nil {
+		return nil, fmt.Errorf("epilog: %w", err)
+	}
+	if !ev.Ready {
+		rep.note("profile of %s not changed yet: %s", env.Tag, ev.Why)
+		return nil, nil
+	}
+	p := ev.Metrics
+	p.Class = ev.Class
+	if prev != nil {
+		p.Class = prev.Class
+		p.SoloRuntimeS, p.SoloThroughput = prev.SoloRuntimeS, prev.SoloThroughput
+	} else if p.Class == "" {
+		p.Class = class
+	}
+	p.CollectedAt = run.End.UTC()
+	p.CollectedOn = nodeName(env.Node)
+	p.Source = fmt.Sprintf("%s, %d runs by %d users", sourceOf(cfg.Profiling.Backend), ev.Runs, ev.Users)
+	return p, nil
 }
 
 // RecordObservation appends the run's speed next to its co-runners to
@@ -238,7 +287,7 @@ func RecordObservation(cfg config.Config, run *Run, prev *profile.Profile, profi
 	case prev == nil:
 		rep.note("no observation: %s had no profile before this run (no solo reference)", env.Tag)
 	default:
-		rep.note("no observation: the profile of %s has no solo reference yet (needs %d solo runs of at least %.0fs)", env.Tag, profile.MinSoloRuns, profile.MinSoloRuntimeS)
+		rep.note("no observation: the profile of %s has no solo reference yet (needs solo runs of at least %.0fs by %d users)", env.Tag, profile.MinSoloRuntimeS, profile.MinSoloUsers)
 	}
 	if speed == 0 {
 		return nil, nil

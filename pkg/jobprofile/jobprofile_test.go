@@ -68,6 +68,9 @@ func testConfig(t *testing.T) config.Config {
 	cfg.Profiling.Backend = "mock"
 	cfg.Profiling.Interval = 10 * time.Millisecond
 	cfg.Profiling.StaleAfter = time.Hour
+	// These tests follow one run from Prolog to profile; how much evidence a
+	// profile needs is TestProfileEvidence's subject.
+	cfg.Profiling.MinRuns, cfg.Profiling.MinUsers = 1, 1
 	return cfg
 }
 
@@ -389,7 +392,7 @@ func TestShortRunCannotResetSoloReference(t *testing.T) {
 	if !strings.Contains(strings.Join(rep.Notes, ";"), "sane bounds") || !strings.Contains(strings.Join(rep.Notes, ";"), "shorter than") {
 		t.Errorf("notes %q", rep.Notes)
 	}
-	// Even many runs of one user: at most MaxSoloRunsPerUser of them count.
+	// Even many runs of one user: they count as that one user.
 	for i := 0; i < 5; i++ {
 		j := short
 		j.JobID = fmt.Sprint(60 + i)

@@ -1,7 +1,6 @@
 package profile
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -47,25 +46,31 @@ func ReadLucidSolo(r io.Reader) ([]*Profile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lucid solo csv: %w", err)
 	}
+	return readRows(t, "lucid solo csv", lucidRow)
+}
+
+// readRows reads every data row of t with row, refusing a repeated tag and a
+// table without rows; errors are prefixed with what (the format's name).
+func readRows(t *csvtab.Table, what string, row func(*csvtab.Table) (*Profile, error)) ([]*Profile, error) {
 	var out []*Profile
 	seen := dupTags{}
 	for {
 		if err := t.Next(); err == io.EOF {
 			break
 		} else if err != nil {
-			return nil, fmt.Errorf("lucid solo csv: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		p, err := lucidRow(t)
+		p, err := row(t)
 		if err != nil {
-			return nil, fmt.Errorf("lucid solo csv: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		if err := seen.check(p.Tag, t.Line()); err != nil {
-			return nil, fmt.Errorf("lucid solo csv: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		out = append(out, p)
 	}
 	if len(out) == 0 {
-		return nil, errors.New("lucid solo csv: no data rows")
+		return nil, fmt.Errorf("%s: no data rows", what)
 	}
 	return out, nil
 }
@@ -178,27 +183,7 @@ func ReadGenericCSV(r io.Reader) ([]*Profile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("profile csv: %w", err)
 	}
-	var out []*Profile
-	seen := dupTags{}
-	for {
-		if err := t.Next(); err == io.EOF {
-			break
-		} else if err != nil {
-			return nil, fmt.Errorf("profile csv: %w", err)
-		}
-		p, err := genericRow(t)
-		if err != nil {
-			return nil, fmt.Errorf("profile csv: %w", err)
-		}
-		if err := seen.check(p.Tag, t.Line()); err != nil {
-			return nil, fmt.Errorf("profile csv: %w", err)
-		}
-		out = append(out, p)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("profile csv: no data rows")
-	}
-	return out, nil
+	return readRows(t, "profile csv", genericRow)
 }
 
 func genericRow(t *csvtab.Table) (*Profile, error) {

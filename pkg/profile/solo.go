@@ -17,20 +17,24 @@ import (
 
 // Rules of the robust solo reference (docs/profiling.md). A profile's
 // solo_runtime_s and solo_throughput are what every co-located run is measured
-// against, so no single run, and no single user, may set them: they are the
-// median of several recent solo runs that lasted at least MinSoloRuntimeS, with at
-// most MaxSoloRunsPerUser runs of any one uid among them.
+// against, so no single run, and no single user, may set them: each user's runs
+// of at least MinSoloRuntimeS are reduced to that user's median, and the
+// reference is the median of those per-user medians once MinSoloUsers users have
+// one. Runs are kept per user, so one user's flood of runs replaces only that
+// user's own runs.
 const (
 	// MinSoloRuntimeS: a shorter run (a `sleep 5`, a crash at start-up, a test
 	// run) is not a solo reference. One minute is also Slurm's time-limit unit.
 	MinSoloRuntimeS = 60.0
-	// MinSoloRuns is how many qualifying runs a reference needs; with 3 the median
-	// ignores one outlier.
-	MinSoloRuns = 3
-	// MaxSoloRunsKept bounds the runs kept per tag (the newest).
-	MaxSoloRunsKept = 15
-	// MaxSoloRunsPerUser bounds one uid's runs among those the median uses.
-	MaxSoloRunsPerUser = 2
+	// MinSoloUsers is how many distinct users a reference needs: with 3 the
+	// median of the per-user medians lies between two users' own values, so one
+	// user alone can move it no further than the other users' runs.
+	MinSoloUsers = 3
+	// MaxSoloRunsPerUser bounds the runs kept per uid (that uid's newest).
+	MaxSoloRunsPerUser = 5
+	// MaxSoloUsers bounds the users kept per tag: those whose newest run is the
+	// most recent.
+	MaxSoloUsers = 32
 )
 
 // SoloRun is one completed run of a tag alone on its GPU(s).
@@ -43,11 +47,12 @@ type SoloRun struct {
 }
 
 // SoloRef is the solo reference computed from a tag's runs. Ready is false while
-// fewer than MinSoloRuns runs qualify; the values are then 0.
+// fewer than MinSoloUsers users have a qualifying run; the values are then 0.
 type SoloRef struct {
 	RuntimeS   float64
-	Throughput float64 // 0 unless MinSoloRuns of the runs used reported one
-	Runs       int     // runs the median was taken over
+	Throughput float64 // 0 unless MinSoloUsers of the users reported one
+	Runs       int     // runs the per-user medians were taken over
+	Users      int     // users the median was taken over
 	Ready      bool
 }
 
@@ -55,7 +60,9 @@ type SoloRef struct {
 var ErrShortRun = errors.New("shorter than the minimum solo run")
 
 // soloLog is the file form: <store>/.solo/<tag>.json (a dot folder, so List and
-// every profile reader skip it).
+// every profile reader skip it). Version 1 throughout: the kept runs changed
+// (per user instead of the newest 15 of anyone), not the file's shape, so a file
+// written under the older rule loads and is trimmed at the next write.
 type soloLog struct {
 	V    int       `json:"v"`
 	Tag  string    `json:"tag"`
@@ -148,11 +155,7 @@ func (s *Store) AddSoloRun(tag string, r SoloRun) (SoloRef, error) {
 	if err != nil {
 		runs = nil // a damaged log starts over rather than blocking every run
 	}
-	runs = append(runs, r)
-	slices.SortStableFunc(runs, func(a, b SoloRun) int { return a.When.Compare(b.When) })
-	if len(runs) > MaxSoloRunsKept {
-		runs = runs[len(runs)-MaxSoloRunsKept:]
-	}
+	runs = keepSoloRuns(append(runs, r))
 	b, err := json.Marshal(soloLog{V: 1, Tag: tag, Runs: runs})
 	if err != nil {
 		return SoloRef{}, fmt.Errorf("solo runs: %w", err)
@@ -163,35 +166,73 @@ func (s *Store) AddSoloRun(tag string, r SoloRun) (SoloRef, error) {
 	return SoloReference(runs), err
 }
 
-// SoloReference is the robust reference of runs: newest first, at most
-// MaxSoloRunsPerUser per uid (unknown uid counts as one user), runs shorter than
-// MinSoloRuntimeS ignored; Ready with at least MinSoloRuns of them, and then the
-// median run time and, if at least MinSoloRuns of those runs reported one, the
-// median throughput.
-func SoloReference(runs []SoloRun) SoloRef {
-	used := make([]SoloRun, 0, len(runs))
-	perUser := map[string]int{}
+// byUser groups valid runs by uid (unknown uid is one user), each user's newest
+// MaxSoloRunsPerUser runs, newest first, and keeps the MaxSoloUsers users whose
+// newest run is the most recent. Users come out most recent first.
+func byUser(runs []SoloRun) [][]SoloRun {
 	byNewest := slices.Clone(runs)
 	slices.SortStableFunc(byNewest, func(a, b SoloRun) int { return b.When.Compare(a.When) })
+	idx := map[string]int{}
+	var users [][]SoloRun
 	for _, r := range byNewest {
-		if r.validate() != nil || perUser[r.UID] >= MaxSoloRunsPerUser {
+		if r.validate() != nil {
 			continue
 		}
-		perUser[r.UID]++
-		used = append(used, r)
-	}
-	if len(used) < MinSoloRuns {
-		return SoloRef{Runs: len(used)}
-	}
-	var rt, tp []float64
-	for _, r := range used {
-		rt = append(rt, r.RuntimeS)
-		if r.Throughput > 0 {
-			tp = append(tp, r.Throughput)
+		i, ok := idx[r.UID]
+		if !ok {
+			if len(users) == MaxSoloUsers {
+				continue
+			}
+			i = len(users)
+			idx[r.UID] = i
+			users = append(users, nil)
+		}
+		if len(users[i]) < MaxSoloRunsPerUser {
+			users[i] = append(users[i], r)
 		}
 	}
-	ref := SoloRef{RuntimeS: median(rt), Runs: len(used), Ready: true}
-	if len(tp) >= MinSoloRuns {
+	return users
+}
+
+// keepSoloRuns is what the log keeps of runs: byUser's runs, oldest first.
+func keepSoloRuns(runs []SoloRun) []SoloRun {
+	var kept []SoloRun
+	for _, u := range byUser(runs) {
+		kept = append(kept, u...)
+	}
+	slices.SortStableFunc(kept, func(a, b SoloRun) int { return a.When.Compare(b.When) })
+	return kept
+}
+
+// SoloReference is the robust reference of runs: runs shorter than
+// MinSoloRuntimeS are ignored; each user's newest MaxSoloRunsPerUser runs are
+// reduced to their median run time (and median throughput, over those that
+// reported one); Ready once MinSoloUsers users have one, and then the median of
+// the users' run times and, if MinSoloUsers users reported a throughput, the
+// median of their throughputs.
+func SoloReference(runs []SoloRun) SoloRef {
+	users := byUser(runs)
+	ref := SoloRef{Users: len(users)}
+	var rt, tp []float64
+	for _, u := range users {
+		var urt, utp []float64
+		for _, r := range u {
+			urt = append(urt, r.RuntimeS)
+			if r.Throughput > 0 {
+				utp = append(utp, r.Throughput)
+			}
+		}
+		ref.Runs += len(u)
+		rt = append(rt, median(urt))
+		if len(utp) > 0 {
+			tp = append(tp, median(utp))
+		}
+	}
+	if len(users) < MinSoloUsers {
+		return ref
+	}
+	ref.RuntimeS, ref.Ready = median(rt), true
+	if len(tp) >= MinSoloUsers {
 		ref.Throughput = median(tp)
 	}
 	return ref

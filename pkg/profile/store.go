@@ -114,11 +114,23 @@ func readFile(path, tag string) (*Profile, error) {
 	return p, nil
 }
 
+// ErrTooMany is wrapped by the problem a bounded load reports when the store
+// holds more profiles than its bound.
+var ErrTooMany = errors.New("more profiles than the store's bound")
+
 // List reads every profile in the store, sorted by tag. A file that cannot be read
 // or decoded is reported in problems, named by its path, and the others are still
 // returned. Dot files (temp files of writers in progress) and files not ending in
 // .prof are ignored.
-func (s *Store) List() (profiles []*Profile, problems []error) {
+func (s *Store) List() (profiles []*Profile, problems []error) { return s.ListMax(0) }
+
+// ListMax is List reading at most limit profile files, the first by tag (limit <= 0:
+// no bound). Beyond the bound nothing more is read, and one problem wrapping
+// ErrTooMany says how many profiles were left out and from which tag on: a
+// store grown past what the configuration allows must not slow or swell its
+// readers (slurmctld's library among them), and the profiles within the bound
+// keep working.
+func (s *Store) ListMax(limit int) (profiles []*Profile, problems []error) {
 	// Not os.ReadDir: slurmctld's reload lists this, and a plain open(2) of a FIFO
 	// there would wait forever.
 	d, err := safeopen.Dir(s.dir)
@@ -130,12 +142,17 @@ func (s *Store) List() (profiles []*Profile, problems []error) {
 	if err != nil {
 		return nil, []error{fmt.Errorf("profile store %s: %w", s.dir, err)}
 	}
+	entries = slices.DeleteFunc(entries, func(e os.DirEntry) bool {
+		return strings.HasPrefix(e.Name(), ".") || !strings.HasSuffix(e.Name(), Ext)
+	})
 	slices.SortFunc(entries, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	if limit > 0 && len(entries) > limit {
+		problems = append(problems, fmt.Errorf("profile store %s: %d profile files, more than max_profiles (%d): the %d from %q on are not loaded: %w",
+			s.dir, len(entries), limit, len(entries)-limit, Sanitize(entries[limit].Name()), ErrTooMany))
+		entries = entries[:limit]
+	}
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, Ext) {
-			continue
-		}
 		path := filepath.Join(s.dir, name)
 		tag := strings.TrimSuffix(name, Ext)
 		if err := ValidateTag(tag); err != nil {
@@ -161,13 +178,37 @@ func (s *Store) List() (profiles []*Profile, problems []error) {
 }
 
 // Catalog loads the whole store into an immutable Catalog; problems are as in List.
-func (s *Store) Catalog() (Catalog, []error) {
-	ps, problems := s.List()
-	c := make(Catalog, len(ps))
-	for _, p := range ps {
-		c[p.Tag] = p
+func (s *Store) Catalog() (Catalog, []error) { return s.CatalogMax(0) }
+
+// CatalogMax loads at most limit profiles (see ListMax) into an immutable Catalog.
+func (s *Store) CatalogMax(limit int) (Catalog, []error) {
+	ps, problems := s.ListMax(limit)
+	return CatalogOf(ps), problems
+}
+
+// Count is the number of profile files in the store (dot files and other names
+// not counted), without reading them.
+func (s *Store) Count() (int, error) {
+	d, err := safeopen.Dir(s.dir)
+	if err != nil {
+		return 0, fmt.Errorf("profile store %s: %w", s.dir, err)
 	}
-	return c, problems
+	defer d.Close()
+	n := 0
+	for {
+		batch, err := d.ReadDir(1024)
+		for _, e := range batch {
+			if name := e.Name(); !strings.HasPrefix(name, ".") && strings.HasSuffix(name, Ext) {
+				n++
+			}
+		}
+		if err == io.EOF || (err == nil && len(batch) == 0) {
+			return n, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("profile store %s: %w", s.dir, err)
+		}
+	}
 }
 
 // Remove deletes tag's profile; a missing profile is an error wrapping ErrNotFound.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestOpenCreatesDir(t *testing.T) {
@@ -292,5 +293,49 @@ func writerProcess(dir string) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+	}
+}
+
+// ListMax reads at most its bound (the first by tag) and says what it left out;
+// Count counts profile files without reading them.
+func TestListMaxBound(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tag := range []string{"c", "a", "e", "b", "d"} {
+		if err := s.Put(&Profile{Tag: tag, Class: ClassHPC, CollectedAt: time.Unix(0, 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(s.Dir(), ".tmp-x.prof"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(s.Dir(), "notes.txt"), []byte("x"), 0o644)
+	for _, tc := range []struct {
+		max     int
+		want    string
+		tooMany bool
+		problem string
+	}{
+		{0, "a b c d e", false, ""},
+		{5, "a b c d e", false, ""},
+		{9, "a b c d e", false, ""},
+		{3, "a b c", true, `5 profile files, more than max_profiles (3): the 2 from "d.prof" on are not loaded`},
+		{1, "a", true, `the 4 from "b.prof" on`},
+	} {
+		ps, problems := s.ListMax(tc.max)
+		var tags []string
+		for _, p := range ps {
+			tags = append(tags, p.Tag)
+		}
+		got := strings.Join(tags, " ")
+		if got != tc.want || (len(problems) == 1) != tc.tooMany || (tc.tooMany && (!errors.Is(problems[0], ErrTooMany) || !strings.Contains(problems[0].Error(), tc.problem))) {
+			t.Errorf("max %d: loaded %q, problems %v; want %q", tc.max, got, problems, tc.want)
+		}
+		if cat, _ := s.CatalogMax(tc.max); len(cat) != len(ps) {
+			t.Errorf("max %d: catalog of %d, list of %d", tc.max, len(cat), len(ps))
+		}
+	}
+	if n, err := s.Count(); n != 5 || err != nil {
+		t.Errorf("Count %d %v, want 5", n, err)
 	}
 }

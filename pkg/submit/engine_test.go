@@ -112,7 +112,7 @@ func (f *fixture) sources() Sources {
 			}
 			return smPredictor{}, nil
 		},
-		LoadCatalog: func(string) (profile.Catalog, []error, error) { return f.cat, nil, nil },
+		LoadCatalog: func(string, int) (profile.Catalog, []error, error) { return f.cat, nil, nil },
 		NewPolicy: func(cfg config.Config, pred model.Predictor) (placement.Policy, error) {
 			if f.policy != nil {
 				return f.policy(cfg, pred)

@@ -56,7 +56,7 @@ func newMemSite(t *testing.T) *memSite {
 	s.src = Sources{
 		LoadConfig:  func(string) (config.Config, error) { return s.cfg, nil },
 		LoadModel:   func(string) (model.Predictor, error) { return s.m, nil },
-		LoadCatalog: func(string) (profile.Catalog, []error, error) { return s.cat, nil, nil },
+		LoadCatalog: func(string, int) (profile.Catalog, []error, error) { return s.cat, nil, nil },
 		NewPolicy:   def.NewPolicy,
 	}
 	return s

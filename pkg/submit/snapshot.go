@@ -20,8 +20,8 @@ import (
 type Sources struct {
 	ConfigPath  string // "" = config.Default()
 	LoadConfig  func(path string) (config.Config, error)
-	LoadModel   func(path string) (model.Predictor, error)                     // "" = the embedded default
-	LoadCatalog func(dir string) (cat profile.Catalog, bad []error, err error) // err: the store is unusable
+	LoadModel   func(path string) (model.Predictor, error)                                // "" = the embedded default
+	LoadCatalog func(dir string, limit int) (cat profile.Catalog, bad []error, err error) // at most limit profiles; err: the store is unusable
 	NewPolicy   func(cfg config.Config, pred model.Predictor) (placement.Policy, error)
 	// LoadPartitions reads slurm.conf's partitions (nil: unknown, not checked).
 	LoadPartitions func() (*Partitions, error)
@@ -58,7 +58,7 @@ func DefaultSources(configPath string) Sources {
 			}
 			return m, nil
 		},
-		LoadCatalog: func(dir string) (profile.Catalog, []error, error) {
+		LoadCatalog: func(dir string, limit int) (profile.Catalog, []error, error) {
 			if fi, err := os.Stat(dir); err != nil {
 				return nil, nil, fmt.Errorf("profile store: %w", err)
 			} else if !fi.IsDir() {
@@ -68,7 +68,7 @@ func DefaultSources(configPath string) Sources {
 			if err != nil {
 				return nil, nil, err
 			}
-			cat, bad := s.Catalog()
+			cat, bad := s.CatalogMax(limit)
 			return cat, bad, nil
 		},
 		NewPolicy: func(cfg config.Config, pred model.Predictor) (placement.Policy, error) {
@@ -201,7 +201,7 @@ func loadSnapshot(src *Sources, prev *Snapshot, now, runsSince time.Time) *Snaps
 	} else {
 		l.notes = append(l.notes, note{"model", ""})
 	}
-	l.catalog, l.badProfs, err = src.LoadCatalog(cfg.ProfileDir)
+	l.catalog, l.badProfs, err = src.LoadCatalog(cfg.ProfileDir, cfg.MaxProfiles)
 	if err != nil {
 		l.catErr = fmt.Errorf("profiles unusable, tagged jobs pass through unchanged: %w", err)
 	}
@@ -254,11 +254,20 @@ func loadSnapshot(src *Sources, prev *Snapshot, now, runsSince time.Time) *Snaps
 		l.notes = append(l.notes, note{"model", l.modelErr.Error()})
 	}
 	l.notes = append(l.notes, note{"profiles", errString(l.catErr)})
-	if len(l.badProfs) > 0 {
-		l.notes = append(l.notes, note{"badprofiles", fmt.Sprintf("%d unreadable profiles skipped: %v", len(l.badProfs), errors.Join(l.badProfs...))})
+	var unreadable, beyond []error
+	for _, err := range l.badProfs {
+		if errors.Is(err, profile.ErrTooMany) {
+			beyond = append(beyond, err)
+		} else {
+			unreadable = append(unreadable, err)
+		}
+	}
+	if len(unreadable) > 0 {
+		l.notes = append(l.notes, note{"badprofiles", fmt.Sprintf("%d unreadable profiles skipped: %v", len(unreadable), errors.Join(unreadable...))})
 	} else {
 		l.notes = append(l.notes, note{"badprofiles", ""})
 	}
+	l.notes = append(l.notes, note{"profilebound", errString(errors.Join(beyond...))})
 	l.notes = append(l.notes, note{"policy", errString(l.polErr)}, note{"cluster", errString(l.clusterErr)}, note{"info-partitions", partNote})
 	return l
 }

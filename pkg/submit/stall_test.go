@@ -121,7 +121,7 @@ func TestWatchdogStaleView(t *testing.T) {
 	hung := newHungFile(t)
 	var hang atomicBool
 	src := f.sources()
-	src.LoadCatalog = func(string) (profile.Catalog, []error, error) {
+	src.LoadCatalog = func(string, int) (profile.Catalog, []error, error) {
 		if hang.get() {
 			hung.block()
 		}

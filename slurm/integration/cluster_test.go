@@ -525,6 +525,8 @@ exec %q "$@"
 	}
 	cfg.Profiling.Backend = "mock"
 	cfg.Profiling.Interval = 100 * time.Millisecond
+	// One short job of one user makes a profile here (tests follow one run).
+	cfg.Profiling.MinRuns, cfg.Profiling.MinUsers, cfg.Profiling.MinRunTime = 1, 1, time.Second
 	// The suite reads decisions from slurmctld's log (at SlurmctldDebug=info);
 	// the performance tests and testLogLevels run the default (verbose).
 	cfg.LogDecisions = config.LogInfo
