@@ -109,6 +109,8 @@ func (g *Guard) take(res *RoundResult, a Action, now time.Time) {
 		return
 	}
 	if g.act == nil {
+		// Recorded as if taken, so the rate limits hold a dry run to one line per action.
+		g.state.Record(a, now)
 		g.logf("guard: would %s job %s (no actuator): %s", a.Kind, a.JobID, a.Reason)
 		return
 	}
