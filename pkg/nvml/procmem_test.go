@@ -183,3 +183,34 @@ func TestTimeoutPassesResults(t *testing.T) {
 		t.Errorf("lost GPU processes: %v, want ErrGPULost", err)
 	}
 }
+
+// Reopening a GPU whose call hangs must not start a second call into the driver.
+func TestTimeoutReopenStillHung(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	var calls int
+	var mu sync.Mutex
+	b := WithTimeout(hangingMock(release, &calls, &mu), 20*time.Millisecond)
+	if err := b.Init(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := b.Device(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.MemoryInfo(); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("hung read: %v", err)
+	}
+	if d2, err := b.Device(0); err == nil {
+		if _, err := d2.MemoryInfo(); !errors.Is(err, ErrTimeout) {
+			t.Fatalf("read on reopened device: %v, want ErrTimeout", err)
+		}
+	} else if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("reopen: %v, want ErrTimeout", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 1 {
+		t.Errorf("%d calls reached the driver, want 1", calls)
+	}
+}

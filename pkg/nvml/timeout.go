@@ -3,6 +3,7 @@ package nvml
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -27,7 +28,7 @@ func WithTimeout(b Backend, limit time.Duration) Backend {
 	if limit <= 0 {
 		limit = DefaultCallTimeout
 	}
-	return &timedBackend{inner: b, gate: &gate{limit: limit}}
+	return &timedBackend{inner: b, gate: &gate{limit: limit}, devGates: map[int]*gate{}}
 }
 
 // gate bounds the calls of one device (or of the backend itself).
@@ -85,6 +86,22 @@ func bounded[T any](g *gate, op string, f func() (T, error)) (T, error) {
 type timedBackend struct {
 	inner Backend
 	gate  *gate
+
+	mu sync.Mutex
+	// devGates keeps one gate per GPU index across Device calls: a caller that
+	// reopens a hung GPU must still find it hung, not start a second stuck call.
+	devGates map[int]*gate
+}
+
+func (b *timedBackend) devGate(index int) *gate {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g, ok := b.devGates[index]
+	if !ok {
+		g = &gate{limit: b.gate.limit}
+		b.devGates[index] = g
+	}
+	return g
 }
 
 func (b *timedBackend) Kind() string { return b.inner.Kind() }
@@ -104,11 +121,15 @@ func (b *timedBackend) DeviceCount() (int, error) {
 }
 
 func (b *timedBackend) Device(index int) (Device, error) {
+	g := b.devGate(index)
+	if g.hung.Load() > 0 {
+		return nil, fmt.Errorf("gpu %d: an earlier call is still hung: %w", index, ErrTimeout)
+	}
 	d, err := bounded(b.gate, fmt.Sprintf("gpu %d", index), func() (Device, error) { return b.inner.Device(index) })
 	if err != nil {
 		return nil, err
 	}
-	return &timedDevice{inner: d, index: index, gate: &gate{limit: b.gate.limit}}, nil
+	return &timedDevice{inner: d, index: index, gate: g}, nil
 }
 
 // timedDevice bounds every read of one GPU; it offers ProcessLister whether or
