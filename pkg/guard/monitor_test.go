@@ -1,7 +1,7 @@
 package guard
 
 import (
-	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,9 +132,9 @@ func TestMonitorProblems(t *testing.T) {
 			if !log.has("gpu 0 skipped this round") {
 				t.Errorf("log %q lacks the skip line", log.lines)
 			}
-			_ = errors.Is // the problem is text by design: it goes to the log
-			if rs[0].Problem == "" {
-				t.Error("no problem text")
+			// The problem is text (it goes to the log): it names the cause.
+			if !strings.Contains(rs[0].Problem, c.want.Error()) {
+				t.Errorf("problem %q does not say %q", rs[0].Problem, c.want)
 			}
 		})
 	}
