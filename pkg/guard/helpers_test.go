@@ -172,3 +172,5 @@ func job(id string, cl profile.Class, user string, start time.Duration, soloSM, 
 	return Job{ID: id, Tag: "tag-" + id, Class: cl, User: user, Start: t0.Add(start), GPUs: gpus,
 		Profile: &profile.Profile{Tag: "tag-" + id, Class: cl, SMUtil: profile.Stat{Mean: soloSM}, MemUsedMiB: peakMiB}}
 }
+
+var errFake = fmt.Errorf("scontrol failed")
