@@ -21,7 +21,7 @@ import (
 //     action on each co-runner; a job the guard holds suspended is not acted on
 //     again.
 //
-// smSM gives each resident job's smoothed SM utilization (%) on the GPU.
+// sm gives each resident job's smoothed SM utilization (%) on the GPU.
 func Decide(cfg Config, f Finding, resident []Job, sm map[string]float64, h History, now time.Time) Action {
 	observe := func(reason string) Action {
 		return Action{Kind: Observe, JobID: f.Job.ID, Trigger: f.Job.ID, GPU: f.GPU, Reason: reason}

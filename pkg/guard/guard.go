@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/floors"
+	"github.com/coscheml/coscheml/pkg/observation"
 	"github.com/coscheml/coscheml/pkg/profile"
 )
 
@@ -113,7 +114,7 @@ func Default() Config {
 		MinCauseSMUtil:      10,
 		InferMinDemandFrac:  0.5,
 		Cooldown:            10 * time.Minute,
-		ObservationsPerUser: 3,
+		ObservationsPerUser: observation.DefaultMaxPerUser,
 		ObservationWindow:   24 * time.Hour,
 		Floors:              floors.Default(),
 		Actions: map[profile.Class]ClassActions{
