@@ -131,6 +131,8 @@ func TestConfigValidate(t *testing.T) {
 		{"fair share above 1", func(c *Config) { c.FairShareFrac = 2 }},
 		{"floor breach cancels", func(c *Config) { c.Actions[profile.ClassTrain] = ClassActions{Memory: Requeue, Floor: Cancel} }},
 		{"memory suspends", func(c *Config) { c.Actions[profile.ClassTrain] = ClassActions{Memory: Suspend, Floor: Suspend} }},
+		{"no observations", func(c *Config) { c.ObservationsPerUser = 0 }},
+		{"zero observation window", func(c *Config) { c.ObservationWindow = 0 }},
 	}
 	for _, c := range cases {
 		cfg := Default()
@@ -138,5 +140,29 @@ func TestConfigValidate(t *testing.T) {
 		if err := cfg.Validate(); err == nil {
 			t.Errorf("%s: accepted", c.name)
 		}
+	}
+}
+
+func TestApply(t *testing.T) {
+	cases := []struct {
+		kind ActionKind
+		call string
+	}{
+		{Observe, ""}, {Requeue, "requeue 7"}, {Cancel, "cancel 7"}, {Suspend, "suspend 7"}, {Resume, "resume 7"},
+	}
+	for _, c := range cases {
+		act := &recordingActuator{}
+		if err := Apply(act, Action{Kind: c.kind, JobID: "7", Reason: "r"}); err != nil {
+			t.Errorf("%s: %v", c.kind, err)
+		}
+		if strings.Join(act.calls, ",") != c.call {
+			t.Errorf("%s: calls %v, want %q", c.kind, act.calls, c.call)
+		}
+	}
+	if err := Apply(&recordingActuator{}, Action{Kind: "reboot", JobID: "7"}); err == nil {
+		t.Error("unknown action applied")
+	}
+	if err := Apply(&recordingActuator{fail: errFake}, Action{Kind: Requeue, JobID: "7"}); err == nil || !strings.Contains(err.Error(), "requeue job 7") {
+		t.Errorf("failed action: %v", err)
 	}
 }

@@ -142,6 +142,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("busy %v%%, cause %v%%: want 0..100", c.BusySMUtil, c.MinCauseSMUtil)
 	case c.FairShareFrac < 0 || c.FairShareFrac > 1 || c.InferMinDemandFrac < 0 || c.InferMinDemandFrac > 1:
 		return fmt.Errorf("fair-share %v, infer demand %v: want 0..1", c.FairShareFrac, c.InferMinDemandFrac)
+	case c.ObservationsPerUser < 1 || c.ObservationWindow <= 0:
+		return fmt.Errorf("observation cap %d per %v: want at least 1 per positive window", c.ObservationsPerUser, c.ObservationWindow)
 	}
 	for cl, a := range c.Actions {
 		if !memoryActions[a.Memory] || !floorActions[a.Floor] {
