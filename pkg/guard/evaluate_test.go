@@ -55,7 +55,7 @@ func reading(gpu int, usedMiB, totalMiB uint64, deviceSM float64, jobs map[strin
 }
 
 func TestMemoryFinding(t *testing.T) {
-	cfg := Default() // budget = peak * 1.1 + 1024
+	cfg := Default()                                                    // budget = peak * 1.1 + 1024
 	a := job("1", profile.ClassTrain, "alice", 0, 50, 20000, 0)         // budget 23024
 	b := job("2", profile.ClassTrain, "bob", time.Minute, 50, 40000, 0) // budget 45024
 	noProfile := Job{ID: "3", User: "carol", GPUs: []int{0}}
