@@ -29,6 +29,7 @@ type MockOptions struct {
 //	power              150000 + 10000*(n%5)        mW
 //	clocks.sm          1980 - 30*(n%3)             MHz
 //	per process        one sample: pid 1000+i, SM util as utilization.gpu
+//	compute processes  pid 1000+i using 8192+1024*i MiB
 var mockSM = [8]uint32{35, 50, 65, 80, 95, 80, 65, 50}
 
 // NewMock returns a backend on go-nvml's simulated DGX H200 (mock/dgxh200) with
@@ -154,5 +155,13 @@ func fillMockDevice(d *server.Device, i int, unsupported map[Metric]bool, loseAf
 		k := nUtil
 		sm := mockSM[(k+len(mockSM)-1+i)%len(mockSM)] // the last utilization read
 		return []gonvml.ProcessUtilizationSample{{Pid: uint32(1000 + i), TimeStamp: since + 1, SmUtil: sm, MemUtil: sm/2 + 5}}, gonvml.SUCCESS
+	}
+	d.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
+		mu.Lock()
+		defer mu.Unlock()
+		if lost() {
+			return nil, gonvml.ERROR_GPU_IS_LOST
+		}
+		return []gonvml.ProcessInfo{{Pid: uint32(1000 + i), UsedGpuMemory: uint64(8192+1024*i) << 20}}, gonvml.SUCCESS
 	}
 }

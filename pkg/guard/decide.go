@@ -1,0 +1,110 @@
+package guard
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Decide turns a finding into an Action: which job, what action, and why. It is
+// pure: everything it knows comes in as arguments. Its rules:
+//
+//   - memory: the job over its own budget is the one acted on (its class's
+//     Memory action), never a neighbour.
+//   - speed: the job acted on is a co-runner that is placed later or less
+//     protected (a lower floor) than the slowed job and uses at least
+//     MinCauseSMUtil of the GPU; among several, the least protected, then the
+//     latest placed. A co-runner placed earlier and as protected is never acted
+//     on: the slowed job was the one placed into the conflict. With no such
+//     co-runner the finding is only observed.
+//   - rate limits: a job triggers at most one action per Cooldown and at most one
+//     action on each co-runner; a job the guard holds suspended is not acted on
+//     again.
+//
+// sm gives each resident job's smoothed SM utilization (%) on the GPU.
+func Decide(cfg Config, f Finding, resident []Job, sm map[string]float64, h History, now time.Time) Action {
+	observe := func(reason string) Action {
+		return Action{Kind: Observe, JobID: f.Job.ID, Trigger: f.Job.ID, GPU: f.GPU, Reason: reason}
+	}
+	var target Job
+	var kind ActionKind
+	switch f.Kind {
+	case MemoryOverBudget:
+		target, kind = f.Job, cfg.actionsFor(f.Job.Class).Memory
+	case SpeedBelowFloor:
+		t, ok := floorTarget(cfg, f.Job, resident, sm)
+		if !ok {
+			return observe(f.Reason + "; no co-runner placed later or less protected is using the GPU, so none is acted on")
+		}
+		target, kind = t, cfg.actionsFor(t.Class).Floor
+	default:
+		return observe(fmt.Sprintf("unknown finding %q", f.Kind))
+	}
+	if kind == Observe {
+		return observe(f.Reason + fmt.Sprintf("; class %q is configured to observe only", target.Class))
+	}
+	if last, ok := h.LastAction(f.Job.ID); ok && now.Sub(last) < cfg.Cooldown {
+		return observe(f.Reason + fmt.Sprintf("; rate limited: job %s triggered an action %v ago (at most one per %v)",
+			f.Job.ID, now.Sub(last).Round(time.Second), cfg.Cooldown))
+	}
+	if f.Kind == SpeedBelowFloor && h.ActedOn(f.Job.ID, target.ID) {
+		return observe(f.Reason + fmt.Sprintf("; job %s already caused one action on job %s", f.Job.ID, target.ID))
+	}
+	if h.Suspended(target.ID) {
+		return observe(f.Reason + fmt.Sprintf("; job %s is already suspended by the guard", target.ID))
+	}
+	a := Action{Kind: kind, JobID: target.ID, Trigger: f.Job.ID, GPU: f.GPU}
+	switch f.Kind {
+	case MemoryOverBudget:
+		a.Reason = fmt.Sprintf("coscheml guard: %s; %s it", f.Reason, kind)
+	case SpeedBelowFloor:
+		a.Reason = fmt.Sprintf("coscheml guard: %s; job %s (%s, placed %s) shares the GPU with it", f.Reason,
+			target.ID, classOrNone(target), target.Start.UTC().Format(time.RFC3339))
+		if kind == Suspend {
+			a.Protects = f.Job.ID
+			a.Reason += fmt.Sprintf(": suspend it until job %s ends", f.Job.ID)
+		} else {
+			a.Reason += fmt.Sprintf(": %s it", kind)
+		}
+	}
+	return a
+}
+
+func classOrNone(j Job) string {
+	if j.Class == "" {
+		return "no class"
+	}
+	return string(j.Class)
+}
+
+// floorTarget picks the co-runner a speed breach of victim acts on.
+func floorTarget(cfg Config, victim Job, resident []Job, sm map[string]float64) (Job, bool) {
+	vFloor := cfg.Floors.For(victim.Class)
+	var cands []Job
+	for _, c := range resident {
+		if c.ID == victim.ID || sm[c.ID] < cfg.MinCauseSMUtil {
+			continue
+		}
+		cFloor := cfg.Floors.For(c.Class)
+		if cFloor < vFloor || (cFloor == vFloor && c.Start.After(victim.Start)) {
+			cands = append(cands, c)
+		}
+	}
+	if len(cands) == 0 {
+		return Job{}, false
+	}
+	slices.SortFunc(cands, func(a, b Job) int {
+		fa, fb := cfg.Floors.For(a.Class), cfg.Floors.For(b.Class)
+		switch {
+		case fa != fb:
+			if fa < fb {
+				return -1
+			}
+			return 1
+		case !a.Start.Equal(b.Start):
+			return b.Start.Compare(a.Start) // later placed first
+		}
+		return compareIDs(b.ID, a.ID)
+	})
+	return cands[0], true
+}
