@@ -302,3 +302,16 @@ func TestDecideCutsLogOnRunes(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecideLongComment: a whole job_modify decision of a 1 MiB comment
+// of token-like words (what slurmctld's thread waits for).
+func BenchmarkDecideLongComment(b *testing.B) {
+	f := newFixture(b, nil)
+	u := job(forgedTokens(1 << 20 / 28))
+	u.Modify, u.JobID, u.Set = true, 42, FieldComment
+	u.TresPerNode = ""
+	b.SetBytes(int64(len(u.Comment)))
+	for i := 0; i < b.N; i++ {
+		f.e.Decide(u)
+	}
+}

@@ -46,6 +46,8 @@ func TestSlurm(t *testing.T) {
 	sub("bad_input", testBadInput)
 	sub("bootstrap", testBootstrap)
 	sub("bypass", testBypass)
+	sub("update_unknown_profile", testUpdateUnknownProfile)
+	sub("copied_token", testCopiedToken)
 	sub("prolog_epilog", testPrologEpilog)
 	sub("metrics", testMetrics)
 	sub("fail_open", testFailOpen)
