@@ -147,13 +147,20 @@ func verifyID(key []byte, id string, shards int, uid uint32, jobID string) bool 
 // token copied from another job of the same user never matches), when it
 // verifies with key for j's uid (and job), or, from an admin (root or
 // SlurmUser: the re-decide loop's `scontrol update`, whose uid is not the
-// job's), when it is well-formed. The update's comment may repeat that token
+// job's), when it is well-formed; for an administrator's update of a job
+// without a stored comment, the update's first well-formed token. The update's comment may repeat that token
 // once; every other token word is removed. A comment longer than
 // comment.MaxCommentLen has all its tokens removed unread, so a long comment
 // costs no token parsing or MAC: at most the stored token is verified, once.
 func screen(j JobFields, key []byte, admin bool) (s screened) {
 	s.comment = j.Comment
-	if j.Modify {
+	switch {
+	case j.Modify && admin && j.StoredComment == "" && len(j.Comment) <= comment.MaxCommentLen:
+		// An administrator's update of a job with no stored comment (or from
+		// a shim that does not pass it): the update's first well-formed
+		// token counts, as the re-decide loop's always carries the job's own.
+		s.own, s.prevID = firstToken(j.Comment)
+	case j.Modify:
 		s.own, s.prevID = ownToken(j, key, admin)
 	}
 	if !strings.Contains(j.Comment, tokenPrefix) {
@@ -252,6 +259,19 @@ type screened struct {
 	// stripped: a token was removed (the stored comment must be replaced
 	// by the cleaned one).
 	stripped bool
+}
+
+// firstToken is the first well-formed token word of c and its decision id.
+func firstToken(c string) (word, id string) {
+	for _, w := range strings.Fields(c) {
+		if !strings.HasPrefix(w, tokenPrefix) {
+			continue
+		}
+		if d := comment.ParseComment(w); d.Err == nil && d.DecisionID != "" {
+			return w, d.DecisionID
+		}
+	}
+	return "", ""
 }
 
 // ownToken is the token word of j's stored comment and its decision id, when

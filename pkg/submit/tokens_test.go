@@ -70,6 +70,16 @@ func TestTokenBoundToJob(t *testing.T) {
 			j.UserID, j.SubmitUID, j.Admin, j.Modify, j.JobID, j.StoredComment = 0, 0, true, true, 2, c2
 			return j
 		}, true, false, true},
+		{"admin, no stored comment: the update's token counts", func(c1, t1, c2, t2 string) JobFields {
+			j := job(c2)
+			j.UserID, j.SubmitUID, j.Admin, j.Modify, j.JobID = 0, 0, true, true, 2
+			return j
+		}, true, false, false},
+		{"user, no stored comment: no token counts", func(c1, t1, c2, t2 string) JobFields {
+			j := job(c2)
+			j.Modify, j.JobID = true, 2
+			return j
+		}, true, true, true},
 		{"another uid presents the stored token", func(c1, t1, c2, t2 string) JobFields {
 			j := job(c2)
 			j.UserID, j.Modify, j.JobID, j.StoredComment = uid+1, true, 2, c2
