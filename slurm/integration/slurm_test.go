@@ -48,6 +48,7 @@ func TestSlurm(t *testing.T) {
 	sub("bypass", testBypass)
 	sub("update_unknown_profile", testUpdateUnknownProfile)
 	sub("copied_token", testCopiedToken)
+	sub("running_retag", testRunningRetag)
 	sub("prolog_epilog", testPrologEpilog)
 	sub("metrics", testMetrics)
 	sub("fail_open", testFailOpen)

@@ -147,3 +147,39 @@ func findDecision(t *testing.T, path, id string) decisionlog.Record {
 	t.Fatalf("decision %s not in the decision log: %v", id, err)
 	return decisionlog.Record{}
 }
+
+// testRunningRetag: an ordinary user cannot change the coscheml directive of
+// their running job by `scontrol update` (the job's GPU and its profiling were
+// decided for the directive it started with); the comment stays as it was.
+func testRunningRetag(t *testing.T, c *cluster) {
+	c.openForUser()
+	stdout, stderr, err := c.runAsUser("sbatch", "--chdir=/tmp", "-o", "/dev/null", "--gres=gpu:1",
+		"--comment=coscheml:app="+lightA, "--wrap=sleep 120")
+	if err != nil {
+		t.Fatalf("sbatch: %v: %s", err, stderr)
+	}
+	m := jobIDRE.FindStringSubmatch(strings.TrimSpace(stdout))
+	if m == nil {
+		t.Fatalf("sbatch printed no job ID: %q", stdout)
+	}
+	id, _ := strconv.Atoi(m[1])
+	defer func() {
+		c.cancel(id)
+		c.waitGone(job{ID: id})
+	}()
+	waitState(t, c, id, "RUNNING", 60*time.Second)
+	time.Sleep(residencySettle) // the plugin sees the job in the residency store
+	msg, err := c.userUpdate(id, "Comment=coscheml:app="+lightB)
+	if err == nil {
+		t.Errorf("retag of running job %d to %s accepted", id, lightB)
+	} else {
+		t.Logf("retag of running job %d -> %s", id, strings.ReplaceAll(msg, "\n", " | "))
+	}
+	if j := c.showJob(id); tagOf(j.Comment) != lightA {
+		t.Errorf("running job %d's comment changed to %q", id, j.Comment)
+	}
+	if n := c.countLog("job_submit/coscheml", "modify job="+strconv.Itoa(id)+" ", "is running: its coscheml directive cannot change"); n == 0 {
+		t.Errorf("no refusal line for the retag of job %d: %s", id, c.lastLogLine("modify job="+strconv.Itoa(id)))
+	}
+	c.mustCtldAlive()
+}
