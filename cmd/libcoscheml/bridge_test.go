@@ -220,9 +220,11 @@ func TestCABI(t *testing.T) {
 		"nulls rc=0 tres=NULL",
 		"badtag rc=2 tres=NULL nodes=NULL msg=coscheml: invalid tag",
 		"unknown rc=2 tres=NULL nodes=NULL msg=coscheml: unknown application profile 'nosuch'",
-		// The decision's line at log_decisions (verbose by default); a
-		// refusal's in log (info).
-		"modify rc=0 tres=NULL nodes=NULL msg=NULL log=NULL level=1 line=modify job=17 ",
+		// A comment-only update to an unknown tag meets unknown_profile as
+		// the submission does; a refusal's line is in log (info), none at
+		// log_decisions (the harness checks that line through Slurm's logger).
+		"modify rc=2 tres=NULL nodes=NULL msg=coscheml: unknown application profile 'nosuch'",
+		"log=modify job=17 uid=1000 tag=nosuch outcome=reject",
 		"log=submit job=new uid=1000 tag=nosuch",
 		"shortjob rc=0 tres=NULL nodes=NULL msg=NULL log=the plugin passed a job of 8 bytes",
 		"shortanswer rc=0 untouched=1",

@@ -144,3 +144,35 @@ func FuzzWords(f *testing.F) {
 		}
 	})
 }
+
+// FuzzContainsFold: the scan that jumps between the first letter's bytes finds
+// exactly what strings.EqualFold at every offset finds.
+func FuzzContainsFold(f *testing.F) {
+	for _, s := range []string{"", "coscheml", "xCOSCHEML", "cccoscheml", "coschem", "Coſcheml", "c\xffoscheml", "ccccccc", strings.Repeat("Cx", 50) + "cOsChEmL"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want := false
+		for i := 0; i+len("coscheml") <= len(s); i++ {
+			if strings.EqualFold(s[i:i+len("coscheml")], "coscheml") {
+				want = true
+				break
+			}
+		}
+		if got := containsFold(s, "coscheml"); got != want {
+			t.Fatalf("containsFold(%q) = %v, want %v", s, got, want)
+		}
+	})
+}
+
+// BenchmarkParseLongUntagged: a 1 MiB comment that does not mention coscheml
+// (the scan for the word runs at every job_modify that sets a comment).
+func BenchmarkParseLongUntagged(b *testing.B) {
+	c := strings.Repeat("a comment ", 1<<20/10)
+	b.SetBytes(int64(len(c)))
+	for i := 0; i < b.N; i++ {
+		if ParseComment(c).Present {
+			b.Fatal("untagged comment read as tagged")
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/coscheml/coscheml/pkg/comment"
@@ -36,13 +37,21 @@ func (e *Engine) Decide(j JobFields) (res Result) {
 			res.Log = notes
 		}
 	}
-	if len(res.Log) > e.opts.MaxLogLen {
-		res.Log = res.Log[:e.opts.MaxLogLen] + "..."
-	}
-	if len(res.Line) > e.opts.MaxLogLen {
-		res.Line = res.Line[:e.opts.MaxLogLen] + "..."
-	}
+	res.Log = cutLine(res.Log, e.opts.MaxLogLen)
+	res.Line = cutLine(res.Line, e.opts.MaxLogLen)
 	return res
+}
+
+// cutLine bounds s to at most n bytes and "...", cut where a character starts
+// (a log line must stay valid UTF-8).
+func cutLine(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // decideOne runs the two pure stages of a decision on the current snapshot and
@@ -50,8 +59,9 @@ func (e *Engine) Decide(j JobFields) (res Result) {
 // decision ID taken, the decision log record.
 //
 // Before anything, the comment is screened: coscheml-id tokens the plugin did not
-// issue for this uid and job are removed (see idsign.go), also when the job
-// passes through, so no user-written id reaches the Prolog.
+// issue for this job are removed (see idsign.go), also when the job passes
+// through, so no user-written id reaches the Prolog. An update that sets the
+// comment and keeps the job's placement keeps the job's own token in it.
 func (e *Engine) decideOne(j JobFields) Result {
 	snap := e.snap.Load()
 	key := e.keyFor(snap)
@@ -59,8 +69,8 @@ func (e *Engine) decideOne(j JobFields) Result {
 	// re-decide loop's `scontrol update`: Slurm hands job_modify the updater's
 	// uid, so no signature of the job's uid can be checked).
 	admin := j.Admin || (snap != nil && snap.admins[j.SubmitUID])
-	clean, prevID, stripped := screen(j, key, admin)
-	j.Comment = clean
+	sc := screen(j, key, admin)
+	j.Comment = sc.comment
 	var res Result
 	if e.ready.Load() {
 		// Reservations expire even when the background refresh is stuck; at
@@ -72,7 +82,7 @@ func (e *Engine) decideOne(j JobFields) Result {
 		e.metrics.counters.Passthrough(why)
 	} else {
 		now := e.opts.Now()
-		q := query{snap: snap, j: j, now: now, idPfx: e.idPfx, version: e.opts.SlurmVersion(), key: key, prevID: prevID, admin: admin, down: e.downNow(now)}
+		q := query{snap: snap, j: j, now: now, idPfx: e.idPfx, version: e.opts.SlurmVersion(), key: key, prevID: sc.prevID, admin: admin, down: e.downNow(now)}
 		out := e.decideLocked(&q)
 		if out.rec.Outcome != "" {
 			e.metrics.counters.Decision(out.rec.Outcome, out.rec.Action, out.rejectWhy) // no I/O: the loop writes the file
@@ -85,15 +95,25 @@ func (e *Engine) decideOne(j JobFields) Result {
 	if snap != nil && res.Line != "" {
 		res.LineLevel = snap.cfg.LogDecisions
 	}
-	if stripped {
+	// The placement is kept (no new token) but the update replaces the
+	// comment: the job's own token goes back in, so the Prolog still finds the
+	// decision the job was placed by.
+	keepOwn := sc.own != "" && j.has(FieldComment) && !sc.ownKept
+	if sc.stripped || keepOwn {
+		fixed := sc.comment
+		if keepOwn {
+			fixed = comment.WithToken(sc.comment, sc.own)
+		}
 		switch res.Code {
 		case Unchanged:
-			res.Code, res.Comment = Rewrite, clean
+			res.Code, res.Comment = Rewrite, fixed
 		case Rewrite:
 			if res.Comment == "" {
-				res.Comment = clean
+				res.Comment = fixed
 			}
 		}
+	}
+	if sc.stripped {
 		line := fmt.Sprintf("uid=%d: removed a coscheml-id token the plugin did not issue for this job from its comment", j.UserID)
 		if res.Log != "" {
 			line = res.Log + "\n" + line
@@ -324,6 +344,14 @@ func prepare(q *query) (in placeIn, out outcome, ok bool) {
 		r.JobID = strconv.FormatUint(uint64(j.JobID), 10)
 	}
 	partOK := cfg.Cluster.Partition == "" || j.Partition == "" || j.Partition == cfg.Cluster.Partition
+	var was comment.Directive // the job's directive before the update
+	if j.Modify && j.has(FieldComment) {
+		was = comment.ParseComment(j.StoredComment)
+		if r.JobID != "" && q.view != nil && q.view.running[r.JobID] && !q.isAdmin() && !sameDirective(was, dir) {
+			r.Tag, r.Class = dir.Tag, string(dir.Class)
+			return in, retagRunning(q, was, r), false
+		}
+	}
 
 	if !dir.Present {
 		if cfg.Untagged != "exclusive" || gresErr != nil || !gres.HasGPU() || !partOK || gres.GPUs > 1 || j.Modify && j.TresPerNode == "" || pass != "" {
@@ -336,6 +364,12 @@ func prepare(q *query) (in placeIn, out outcome, ok bool) {
 		return in, badInput(q, "invalid_tag", cfg.InvalidTag, dir.Err.Error(), &ask, pass, r), false
 	}
 	r.Tag, r.Class = dir.Tag, string(dir.Class)
+	// A comment-only update sets a tag as much as a submission does: an
+	// unknown one meets the same rule (unless the job had that tag already).
+	if j.Modify && j.TresPerNode == "" && st.catErr == nil && !st.known(dir.Tag) && !(was.Err == nil && was.Tag == dir.Tag) {
+		msg := fmt.Sprintf("unknown application profile '%s'; see `coscheml profile list`", profile.Sanitize(dir.Tag))
+		return in, badInput(q, "unknown_profile", cfg.UnknownProfile, msg, &ask, pass, r), false
+	}
 	switch {
 	case j.Modify && j.TresPerNode == "":
 		return in, finish(Result{}, r, "unchanged", "pass", "comment changed by job_modify; the GPU request is not part of the update, placement kept"), false
@@ -352,8 +386,8 @@ func prepare(q *query) (in placeIn, out outcome, ok bool) {
 	}
 	// The tag is checked against the profiles whenever they loaded, so a user gets
 	// the same answer whether or not the model is healthy.
-	prof, found := st.catalog[dir.Tag]
-	if st.catErr == nil && (!found || prof == nil) {
+	prof := st.catalog[dir.Tag]
+	if st.catErr == nil && !st.known(dir.Tag) {
 		msg := fmt.Sprintf("unknown application profile '%s'; see `coscheml profile list`", profile.Sanitize(dir.Tag))
 		return in, badInput(q, "unknown_profile", cfg.UnknownProfile, msg, &ask, pass, r), false
 	}
@@ -369,6 +403,44 @@ func prepare(q *query) (in placeIn, out outcome, ok bool) {
 		return in, finish(Result{}, r, "unchanged", "pass", why), false
 	}
 	return placeIn{dir: dir, ask: ask, prof: prof, class: class, rec: r}, outcome{}, true
+}
+
+// known says whether tag has a profile in the snapshot's catalog.
+func (l *Snapshot) known(tag string) bool {
+	p, ok := l.catalog[tag]
+	return ok && p != nil
+}
+
+// sameDirective says whether two comments say the same to coscheml: both
+// untagged, or the same tag and class (two malformed directives count as the
+// same: neither is placed).
+func sameDirective(a, b comment.Directive) bool {
+	if (a.Err != nil) != (b.Err != nil) {
+		return false
+	}
+	return a.Err != nil || a.Present == b.Present && a.Tag == b.Tag && a.Class == b.Class
+}
+
+// retagRunning refuses an update that changes the coscheml directive of a
+// running job. The job's GPU, its neighbours and the node's profiling of it
+// were decided for the directive it started with; a new tag would describe it
+// to nothing that still decides (and would let a heavy job's measurements be
+// filed under a light tag). Admins may (the node side keeps the tag recorded
+// at start).
+func retagRunning(q *query, was comment.Directive, r decisionlog.Record) outcome {
+	keep := "no coscheml directive"
+	if was.Present && was.Err == nil {
+		keep = "coscheml:app=" + profile.Sanitize(was.Tag)
+		if was.Class != "" {
+			keep += ",class=" + profile.Sanitize(string(was.Class))
+		}
+	}
+	msg := fmt.Sprintf("job %s is running: its coscheml directive cannot change until it ends "+
+		"(its GPU and its profiling were decided for the directive it started with). "+
+		"Keep %s in the comment (other words may change), or ask an administrator", jobLabel(&q.j), keep)
+	out := finish(Result{Code: Reject, UserMsg: "coscheml: " + msg}, r, "reject", "pass", msg)
+	out.rejectWhy = "running_retag"
+	return out
 }
 
 // place is the second stage: the placement on the cluster view. It reads the view

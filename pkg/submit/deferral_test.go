@@ -69,7 +69,7 @@ func TestRestartKeepsDeferrals(t *testing.T) {
 	f.advance(10 * time.Second)
 	e := New(f.sources(), Options{Now: f.clock})
 	t.Cleanup(e.Close)
-	m := JobFields{Comment: w.Comment, TresPerNode: w.TresPerNode, MinNodes: 1, JobID: 77, Modify: true, Admin: true}
+	m := JobFields{Comment: w.Comment, StoredComment: w.Comment, TresPerNode: w.TresPerNode, MinNodes: 1, JobID: 77, Modify: true, Admin: true}
 	r := e.Decide(m)
 	if want := f.clock().Add(30 * time.Second).Unix(); r.Code != Rewrite || r.BeginTime != want {
 		t.Fatalf("re-decision after restart: begin %d, want %d (deferred again): %+v", r.BeginTime, want, r)
@@ -128,7 +128,7 @@ func TestTypedRedecision(t *testing.T) {
 			}
 			pol.gpu = tc.gpu
 			f.advance(2 * time.Second)
-			m := JobFields{Comment: w.Comment, TresPerNode: w.TresPerNode, MinNodes: 1, JobID: 77, Modify: true, Admin: true}
+			m := JobFields{Comment: w.Comment, StoredComment: w.Comment, TresPerNode: w.TresPerNode, MinNodes: 1, JobID: 77, Modify: true, Admin: true}
 			r := e.Decide(m)
 			if r.Code != Rewrite || r.TresPerNode != tc.wantTres || r.ReqNodes != tc.wantNode {
 				t.Fatalf("re-decision: %+v; want %s on %q", r, tc.wantTres, tc.wantNode)

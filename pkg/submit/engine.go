@@ -83,6 +83,12 @@ type JobFields struct {
 	CpusPerTres   string // --cpus-per-gpu
 	ArrayInx      string // --array; "" when the job is not an array
 	Exclusive     bool   // --exclusive in any form (job_desc shared 0, user, mcs, topo)
+
+	// StoredComment is the job's comment as slurmctld stores it now
+	// (job_ptr->comment): at job_modify the comment before the update, "" at
+	// submit. Its coscheml-id token is the only one an update may carry: a
+	// token is bound to the job it was written into, not only to its uid.
+	StoredComment string
 }
 
 // has says whether the job description carries field f.

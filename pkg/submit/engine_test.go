@@ -366,7 +366,7 @@ func TestModify(t *testing.T) {
 	f := newFixture(t, nil)
 	a := f.e.Decide(job("coscheml:app=heavy-a"))
 	m := job(a.Comment)
-	m.Modify, m.JobID = true, 55
+	m.Modify, m.JobID, m.StoredComment = true, 55, a.Comment
 	r := f.e.Decide(m)
 	// The old reservation is dropped before deciding again, so the job keeps GPU 0.
 	if r.Code != Rewrite || r.TresPerNode != "gres:shard:2" || strings.Count(r.Comment, "coscheml-id=") != 1 || !strings.Contains(logOf(r), "modify job=55") {
@@ -635,7 +635,7 @@ func TestWaitDeferral(t *testing.T) {
 				f.advance(16 * time.Minute) // past the reservation TTL: the GPU is idle
 				f.e.Reload()
 			}
-			m := JobFields{Comment: w.Comment, TresPerNode: w.TresPerNode, UserID: 0, Admin: true, MinNodes: 1, JobID: 77, Modify: true, BeginTime: tc.modifyBegin} // the re-decide loop: root (the shim sets Admin)
+			m := JobFields{Comment: w.Comment, StoredComment: w.Comment, TresPerNode: w.TresPerNode, UserID: 0, Admin: true, MinNodes: 1, JobID: 77, Modify: true, BeginTime: tc.modifyBegin} // the re-decide loop: root (the shim sets Admin)
 			r := f.e.Decide(m)
 			if r.Code != Rewrite {
 				t.Fatalf("re-decision: %+v", r)

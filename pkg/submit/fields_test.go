@@ -254,7 +254,7 @@ func TestDrainedPinMoves(t *testing.T) {
 			}
 			f.e.poll.states.Store(&nodeStates{down: down, at: f.now})
 			m := job(a.Comment)
-			m.Modify, m.JobID = true, 77
+			m.Modify, m.JobID, m.StoredComment = true, 77, a.Comment
 			r := f.e.Decide(m)
 			if r.Code != Rewrite || r.ReqNodes != tc.wantNode || (r.Replace&ClearReqNodes != 0) != tc.wantClear {
 				t.Fatalf("re-decision: %+v", r)
@@ -286,7 +286,7 @@ func TestModifyKeepsJobOptions(t *testing.T) {
 				t.Fatalf("submit: %+v", a)
 			}
 			m := job(a.Comment)
-			m.Modify, m.JobID = true, 78
+			m.Modify, m.JobID, m.StoredComment = true, 78, a.Comment
 			m.Set = FieldComment | FieldTres
 			if tc.update != nil {
 				tc.update(&m)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,11 +86,13 @@ func TestForgedDecisionIDs(t *testing.T) {
 		{"an admin's update (the re-decide loop) with the job's token", func(id, tok string) JobFields {
 			j := job("coscheml:app=heavy-a " + tok)
 			j.UserID, j.SubmitUID, j.Admin, j.Modify, j.JobID = 0, 0, true, true, 56
+			j.StoredComment = "coscheml:app=heavy-a " + tok
 			return j
 		}, false, false},
 		{"the job's own update (same user, its token)", func(id, tok string) JobFields {
 			j := job("coscheml:app=heavy-a " + tok)
 			j.UserID, j.Modify, j.JobID = victimUID, true, 55
+			j.StoredComment = "coscheml:app=heavy-a " + tok
 			return j
 		}, false, false},
 	}
@@ -238,22 +241,33 @@ func TestDecisionKeyFile(t *testing.T) {
 }
 
 // FuzzScreen: whatever a user writes in a comment, no coscheml-id token survives
-// a submission, at job_modify only a token signed for that uid (and job) does, and
-// the other words are kept in order.
+// a submission; at job_modify only the job's own token does (the first of its
+// stored comment, signed for that uid and job), once, and only in a comment
+// within the length limit; the other words are kept in order.
 func FuzzScreen(f *testing.F) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	good := comment.FormatToken(signID(key, "mx2uzeo0-1f", 2, 1000, ""), 2)
+	other := comment.FormatToken(signID(key, "mx2uzeo0-1g", 2, 1000, ""), 2)
 	for _, s := range []string{"", "coscheml:app=a", "coscheml:app=a " + good, good + " " + good, "x coscheml-id=mx-1:2 y",
-		"coscheml-id=", "coscheml-id=a:b:c", "\tcoscheml-id=\x00:1\n" + good} {
-		f.Add(s, false, uint32(1000))
-		f.Add(s, true, uint32(1000))
-		f.Add(s, true, uint32(1001))
+		"coscheml-id=", "coscheml-id=a:b:c", "\tcoscheml-id=\x00:1\n" + good, other + " " + good,
+		strings.Repeat("a "+good+"\u3000x"+other+" ", 40)} {
+		for _, stored := range []string{"", "coscheml:app=a " + good, "x" + good + " " + other} {
+			f.Add(s, stored, false, uint32(1000))
+			f.Add(s, stored, true, uint32(1000))
+			f.Add(s, stored, true, uint32(1001))
+		}
 	}
-	f.Fuzz(func(t *testing.T, c string, modify bool, uid uint32) {
-		j := JobFields{Comment: c, Modify: modify, UserID: uid, JobID: 77}
-		clean, prev, stripped := screen(j, key, false)
-		if !stripped && clean != c {
-			t.Fatalf("comment changed without a removed token: %q -> %q", c, clean)
+	f.Fuzz(func(t *testing.T, c, stored string, modify bool, uid uint32) {
+		j := JobFields{Comment: c, StoredComment: stored, Modify: modify, UserID: uid, JobID: 77}
+		s := screen(j, key, false)
+		if !s.stripped && s.comment != c {
+			t.Fatalf("comment changed without a removed token: %q -> %q", c, s.comment)
+		}
+		if s.own != "" {
+			d := comment.ParseComment(s.own)
+			if !modify || d.DecisionID != s.prevID || !slices.Contains(strings.Fields(stored), s.own) || !verifyID(key, d.DecisionID, d.Shards, uid, "77") {
+				t.Fatalf("own token %q counts (modify %v, uid %d, stored %q)", s.own, modify, uid, stored)
+			}
 		}
 		var others []string
 		for _, w := range strings.Fields(c) {
@@ -262,18 +276,18 @@ func FuzzScreen(f *testing.F) {
 			}
 		}
 		var kept []string
-		for _, w := range strings.Fields(clean) {
+		tokens := 0
+		for _, w := range strings.Fields(s.comment) {
 			if strings.HasPrefix(w, tokenPrefix) {
-				d := comment.ParseComment(w)
-				if !modify || d.DecisionID != prev || !verifyID(key, d.DecisionID, d.Shards, uid, "77") {
-					t.Fatalf("token %q kept (modify %v, uid %d, prev %q)", w, modify, uid, prev)
+				if tokens++; w != s.own || tokens > 1 || len(c) > comment.MaxCommentLen {
+					t.Fatalf("token %q kept (modify %v, uid %d, own %q)", w, modify, uid, s.own)
 				}
 				continue
 			}
 			kept = append(kept, w)
 		}
 		if strings.Join(kept, " ") != strings.Join(others, " ") {
-			t.Fatalf("other words changed: %q -> %q", c, clean)
+			t.Fatalf("other words changed: %q -> %q", c, s.comment)
 		}
 	})
 }

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/coscheml/coscheml/pkg/comment"
 	"github.com/coscheml/coscheml/pkg/safeopen"
@@ -23,7 +25,9 @@ import (
 // uid and, for ids issued by job_modify, the job id, under the controller's
 // decision key. Comments are world-readable (`squeue -o %k`), so an id alone
 // proves nothing; only an id this controller issued for this uid (and job)
-// counts. The plugin removes every other coscheml-id token from a comment, so
+// counts, and at job_modify only the token the job's own stored comment
+// carries: the same user's token of another job is no key to that job's
+// reservation. The plugin removes every other coscheml-id token from a comment, so
 // what slurmd hands the Prolog carries only tokens the plugin wrote for that
 // job: the node hooks need no key (docs/slurm-integration.md).
 
@@ -48,6 +52,7 @@ func appendMAC(b, key, base []byte, shards int, uid uint32, jobID string) []byte
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.setKeyLocked(key)
+	m.computed++
 	// The inner hash's input, the key's inner pad and then the message, is
 	// built in the cache's buffer (no allocation once it has grown).
 	msg := append(m.inner[:0], m.ipad[:]...)
@@ -79,6 +84,16 @@ type macCache struct {
 	ipad  [sha256.BlockSize]byte
 	inner []byte                               // ipad and the message (reused)
 	outer [sha256.BlockSize + sha256.Size]byte // opad and the inner sum
+	// computed counts the MACs computed, so tests can bound the work a
+	// hostile comment causes.
+	computed uint64
+}
+
+// macsComputed is how many MACs were computed so far.
+func macsComputed() uint64 {
+	macs.mu.Lock()
+	defer macs.mu.Unlock()
+	return macs.computed
 }
 
 // setKeyLocked computes key's pads unless they are the cached ones.
@@ -127,19 +142,35 @@ func verifyID(key []byte, id string, shards int, uid uint32, jobID string) bool 
 
 // screen removes from j's comment every coscheml-id token the plugin did not
 // issue for this job. At submit no token counts (a new job has no earlier
-// decision); at job_modify a token counts when it verifies with key for j's uid
-// (and job), or, from an admin (root or SlurmUser: the re-decide loop's
-// `scontrol update`, whose uid is not the job's), when it is well-formed. It
-// returns the comment to decide on, the id of the earlier decision that counts
-// ("" when none), and whether a token was removed (then the stored comment must
-// be replaced by the cleaned one).
-func screen(j JobFields, key []byte, admin bool) (clean, prevID string, stripped bool) {
-	if !strings.Contains(j.Comment, tokenPrefix) {
-		return j.Comment, "", false
+// decision). At job_modify the one token that counts is the job's own: the
+// first token of its stored comment (what slurmctld holds for this job, so a
+// token copied from another job of the same user never matches), when it
+// verifies with key for j's uid (and job), or, from an admin (root or
+// SlurmUser: the re-decide loop's `scontrol update`, whose uid is not the
+// job's), when it is well-formed; for an administrator's update of a job
+// without a stored comment, the update's first well-formed token. The update's comment may repeat that token
+// once; every other token word is removed. A comment longer than
+// comment.MaxCommentLen has all its tokens removed unread, so a long comment
+// costs no token parsing or MAC: at most the stored token is verified, once.
+func screen(j JobFields, key []byte, admin bool) (s screened) {
+	s.comment = j.Comment
+	switch {
+	case j.Modify && admin && j.StoredComment == "" && len(j.Comment) <= comment.MaxCommentLen:
+		// An administrator's update of a job with no stored comment (or from
+		// a shim that does not pass it): the update's first well-formed
+		// token counts, as the re-decide loop's always carries the job's own.
+		s.own, s.prevID = firstToken(j.Comment)
+	case j.Modify:
+		s.own, s.prevID = ownToken(j, key, admin)
 	}
-	jobID := ""
-	if j.JobID != 0 && j.JobID != NoVal {
-		jobID = strconv.FormatUint(uint64(j.JobID), 10)
+	if !strings.Contains(j.Comment, tokenPrefix) {
+		return s
+	}
+	// The length limit comes first: no word of an overlong comment is read
+	// as a token, and its tokens go in one pass without splitting it.
+	if len(j.Comment) > comment.MaxCommentLen {
+		s.comment, s.stripped = stripTokenWords(j.Comment)
+		return s
 	}
 	words := strings.Fields(j.Comment)
 	kept := words[:0:0]
@@ -148,20 +179,133 @@ func screen(j JobFields, key []byte, admin bool) (clean, prevID string, stripped
 			kept = append(kept, w)
 			continue
 		}
-		if j.Modify && prevID == "" {
-			d := comment.ParseComment(w)
-			if d.Err == nil && d.DecisionID != "" && (admin || verifyID(key, d.DecisionID, d.Shards, j.UserID, jobID)) {
-				prevID = d.DecisionID
-				kept = append(kept, w)
-				continue
-			}
+		if s.own != "" && w == s.own && !s.ownKept {
+			s.ownKept = true
+			kept = append(kept, w)
+			continue
 		}
-		stripped = true
+		s.stripped = true
 	}
-	if !stripped {
-		return j.Comment, prevID, false
+	if s.stripped {
+		s.comment = strings.Join(kept, " ")
 	}
-	return strings.Join(kept, " "), prevID, true
+	return s
+}
+
+// stripTokenWords removes every word of c that starts with the token prefix,
+// leaving the rest of c as it is; ok says whether one was removed.
+func stripTokenWords(c string) (string, bool) {
+	var b strings.Builder
+	removed := false
+	for rest := c; ; {
+		i := strings.Index(rest, tokenPrefix)
+		if i < 0 {
+			if !removed {
+				return c, false
+			}
+			b.WriteString(rest)
+			return b.String(), true
+		}
+		if r, _ := utf8.DecodeLastRuneInString(rest[:i]); i > 0 && !unicode.IsSpace(r) {
+			if removed {
+				b.WriteString(rest[:i+1])
+			}
+			rest = rest[i+1:]
+			continue
+		}
+		if !removed {
+			b.Grow(len(c))
+			b.WriteString(c[:len(c)-len(rest)])
+			removed = true
+		}
+		b.WriteString(rest[:i])
+		end := wordEnd(rest, i+len(tokenPrefix))
+		if end == len(rest) {
+			return b.String(), true
+		}
+		rest = rest[end:]
+	}
+}
+
+// wordEnd is the index of the first white space in s from i on (as
+// strings.Fields splits), len(s) when none; ASCII is read byte by byte.
+func wordEnd(s string, i int) int {
+	for i < len(s) {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if asciiSpace[c] {
+				return i
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if unicode.IsSpace(r) {
+			return i
+		}
+		i += size
+	}
+	return i
+}
+
+var asciiSpace = [utf8.RuneSelf]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
+
+// screened is what screen makes of a comment.
+type screened struct {
+	comment string // the comment to decide on
+	own     string // the job's own token word ("" when none counts)
+	prevID  string // the id of the job's earlier decision, from own
+	ownKept bool   // comment still holds own
+	// stripped: a token was removed (the stored comment must be replaced
+	// by the cleaned one).
+	stripped bool
+}
+
+// firstToken is the first well-formed token word of c and its decision id.
+func firstToken(c string) (word, id string) {
+	for _, w := range strings.Fields(c) {
+		if !strings.HasPrefix(w, tokenPrefix) {
+			continue
+		}
+		if d := comment.ParseComment(w); d.Err == nil && d.DecisionID != "" {
+			return w, d.DecisionID
+		}
+	}
+	return "", ""
+}
+
+// ownToken is the token word of j's stored comment and its decision id, when
+// the token counts for this update (see screen); "" otherwise.
+func ownToken(j JobFields, key []byte, admin bool) (word, id string) {
+	// The first token that starts a word (ParseComment's "first wins").
+	for rest, at := j.StoredComment, 0; ; {
+		i := strings.Index(rest, tokenPrefix)
+		if i < 0 {
+			return "", ""
+		}
+		if at+i == 0 || unicode.IsSpace(rune(j.StoredComment[at+i-1])) {
+			word = rest[i:]
+			break
+		}
+		rest, at = rest[i+1:], at+i+1
+	}
+	if end := strings.IndexFunc(word, unicode.IsSpace); end >= 0 {
+		word = word[:end]
+	}
+	d := comment.ParseComment(word)
+	if d.Err != nil || d.DecisionID == "" {
+		return "", ""
+	}
+	if !admin {
+		jobID := ""
+		if j.JobID != 0 && j.JobID != NoVal {
+			jobID = strconv.FormatUint(uint64(j.JobID), 10)
+		}
+		if !verifyID(key, d.DecisionID, d.Shards, j.UserID, jobID) {
+			return "", ""
+		}
+	}
+	return word, d.DecisionID
 }
 
 const tokenPrefix = "coscheml-id="
@@ -170,11 +314,11 @@ const tokenPrefix = "coscheml-id="
 // when no engine is there to verify one (every job passes through, but no
 // user-written token may reach the Prolog). ok is false when there was none.
 func StripTokens(j JobFields) (Result, bool) {
-	clean, _, stripped := screen(JobFields{Comment: j.Comment}, nil, false)
-	if !stripped {
+	s := screen(JobFields{Comment: j.Comment}, nil, false)
+	if !s.stripped {
 		return Result{}, false
 	}
-	return Result{Code: Rewrite, Comment: clean,
+	return Result{Code: Rewrite, Comment: s.comment,
 		Log: "removed a coscheml-id token the plugin did not issue from the comment of uid " + strconv.FormatUint(uint64(j.UserID), 10)}, true
 }
 

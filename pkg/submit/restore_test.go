@@ -49,7 +49,7 @@ func TestRestartKeepsReservations(t *testing.T) {
 		// The restored reservation is still the victim's alone: another user's
 		// token does not drop it, the job's own update does.
 		own := job(a.Comment)
-		own.Modify, own.JobID = true, 61
+		own.Modify, own.JobID, own.StoredComment = true, 61, a.Comment
 		if r := e.Decide(own); !strings.Contains(logOf(r), "modify job=61") {
 			t.Fatalf("own update after restart: %+v", r)
 		}
