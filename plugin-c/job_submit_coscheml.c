@@ -307,12 +307,56 @@ static uint32_t job_id_of(const job_desc_msg_t *job_desc)
 	return job_id == 0 ? NO_VAL : job_id;
 }
 
+/* user_id may be unset (NO_VAL) on some paths: fall back to the submitter. */
+static uint32_t user_of(const job_desc_msg_t *job_desc, uint32_t submit_uid)
+{
+	return job_desc->user_id == NO_VAL ? submit_uid : job_desc->user_id;
+}
+
 /*
- * Ask the library and apply its answer to job_desc. Returns the Slurm error
- * code; *user_msg receives a malloc'ed message for the user (or NULL).
+ * sbatch leaves min_nodes at NO_VAL unless -N is given; Slurm later makes
+ * that 1, so hand the library Slurm's own default.
  */
-static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
-		  char **user_msg)
+static uint32_t min_nodes_of(const job_desc_msg_t *job_desc)
+{
+	return job_desc->min_nodes == NO_VAL ? 1 : job_desc->min_nodes;
+}
+
+/* COSCHEML_SET_* (which fields job_desc carries) | COSCHEML_ADMIN. */
+static uint32_t flags_of(const job_desc_msg_t *job_desc, uint32_t submit_uid)
+{
+	uint32_t flags = (job_desc->comment ? COSCHEML_SET_COMMENT : 0) |
+			 (job_desc->tres_per_node ? COSCHEML_SET_TRES : 0) |
+			 (job_desc->partition ? COSCHEML_SET_PARTITION : 0) |
+			 (job_desc->req_nodes ? COSCHEML_SET_REQ_NODES : 0) |
+			 (job_desc->exc_nodes ? COSCHEML_SET_EXC_NODES : 0);
+
+	/*
+	 * Slurm's operators as slurmctld itself checks them first: root and
+	 * SlurmUser. (AdminLevel from the accounting database would need the
+	 * association lock inside job_submit; the library reads admin_users.)
+	 */
+	if (submit_uid == 0 ||
+	    (lib.conf && submit_uid == lib.conf->slurm_user_id))
+		flags |= COSCHEML_ADMIN;
+	return flags;
+}
+
+/* --exclusive in any form: job_desc shared 0, user, mcs or topo. */
+static uint32_t exclusive_of(const job_desc_msg_t *job_desc)
+{
+	return job_desc->shared != NO_VAL16 &&
+	       job_desc->shared != JOB_SHARED_OK &&
+	       job_desc->shared != INFINITE16;
+}
+
+/*
+ * Ask the library and apply its answer to job_desc. job_ptr: slurmctld's
+ * record of the job at job_modify, NULL at job_submit. Returns the Slurm
+ * error code; *user_msg receives a malloc'ed message for the user (or NULL).
+ */
+static int decide(bool modify, job_desc_msg_t *job_desc, void *job_ptr,
+		  uint32_t submit_uid, char **user_msg)
 {
 	struct coscheml_job job;
 	struct coscheml_answer ans;
@@ -325,49 +369,12 @@ static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
 
 	memset(&job, 0, sizeof(job));
 	memset(&ans, 0, sizeof(ans));
-	job.size = sizeof(job);
 	ans.size = sizeof(ans);
-	job.modify = modify ? 1 : 0;
-	job.comment = job_desc->comment;
-	job.tres_per_node = job_desc->tres_per_node;
-	job.partition = job_desc->partition;
-	/* user_id may be unset (NO_VAL) on some paths: fall back to the submitter. */
-	job.user_id = (job_desc->user_id == NO_VAL) ? submit_uid : job_desc->user_id;
-	/*
-	 * sbatch leaves min_nodes at NO_VAL unless -N is given; Slurm later
-	 * makes that 1, so hand the library Slurm's own default.
-	 */
-	job.min_nodes = (job_desc->min_nodes == NO_VAL) ? 1 : job_desc->min_nodes;
-	job.max_nodes = job_desc->max_nodes;
-	job.time_limit = job_desc->time_limit;
-	job.job_id = job_id_of(job_desc);
-	job.begin_time = (int64_t)job_desc->begin_time;
-	job.req_nodes = job_desc->req_nodes;
-	job.exc_nodes = job_desc->exc_nodes;
-	job.submit_uid = submit_uid;
-	job.flags = (job_desc->comment ? COSCHEML_SET_COMMENT : 0) |
-		    (job_desc->tres_per_node ? COSCHEML_SET_TRES : 0) |
-		    (job_desc->partition ? COSCHEML_SET_PARTITION : 0) |
-		    (job_desc->req_nodes ? COSCHEML_SET_REQ_NODES : 0) |
-		    (job_desc->exc_nodes ? COSCHEML_SET_EXC_NODES : 0);
-	/*
-	 * Slurm's operators as slurmctld itself checks them first: root and
-	 * SlurmUser. (AdminLevel from the accounting database would need the
-	 * association lock inside job_submit; the library reads admin_users.)
-	 */
-	if (submit_uid == 0 ||
-	    (lib.conf && submit_uid == lib.conf->slurm_user_id))
-		job.flags |= COSCHEML_ADMIN;
-	job.tres_per_job = job_desc->tres_per_job;
-	job.tres_per_task = job_desc->tres_per_task;
-	job.tres_per_socket = job_desc->tres_per_socket;
-	job.mem_per_tres = job_desc->mem_per_tres;
-	job.cpus_per_tres = job_desc->cpus_per_tres;
-	job.array_inx = job_desc->array_inx;
-	job.num_tasks = job_desc->num_tasks;
-	job.exclusive = job_desc->shared != NO_VAL16 &&
-			job_desc->shared != JOB_SHARED_OK &&
-			job_desc->shared != INFINITE16;
+	(void)job_ptr;
+	/* Each field from where coscheml_abi.h's list says. */
+#define FILL_(kind, name, go, from) job.name = (from);
+	COSCHEML_JOB_FIELDS(FILL_)
+#undef FILL_
 
 	answer = lib.decide(&job, &ans);
 
@@ -417,21 +424,14 @@ static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
 		ans.user_msg = NULL;
 	}
 
-	free(ans.tres_per_node);
-	free(ans.req_nodes);
-	free(ans.comment);
-	free(ans.user_msg);
-	free(ans.log);
-	free(ans.tres_per_job);
-	free(ans.tres_per_task);
-	free(ans.decision_line);
+	coscheml_answer_free(&ans);
 	return rc;
 }
 
 int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid, char **err_msg)
 {
 	char *user_msg = NULL;
-	int rc = decide(false, job_desc, submit_uid, &user_msg);
+	int rc = decide(false, job_desc, NULL, submit_uid, &user_msg);
 
 	/*
 	 * On success a message is a warning the user still sees ("accepted
@@ -450,9 +450,8 @@ int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid,
 	       char **err_msg)
 {
 	char *user_msg = NULL;
-	int rc = decide(true, job_desc, submit_uid, &user_msg);
+	int rc = decide(true, job_desc, job_ptr, submit_uid, &user_msg);
 
-	(void)job_ptr;
 	if (user_msg && err_msg) {
 		slurm_xfree((void **)err_msg);
 		*err_msg = slurm_xstrdup(user_msg);
@@ -465,9 +464,8 @@ int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid,
 int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid)
 {
 	char *user_msg = NULL;
-	int rc = decide(true, job_desc, submit_uid, &user_msg);
+	int rc = decide(true, job_desc, job_ptr, submit_uid, &user_msg);
 
-	(void)job_ptr;
 	if (user_msg) {
 		slurm_info("%s: job %" PRIu32 " update: %s", plugin_type,
 			   job_id_of(job_desc), user_msg);

@@ -1,0 +1,263 @@
+// Command abigen writes cmd/libcoscheml's Go side of the C interface
+// (abi_gen.go) from the field lists of plugin-c/coscheml_abi.h
+// (COSCHEML_JOB_FIELDS, COSCHEML_ANSWER_FIELDS), so that a field is named in
+// one list only. Run by `go generate ./cmd/libcoscheml`; a test reruns it and
+// fails when the checked-in file differs.
+//
+//	go run ./internal/abigen -header ../../plugin-c/coscheml_abi.h -out abi_gen.go
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"go/format"
+	"os"
+	"regexp"
+	"strings"
+)
+
+func main() {
+	header := flag.String("header", "../../plugin-c/coscheml_abi.h", "the C interface's header")
+	out := flag.String("out", "abi_gen.go", "the Go file to write")
+	flag.Parse()
+	if err := run(*header, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "abigen:", err)
+		os.Exit(1)
+	}
+}
+
+func run(header, out string) error {
+	src, err := os.ReadFile(header)
+	if err != nil {
+		return fmt.Errorf("reading the header: %w", err)
+	}
+	job, err := parseList(string(src), "COSCHEML_JOB_FIELDS", 4)
+	if err != nil {
+		return err
+	}
+	ans, err := parseList(string(src), "COSCHEML_ANSWER_FIELDS", 5)
+	if err != nil {
+		return err
+	}
+	code, err := generate(job, ans)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, code, 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
+	return nil
+}
+
+// field is one X(...) entry of a list: kind, C name, Go name, and for the
+// answer the Go conversion and when it is carried.
+type field struct {
+	kind, name, goName, conv, when string
+}
+
+var (
+	cIdent  = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+	goIdent = regexp.MustCompile(`^(_|[A-Za-z][A-Za-z0-9]*)$`)
+	kinds   = map[string]bool{"STR": true, "U32": true, "I64": true, "BOOL": true, "META": true}
+)
+
+// parseList reads the entries of "#define name(X) \ ..." (comments dropped,
+// continuation lines joined); each X(...) has nargs arguments, the last of
+// which may hold parentheses and commas of its own.
+func parseList(src, name string, nargs int) ([]field, error) {
+	start := strings.Index(src, "#define "+name+"(X)")
+	if start < 0 {
+		return nil, fmt.Errorf("%s: not defined in the header", name)
+	}
+	var body strings.Builder
+	for _, line := range strings.Split(src[start:], "\n") {
+		cont := strings.HasSuffix(strings.TrimRight(line, " \t"), "\\")
+		body.WriteString(strings.TrimSuffix(strings.TrimRight(line, " \t"), "\\"))
+		body.WriteByte(' ')
+		if !cont {
+			break
+		}
+	}
+	text := regexp.MustCompile(`(?s)/\*.*?\*/`).ReplaceAllString(body.String(), " ")
+	text = strings.TrimPrefix(strings.TrimSpace(text), "#define "+name+"(X)")
+	var fields []field
+	seen := map[string]bool{}
+	for {
+		text = strings.TrimSpace(text)
+		if text == "" {
+			break
+		}
+		if !strings.HasPrefix(text, "X(") {
+			return nil, fmt.Errorf("%s: want X(...), found %.40q", name, text)
+		}
+		args, rest, err := splitArgs(text[len("X("):])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		text = rest
+		if len(args) != nargs {
+			return nil, fmt.Errorf("%s: X(%s): %d arguments, want %d", name, strings.Join(args, ", "), len(args), nargs)
+		}
+		f := field{kind: args[0], name: args[1], goName: args[2]}
+		if nargs == 5 {
+			f.conv, f.when = args[3], args[4]
+		}
+		switch {
+		case !kinds[f.kind]:
+			return nil, fmt.Errorf("%s: %s: unknown kind %q", name, f.name, f.kind)
+		case !cIdent.MatchString(f.name) || seen[f.name]:
+			return nil, fmt.Errorf("%s: bad or repeated field name %q", name, f.name)
+		case !goIdent.MatchString(f.goName) || (f.goName == "_") != (f.kind == "META"):
+			return nil, fmt.Errorf("%s: %s: Go name %q (_ exactly for META)", name, f.name, f.goName)
+		case nargs == 5 && !goIdent.MatchString(f.conv):
+			return nil, fmt.Errorf("%s: %s: conversion %q", name, f.name, f.conv)
+		case nargs == 5 && f.when != "ALWAYS" && f.when != "REWRITE":
+			return nil, fmt.Errorf("%s: %s: when %q (ALWAYS or REWRITE)", name, f.name, f.when)
+		case nargs == 5 && f.kind == "STR" && f.conv != "_":
+			return nil, fmt.Errorf("%s: %s: a string takes no conversion", name, f.name)
+		}
+		seen[f.name] = true
+		fields = append(fields, f)
+	}
+	if len(fields) == 0 || fields[0].name != "size" {
+		return nil, fmt.Errorf("%s: the first field must be size", name)
+	}
+	return fields, nil
+}
+
+// splitArgs splits "a, b, f(c, d)) rest" into its arguments and what follows
+// the closing parenthesis.
+func splitArgs(s string) (args []string, rest string, err error) {
+	depth, from := 0, 0
+	for i, c := range s {
+		switch c {
+		case '(':
+			depth++
+		case ',', ')':
+			if depth > 0 {
+				if c == ')' {
+					depth--
+				}
+				continue
+			}
+			args = append(args, strings.TrimSpace(s[from:i]))
+			from = i + 1
+			if c == ')' {
+				return args, s[i+1:], nil
+			}
+		}
+	}
+	return nil, "", fmt.Errorf("unclosed X(%.40q", s)
+}
+
+// generate writes abi_gen.go.
+func generate(job, ans []field) ([]byte, error) {
+	var b bytes.Buffer
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p(`// Code generated by abigen from plugin-c/coscheml_abi.h; DO NOT EDIT.
+
+package main
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../plugin-c
+#include "coscheml_abi.h"
+#include "queue.h"
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"github.com/coscheml/coscheml/pkg/submit"
+)
+
+// jobFields copies job's fields into a submit.JobFields (its META fields,
+// size and flags, are the caller's). job holds all of them: a shorter job
+// was copied into a full one first.
+func jobFields(job *C.struct_coscheml_job) submit.JobFields {
+	return submit.JobFields{
+`)
+	var listed []string
+	for _, f := range job {
+		var v string
+		switch f.kind {
+		case "META":
+			continue
+		case "STR":
+			v = "goString(job." + f.name + ")"
+		case "U32":
+			v = "uint32(job." + f.name + ")"
+		case "I64":
+			v = "int64(job." + f.name + ")"
+		case "BOOL":
+			v = "job." + f.name + " != 0"
+		}
+		p("\t\t%s: %s,\n", f.goName, v)
+		listed = append(listed, fmt.Sprintf("%q", f.goName))
+	}
+	p("\t}\n}\n\n")
+	p("// listedJobFields are the submit.JobFields fields that jobFields fills.\n")
+	p("var listedJobFields = []string{%s}\n\n", strings.Join(listed, ", "))
+
+	p(`// answerOf is res as an answer: its strings in CQ_ANS_* order and its
+// numbers; the REWRITE fields only when res.Code is submit.Rewrite.
+func answerOf(res submit.Result) (a answer) {
+	a.code = C.int(res.Code)
+`)
+	set := func(f field) {
+		var v string
+		switch {
+		case f.kind == "STR":
+			p("\ta.strs[C.CQ_ANS_%s] = res.%s\n", f.name, f.goName)
+			return
+		case f.conv != "_":
+			v = f.conv + "(res." + f.goName + ")"
+		case f.kind == "U32":
+			v = "C.uint32_t(res." + f.goName + ")"
+		case f.kind == "I64":
+			v = "C.int64_t(res." + f.goName + ")"
+		case f.kind == "BOOL":
+			p("\tif res.%s {\n\t\ta.num.%s = 1\n\t}\n", f.goName, f.name)
+			return
+		}
+		p("\ta.num.%s = %s\n", f.name, v)
+	}
+	for _, f := range ans {
+		if f.kind != "META" && f.when == "ALWAYS" {
+			set(f)
+		}
+	}
+	p("\tif res.Code != submit.Rewrite {\n\t\treturn a\n\t}\n")
+	for _, f := range ans {
+		if f.kind != "META" && f.when == "REWRITE" {
+			set(f)
+		}
+	}
+	p("\treturn a\n}\n\n")
+
+	p(`// answerStrs points at ans's strings in CQ_ANS_* order, nil where ans.size
+// ends before them.
+func answerStrs(ans *C.struct_coscheml_answer) (s [C.CQ_NANS]**C.char) {
+`)
+	for _, f := range ans {
+		if f.kind == "STR" {
+			p("\tif holds(ans.size, unsafe.Offsetof(ans.%[1]s), unsafe.Sizeof(ans.%[1]s)) {\n\t\ts[C.CQ_ANS_%[1]s] = &ans.%[1]s\n\t}\n", f.name)
+		}
+	}
+	p("\treturn s\n}\n\n")
+	p(`// setAnswerNums copies num's numbers into ans where ans.size holds them.
+func setAnswerNums(ans, num *C.struct_coscheml_answer) {
+`)
+	for _, f := range ans {
+		if f.kind != "STR" && f.kind != "META" {
+			p("\tif holds(ans.size, unsafe.Offsetof(ans.%[1]s), unsafe.Sizeof(ans.%[1]s)) {\n\t\tans.%[1]s = num.%[1]s\n\t}\n", f.name)
+		}
+	}
+	p("}\n")
+	code, err := format.Source(b.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("formatting the generated code: %w\n%s", err, b.Bytes())
+	}
+	return code, nil
+}
