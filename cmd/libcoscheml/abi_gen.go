@@ -15,6 +15,11 @@ import (
 	"github.com/coscheml/coscheml/pkg/submit"
 )
 
+// abiHeaderSHA256 is the hash of the C headers this package includes from
+// outside its folder: the go command does not see them, so a change to them
+// must change this file for cgo to compile the package again.
+const abiHeaderSHA256 = "4a427fd0f9107a0d3039cae83c7a79559ec8e48890fbf7058f820758a38bce43"
+
 // jobFields copies job's fields into a submit.JobFields (its META fields,
 // size and flags, are the caller's). job holds all of them: a shorter job
 // was copied into a full one first.

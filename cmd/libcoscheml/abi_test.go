@@ -21,21 +21,24 @@ import (
 // abi_gen.go must be what it writes (run `go generate ./cmd/libcoscheml`
 // after changing a field list).
 func TestABIGenerated(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "abi_gen.go")
-	cmd := exec.Command("go", "run", "./internal/abigen", "-header", "../../plugin-c/coscheml_abi.h", "-out", out)
+	dir := t.TempDir()
+	cmd := exec.Command("go", "run", "./internal/abigen", "-header", "../../plugin-c/coscheml_abi.h", "-queue", "queue.h",
+		"-out", filepath.Join(dir, "abi_gen.go"), "-cqtest", filepath.Join(dir, "cqtest_gen.go"))
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("abigen: %v\n%s", err, msg)
 	}
-	want, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile("abi_gen.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("abi_gen.go differs from what coscheml_abi.h makes: run `go generate ./cmd/libcoscheml`\n--- generated now:\n%s", want)
+	for gen, have := range map[string]string{"abi_gen.go": "abi_gen.go", "cqtest_gen.go": "internal/cqtest/abi_gen.go"} {
+		want, err := os.ReadFile(filepath.Join(dir, gen))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(have)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from what coscheml_abi.h makes: run `go generate ./cmd/libcoscheml`\n--- generated now:\n%s", have, want)
+		}
 	}
 }
 

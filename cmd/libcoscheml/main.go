@@ -45,7 +45,7 @@ var slurmVersion atomic.Uint32
 func main() {}
 
 // The Go side of the C interface's field lists (coscheml_abi.h).
-//go:generate go run ./internal/abigen -header ../../plugin-c/coscheml_abi.h -out abi_gen.go
+//go:generate go run ./internal/abigen -header ../../plugin-c/coscheml_abi.h -queue queue.h -out abi_gen.go -cqtest internal/cqtest/abi_gen.go
 
 // coscheml_abi_version is the first call the shim makes: it uses the library only
 // when this equals its own COSCHEML_ABI_VERSION (see coscheml_abi.h).

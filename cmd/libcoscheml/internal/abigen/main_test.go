@@ -58,7 +58,7 @@ func TestParseList(t *testing.T) {
 // them reaches the Go code.
 func TestGenerateFromHeader(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "abi_gen.go")
-	if err := run("../../../../plugin-c/coscheml_abi.h", out); err != nil {
+	if err := run("../../../../plugin-c/coscheml_abi.h", "../../queue.h", out, filepath.Join(t.TempDir(), "cqtest_gen.go")); err != nil {
 		t.Fatal(err)
 	}
 	code, err := os.ReadFile(out)
