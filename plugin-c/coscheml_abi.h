@@ -112,7 +112,9 @@ enum {
 	 * 0 when shared is unset (NO_VAL16) or 1 (--oversubscribe). A flag,   \
 	 * not the raw field, so that a zeroed struct means "not exclusive".   \
 	 */                                                                    \
-	X(BOOL, exclusive, Exclusive, exclusive_of(job_desc))
+	X(BOOL, exclusive, Exclusive, exclusive_of(job_desc))                  \
+	/* the comment slurmctld stores (job_modify; NULL at submit) */        \
+	X(STR, job_comment, StoredComment, stored_comment(job_ptr))
 
 /*
  * COSCHEML_ANSWER_FIELDS: the library's answer. Every string is malloc'ed

@@ -307,6 +307,66 @@ static uint32_t job_id_of(const job_desc_msg_t *job_desc)
 	return job_id == 0 ? NO_VAL : job_id;
 }
 
+/*
+ * slurmctld's job record (job_record_t) is not in Slurm's public headers: its
+ * head, up to the comment, as each series' source lays it out
+ * (src/slurmctld/slurmctld.h in 23.11, src/common/job_record.h from 24.11 on),
+ * for the series whose source was read. The magic cookie, at its place in
+ * that head, must hold JOB_MAGIC before the comment is read. For any other
+ * release the stored comment is NULL, as at submit.
+ */
+#define JOB_RECORD_MAGIC 0xf0b7392cu
+#define JOB_RECORD_SERIES(major, minor)                                        \
+	(SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(major, minor, 0) &&         \
+	 SLURM_VERSION_NUMBER < SLURM_VERSION_NUM(major, minor + 1, 0))
+#if JOB_RECORD_SERIES(23, 11) || JOB_RECORD_SERIES(24, 11) ||                  \
+	JOB_RECORD_SERIES(25, 11) || JOB_RECORD_SERIES(26, 5)
+#define JOB_RECORD_KNOWN 1
+struct job_record_head {
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+	slurm_step_id_t step_id; /* first from 25.11 on */
+#endif
+	uint32_t magic;
+	char *account;
+	char *admin_comment;
+	char *alias_list;
+	char *alloc_node;
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+	char *alloc_tls_cert;
+#endif
+	uint16_t alloc_resp_port;
+	uint32_t alloc_sid;
+	uint32_t array_job_id;
+	uint32_t array_task_id;
+	void *array_recs;
+	uint32_t assoc_id;
+	void *assoc_ptr;
+	char *batch_features;
+	uint16_t batch_flag;
+	char *batch_host;
+	double billable_tres;
+	uint64_t bit_flags;
+	char *burst_buffer;
+	char *burst_buffer_state;
+	char *clusters;
+	char *comment;
+};
+#endif
+
+/* job_ptr->comment at job_modify; NULL at submit or when unknown. */
+static const char *stored_comment(const void *job_ptr)
+{
+#ifdef JOB_RECORD_KNOWN
+	const struct job_record_head *head = job_ptr;
+
+	if (head && head->magic == JOB_RECORD_MAGIC)
+		return head->comment;
+#else
+	(void)job_ptr;
+#endif
+	return NULL;
+}
+
 /* user_id may be unset (NO_VAL) on some paths: fall back to the submitter. */
 static uint32_t user_of(const job_desc_msg_t *job_desc, uint32_t submit_uid)
 {
@@ -370,7 +430,6 @@ static int decide(bool modify, job_desc_msg_t *job_desc, void *job_ptr,
 	memset(&job, 0, sizeof(job));
 	memset(&ans, 0, sizeof(ans));
 	ans.size = sizeof(ans);
-	(void)job_ptr;
 	/* Each field from where coscheml_abi.h's list says. */
 #define FILL_(kind, name, go, from) job.name = (from);
 	COSCHEML_JOB_FIELDS(FILL_)

@@ -359,6 +359,32 @@ func TestCShim(t *testing.T) {
 		}
 	})
 
+	// The job's stored comment at job_modify, for each release: read from
+	// slurmctld's record where the shim knows its layout, NULL elsewhere, at
+	// submit, without a record and when the record's magic is wrong.
+	t.Run("stored comment", func(t *testing.T) {
+		known := map[string]bool{"23.11": true, "24.11": true, "25.11": true, "26.05": true}
+		for _, name := range names {
+			dir := t.TempDir()
+			shim, harness := build(t, sets[name], dir)
+			echo := filepath.Join(dir, "echo.so")
+			cc(t, "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-DECHO_STORED", "-I../../plugin-c", "-o", echo, "testdata/fakelib.c")
+			got := runC(t, []string{"HARNESS_STORED=1"}, harness, shim, echo, cfg)
+			series := name // "23.11.11": "23.11"; "system": unknown
+			if p := strings.Split(name, "."); len(p) >= 2 {
+				series = p[0] + "." + p[1]
+			}
+			want := map[bool]int{true: 1, false: 0}[known[series]]
+			if n := strings.Count(got, "stored=as stored"); n != want {
+				t.Errorf("%s: the stored comment reached the library %d times, want %d:\n%s", name, n, want, got)
+			}
+			if n := strings.Count(got, "stored=NULL"); n != 4-want {
+				t.Errorf("%s: %d NULL stored comments:\n%s", name, n, got)
+			}
+			wantLines(t, name, got, []string{"stored-submit rc=0 msg=stored=NULL", "end live=0"})
+		}
+	})
+
 	t.Run("asan", func(t *testing.T) {
 		probe := filepath.Join(t.TempDir(), "probe")
 		if out, err := exec.Command("sh", "-c", "echo 'int main(void){return 0;}' | gcc -fsanitize=address -x c -o "+probe+" -").CombinedOutput(); err != nil {

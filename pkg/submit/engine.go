@@ -93,6 +93,9 @@ type JobFields struct {
 	CpusPerTres   string // --cpus-per-gpu
 	ArrayInx      string // --array; "" when the job is not an array
 	Exclusive     bool   // --exclusive in any form (job_desc shared 0, user, mcs, topo)
+
+	// StoredComment is the job's comment as slurmctld stores it (job_modify only; empty at submit)
+	StoredComment string
 }
 
 // has says whether the job description carries field f.
