@@ -107,7 +107,10 @@ unit: libcoscheml
 SLURM_HEADER_SETS ?= $(CURDIR)/../shared/slurm/headers
 shim-check: libcoscheml
 	@if [ ! -d "$(SLURM_HEADER_SETS)" ]; then \
-		echo "make: SKIPPING shim-check: $(SLURM_HEADER_SETS) not found (the Slurm header sets of every release are in the developers' ../shared/slurm; make unit checks the system's headers)"; \
+		echo "make: SKIPPING shim-check: no Slurm header sets at $(SLURM_HEADER_SETS)."; \
+		echo "make: skipped: building the plugin against the public headers of each Slurm release (22.05 to 26.05) and the C harness through each build."; \
+		echo "make: the header sets are a developer resource, not part of this repository: point SLURM_HEADER_SETS at a folder of <version>/slurm/slurm.h"; \
+		echo "make: (e.g. the include/ of each release's 'make install', or /usr/include of each distribution's libslurm-dev). make unit still checks the system's headers."; \
 	else \
 		echo "== shim against $$(ls $(SLURM_HEADER_SETS) | tr '\n' ' ')"; \
 		LIBCOSCHEML_SO=$(CURDIR)/lib/libcoscheml.so COSCHEML_SLURM_HEADERS=$(SLURM_HEADER_SETS) \

@@ -308,11 +308,115 @@ static uint32_t job_id_of(const job_desc_msg_t *job_desc)
 }
 
 /*
- * Ask the library and apply its answer to job_desc. Returns the Slurm error
- * code; *user_msg receives a malloc'ed message for the user (or NULL).
+ * slurmctld's job record (job_record_t) is not in Slurm's public headers: its
+ * head, up to the comment, as each series' source lays it out
+ * (src/slurmctld/slurmctld.h in 23.11, src/common/job_record.h from 24.11 on),
+ * for the series whose source was read. The magic cookie, at its place in
+ * that head, must hold JOB_MAGIC before the comment is read. For any other
+ * release the stored comment is NULL, as at submit.
  */
-static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
-		  char **user_msg)
+#define JOB_RECORD_MAGIC 0xf0b7392cu
+#define JOB_RECORD_SERIES(major, minor)                                        \
+	(SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(major, minor, 0) &&         \
+	 SLURM_VERSION_NUMBER < SLURM_VERSION_NUM(major, minor + 1, 0))
+#if JOB_RECORD_SERIES(23, 11) || JOB_RECORD_SERIES(24, 11) ||                  \
+	JOB_RECORD_SERIES(25, 11) || JOB_RECORD_SERIES(26, 5)
+#define JOB_RECORD_KNOWN 1
+struct job_record_head {
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+	slurm_step_id_t step_id; /* first from 25.11 on */
+#endif
+	uint32_t magic;
+	char *account;
+	char *admin_comment;
+	char *alias_list;
+	char *alloc_node;
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+	char *alloc_tls_cert;
+#endif
+	uint16_t alloc_resp_port;
+	uint32_t alloc_sid;
+	uint32_t array_job_id;
+	uint32_t array_task_id;
+	void *array_recs;
+	uint32_t assoc_id;
+	void *assoc_ptr;
+	char *batch_features;
+	uint16_t batch_flag;
+	char *batch_host;
+	double billable_tres;
+	uint64_t bit_flags;
+	char *burst_buffer;
+	char *burst_buffer_state;
+	char *clusters;
+	char *comment;
+};
+#endif
+
+/* job_ptr->comment at job_modify; NULL at submit or when unknown. */
+static const char *stored_comment(const void *job_ptr)
+{
+#ifdef JOB_RECORD_KNOWN
+	const struct job_record_head *head = job_ptr;
+
+	if (head && head->magic == JOB_RECORD_MAGIC)
+		return head->comment;
+#else
+	(void)job_ptr;
+#endif
+	return NULL;
+}
+
+/* user_id may be unset (NO_VAL) on some paths: fall back to the submitter. */
+static uint32_t user_of(const job_desc_msg_t *job_desc, uint32_t submit_uid)
+{
+	return job_desc->user_id == NO_VAL ? submit_uid : job_desc->user_id;
+}
+
+/*
+ * sbatch leaves min_nodes at NO_VAL unless -N is given; Slurm later makes
+ * that 1, so hand the library Slurm's own default.
+ */
+static uint32_t min_nodes_of(const job_desc_msg_t *job_desc)
+{
+	return job_desc->min_nodes == NO_VAL ? 1 : job_desc->min_nodes;
+}
+
+/* COSCHEML_SET_* (which fields job_desc carries) | COSCHEML_ADMIN. */
+static uint32_t flags_of(const job_desc_msg_t *job_desc, uint32_t submit_uid)
+{
+	uint32_t flags = (job_desc->comment ? COSCHEML_SET_COMMENT : 0) |
+			 (job_desc->tres_per_node ? COSCHEML_SET_TRES : 0) |
+			 (job_desc->partition ? COSCHEML_SET_PARTITION : 0) |
+			 (job_desc->req_nodes ? COSCHEML_SET_REQ_NODES : 0) |
+			 (job_desc->exc_nodes ? COSCHEML_SET_EXC_NODES : 0);
+
+	/*
+	 * Slurm's operators as slurmctld itself checks them first: root and
+	 * SlurmUser. (AdminLevel from the accounting database would need the
+	 * association lock inside job_submit; the library reads admin_users.)
+	 */
+	if (submit_uid == 0 ||
+	    (lib.conf && submit_uid == lib.conf->slurm_user_id))
+		flags |= COSCHEML_ADMIN;
+	return flags;
+}
+
+/* --exclusive in any form: job_desc shared 0, user, mcs or topo. */
+static uint32_t exclusive_of(const job_desc_msg_t *job_desc)
+{
+	return job_desc->shared != NO_VAL16 &&
+	       job_desc->shared != JOB_SHARED_OK &&
+	       job_desc->shared != INFINITE16;
+}
+
+/*
+ * Ask the library and apply its answer to job_desc. job_ptr: slurmctld's
+ * record of the job at job_modify, NULL at job_submit. Returns the Slurm
+ * error code; *user_msg receives a malloc'ed message for the user (or NULL).
+ */
+static int decide(bool modify, job_desc_msg_t *job_desc, void *job_ptr,
+		  uint32_t submit_uid, char **user_msg)
 {
 	struct coscheml_job job;
 	struct coscheml_answer ans;
@@ -325,49 +429,11 @@ static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
 
 	memset(&job, 0, sizeof(job));
 	memset(&ans, 0, sizeof(ans));
-	job.size = sizeof(job);
 	ans.size = sizeof(ans);
-	job.modify = modify ? 1 : 0;
-	job.comment = job_desc->comment;
-	job.tres_per_node = job_desc->tres_per_node;
-	job.partition = job_desc->partition;
-	/* user_id may be unset (NO_VAL) on some paths: fall back to the submitter. */
-	job.user_id = (job_desc->user_id == NO_VAL) ? submit_uid : job_desc->user_id;
-	/*
-	 * sbatch leaves min_nodes at NO_VAL unless -N is given; Slurm later
-	 * makes that 1, so hand the library Slurm's own default.
-	 */
-	job.min_nodes = (job_desc->min_nodes == NO_VAL) ? 1 : job_desc->min_nodes;
-	job.max_nodes = job_desc->max_nodes;
-	job.time_limit = job_desc->time_limit;
-	job.job_id = job_id_of(job_desc);
-	job.begin_time = (int64_t)job_desc->begin_time;
-	job.req_nodes = job_desc->req_nodes;
-	job.exc_nodes = job_desc->exc_nodes;
-	job.submit_uid = submit_uid;
-	job.flags = (job_desc->comment ? COSCHEML_SET_COMMENT : 0) |
-		    (job_desc->tres_per_node ? COSCHEML_SET_TRES : 0) |
-		    (job_desc->partition ? COSCHEML_SET_PARTITION : 0) |
-		    (job_desc->req_nodes ? COSCHEML_SET_REQ_NODES : 0) |
-		    (job_desc->exc_nodes ? COSCHEML_SET_EXC_NODES : 0);
-	/*
-	 * Slurm's operators as slurmctld itself checks them first: root and
-	 * SlurmUser. (AdminLevel from the accounting database would need the
-	 * association lock inside job_submit; the library reads admin_users.)
-	 */
-	if (submit_uid == 0 ||
-	    (lib.conf && submit_uid == lib.conf->slurm_user_id))
-		job.flags |= COSCHEML_ADMIN;
-	job.tres_per_job = job_desc->tres_per_job;
-	job.tres_per_task = job_desc->tres_per_task;
-	job.tres_per_socket = job_desc->tres_per_socket;
-	job.mem_per_tres = job_desc->mem_per_tres;
-	job.cpus_per_tres = job_desc->cpus_per_tres;
-	job.array_inx = job_desc->array_inx;
-	job.num_tasks = job_desc->num_tasks;
-	job.exclusive = job_desc->shared != NO_VAL16 &&
-			job_desc->shared != JOB_SHARED_OK &&
-			job_desc->shared != INFINITE16;
+	/* Each field from where coscheml_abi.h's list says. */
+#define FILL_(kind, name, go, from) job.name = (from);
+	COSCHEML_JOB_FIELDS(FILL_)
+#undef FILL_
 
 	answer = lib.decide(&job, &ans);
 
@@ -417,21 +483,14 @@ static int decide(bool modify, job_desc_msg_t *job_desc, uint32_t submit_uid,
 		ans.user_msg = NULL;
 	}
 
-	free(ans.tres_per_node);
-	free(ans.req_nodes);
-	free(ans.comment);
-	free(ans.user_msg);
-	free(ans.log);
-	free(ans.tres_per_job);
-	free(ans.tres_per_task);
-	free(ans.decision_line);
+	coscheml_answer_free(&ans);
 	return rc;
 }
 
 int job_submit(job_desc_msg_t *job_desc, uint32_t submit_uid, char **err_msg)
 {
 	char *user_msg = NULL;
-	int rc = decide(false, job_desc, submit_uid, &user_msg);
+	int rc = decide(false, job_desc, NULL, submit_uid, &user_msg);
 
 	/*
 	 * On success a message is a warning the user still sees ("accepted
@@ -450,9 +509,8 @@ int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid,
 	       char **err_msg)
 {
 	char *user_msg = NULL;
-	int rc = decide(true, job_desc, submit_uid, &user_msg);
+	int rc = decide(true, job_desc, job_ptr, submit_uid, &user_msg);
 
-	(void)job_ptr;
 	if (user_msg && err_msg) {
 		slurm_xfree((void **)err_msg);
 		*err_msg = slurm_xstrdup(user_msg);
@@ -465,9 +523,8 @@ int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid,
 int job_modify(job_desc_msg_t *job_desc, void *job_ptr, uint32_t submit_uid)
 {
 	char *user_msg = NULL;
-	int rc = decide(true, job_desc, submit_uid, &user_msg);
+	int rc = decide(true, job_desc, job_ptr, submit_uid, &user_msg);
 
-	(void)job_ptr;
 	if (user_msg) {
 		slurm_info("%s: job %" PRIu32 " update: %s", plugin_type,
 			   job_id_of(job_desc), user_msg);

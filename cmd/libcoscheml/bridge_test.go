@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coscheml/coscheml/cmd/libcoscheml/internal/cqtest"
 	"github.com/coscheml/coscheml/pkg/comment"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/submit"
@@ -89,7 +90,7 @@ func TestPassWindowFromEngine(t *testing.T) {
 	})
 	waitOpen := func(want bool) bool {
 		for i := 0; i < 150; i++ { // the background refresh publishes every 500 ms
-			if passOpen() == want {
+			if cqtest.PassOpen() == want {
 				return true
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -105,11 +106,11 @@ func TestPassWindowFromEngine(t *testing.T) {
 	if rc, _ := initGo(writeConfig(t, "untagged: exclusive\n"), 0x160508, ""); rc != 0 {
 		t.Fatalf("init: %d (%v)", rc, engine.Load().Problems())
 	}
-	if passOpen() {
+	if cqtest.PassOpen() {
 		t.Fatal("a reconfigure left the window open")
 	}
 	time.Sleep(1200 * time.Millisecond) // two refreshes
-	if passOpen() {
+	if cqtest.PassOpen() {
 		t.Fatal("untagged: exclusive opened the window")
 	}
 	if rc, _ := initGo(writeConfig(t, ""), 0x160508, ""); rc != 0 {
@@ -119,7 +120,7 @@ func TestPassWindowFromEngine(t *testing.T) {
 		t.Fatal("back to untagged: pass: the window stays shut")
 	}
 	coscheml_fini()
-	if passOpen() {
+	if cqtest.PassOpen() {
 		t.Fatal("coscheml_fini left the window open")
 	}
 }
@@ -146,7 +147,7 @@ func TestDecideTimeout(t *testing.T) {
 		}
 		cur := 0
 		applyTimeout(&cur)
-		if got := queueTimeoutMS(); got != tc.want {
+		if got := cqtest.TimeoutMS(); got != tc.want {
 			t.Errorf("%q: the queue waits %d ms, want %d", tc.extra, got, tc.want)
 		}
 	}
@@ -211,6 +212,8 @@ func wantLines(t *testing.T, what, got string, wants []string) {
 func TestCABI(t *testing.T) {
 	so := cLibrary(t)
 	bin := filepath.Join(t.TempDir(), "abi")
+	// The structs keep interface 4's first layout (a build failure otherwise).
+	cc(t, "-Wall", "-Wextra", "-Werror", "-std=gnu11", "-o", filepath.Join(t.TempDir(), "layout"), "testdata/abi4_layout.c")
 	cc(t, "-Wall", "-Wextra", "-Werror", "-o", bin, "testdata/abi.c", "-ldl")
 	got := runC(t, nil, bin, so, writeConfig(t, "unknown_profile: reject\n"))
 	wantLines(t, "abi", got, []string{
@@ -227,6 +230,7 @@ func TestCABI(t *testing.T) {
 		"log=modify job=17 uid=1000 tag=nosuch outcome=reject",
 		"log=submit job=new uid=1000 tag=nosuch",
 		"shortjob rc=0 tres=NULL nodes=NULL msg=NULL log=the plugin passed a job of 8 bytes",
+		"abi4.0 rc=2 msg=coscheml: unknown application profile 'nosuch'",
 		"shortanswer rc=0 untouched=1",
 		"nullanswer rc=0",
 		"nulljob rc=0",
@@ -357,6 +361,32 @@ func TestCShim(t *testing.T) {
 		}
 	})
 
+	// The job's stored comment at job_modify, for each release: read from
+	// slurmctld's record where the shim knows its layout, NULL elsewhere, at
+	// submit, without a record and when the record's magic is wrong.
+	t.Run("stored comment", func(t *testing.T) {
+		known := map[string]bool{"23.11": true, "24.11": true, "25.11": true, "26.05": true}
+		for _, name := range names {
+			dir := t.TempDir()
+			shim, harness := build(t, sets[name], dir)
+			echo := filepath.Join(dir, "echo.so")
+			cc(t, "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-DECHO_STORED", "-I../../plugin-c", "-o", echo, "testdata/fakelib.c")
+			got := runC(t, []string{"HARNESS_STORED=1"}, harness, shim, echo, cfg)
+			series := name // "23.11.11": "23.11"; "system": unknown
+			if p := strings.Split(name, "."); len(p) >= 2 {
+				series = p[0] + "." + p[1]
+			}
+			want := map[bool]int{true: 1, false: 0}[known[series]]
+			if n := strings.Count(got, "stored=as stored"); n != want {
+				t.Errorf("%s: the stored comment reached the library %d times, want %d:\n%s", name, n, want, got)
+			}
+			if n := strings.Count(got, "stored=NULL"); n != 4-want {
+				t.Errorf("%s: %d NULL stored comments:\n%s", name, n, got)
+			}
+			wantLines(t, name, got, []string{"stored-submit rc=0 msg=stored=NULL", "end live=0"})
+		}
+	})
+
 	t.Run("asan", func(t *testing.T) {
 		probe := filepath.Join(t.TempDir(), "probe")
 		if out, err := exec.Command("sh", "-c", "echo 'int main(void){return 0;}' | gcc -fsanitize=address -x c -o "+probe+" -").CombinedOutput(); err != nil {
@@ -400,6 +430,7 @@ func TestCQueue(t *testing.T) {
 		"shortanswer rc=0 untouched=1",
 		"shortjob rc=0 log=worker: job of 8 bytes",
 		"nulljob rc=0 log=worker: no job",
+		"oldjob rc=1 tres=coscheml old-shim log=decided",
 		"timeout rc=0 tres=NULL log=coscheml: no decision within 50 ms, job left unchanged; jobs pass through unchanged until the decision in progress ends fast=1",
 		"stuck rc=0 tres=NULL log=NULL fast=1",
 		"recovered rc=1 tres=after",
@@ -627,7 +658,7 @@ func FuzzMentions(f *testing.F) {
 				want = true
 			}
 		}
-		if got := cMentions(s, "coscheml"); got != want {
+		if got := cqtest.Mentions(s, "coscheml"); got != want {
 			t.Fatalf("cq_mentions(%q) = %v, Go finds %v", s, got, want)
 		}
 		if d := comment.ParseComment(s); !want && d != (comment.Directive{}) {
@@ -693,13 +724,13 @@ func TestWorkerHandoff(t *testing.T) {
 		n    int // the log line's length
 	}{
 		{"short", 3},
-		{"fills the buffer", ansBuf - fixed - len("len=0000") - 1},
-		{"one byte over", ansBuf - fixed - len("len=0000")},
-		{"three buffers", 3 * ansBuf},
+		{"fills the buffer", cqtest.AnsBuf - fixed - len("len=0000") - 1},
+		{"one byte over", cqtest.AnsBuf - fixed - len("len=0000")},
+		{"three buffers", 3 * cqtest.AnsBuf},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			comment := fmt.Sprintf("coscheml len=%04d", tc.n)
-			rc, strs, begin := callDecide(comment)
+			rc, strs, begin := cqtest.Decide(comment)
 			want := [8]string{"gres/shard:2", "n1", "c " + comment, "", strings.Repeat("l", tc.n), "", "", "d"}
 			if rc != int(submit.Rewrite) || strs != want || begin != 42 {
 				t.Fatalf("rc=%d begin=%d strs=%.80q, want %.80q", rc, begin, strs, want)
@@ -707,17 +738,17 @@ func TestWorkerHandoff(t *testing.T) {
 		})
 	}
 	t.Run("panic", func(t *testing.T) {
-		rc, strs, _ := callDecide("coscheml panic")
+		rc, strs, _ := cqtest.Decide("coscheml panic")
 		if rc != int(submit.Unchanged) || !strings.Contains(strs[4], "internal error in the bridge") || strs[0] != "" {
 			t.Fatalf("rc=%d strs=%q", rc, strs)
 		}
-		if rc, _, _ := callDecide("coscheml after"); rc != int(submit.Rewrite) {
+		if rc, _, _ := cqtest.Decide("coscheml after"); rc != int(submit.Rewrite) {
 			t.Fatalf("the worker did not go on after a panic: rc=%d", rc)
 		}
 	})
 	t.Run("timeout", func(t *testing.T) {
 		start := time.Now()
-		rc, strs, _ := callDecide("coscheml slow-1")
+		rc, strs, _ := cqtest.Decide("coscheml slow-1")
 		if rc != int(submit.Unchanged) || !strings.Contains(strs[4], "no decision within 200 ms") || strs[0] != "" {
 			t.Fatalf("rc=%d strs=%q", rc, strs)
 		}
@@ -726,13 +757,13 @@ func TestWorkerHandoff(t *testing.T) {
 			t.Errorf("the timed-out call took %v", d)
 		}
 		// The worker still decides: calls pass at once, unlogged.
-		if rc, strs, _ := callDecide("coscheml during"); rc != int(submit.Unchanged) || strs != ([8]string{}) {
+		if rc, strs, _ := cqtest.Decide("coscheml during"); rc != int(submit.Unchanged) || strs != ([8]string{}) {
 			t.Fatalf("during: rc=%d strs=%q", rc, strs)
 		}
 		var rc2 int
 		for i := 0; i < 100; i++ {
 			time.Sleep(20 * time.Millisecond)
-			if rc2, _, _ = callDecide("coscheml after"); rc2 == int(submit.Rewrite) {
+			if rc2, _, _ = cqtest.Decide("coscheml after"); rc2 == int(submit.Rewrite) {
 				break
 			}
 		}
@@ -741,7 +772,7 @@ func TestWorkerHandoff(t *testing.T) {
 		}
 	})
 	t.Run("fini during a decision", func(t *testing.T) {
-		setQueueTimeout(5000)
+		cqtest.SetTimeoutMS(5000)
 		type out struct {
 			rc  int
 			d   time.Duration
@@ -749,7 +780,7 @@ func TestWorkerHandoff(t *testing.T) {
 		}
 		call := func(comment string, res chan<- out) {
 			start := time.Now()
-			rc, strs, _ := callDecide(comment)
+			rc, strs, _ := cqtest.Decide(comment)
 			res <- out{rc, time.Since(start), strs[4]}
 		}
 		inflight := make(chan out, 1)
@@ -770,7 +801,7 @@ func TestWorkerHandoff(t *testing.T) {
 			t.Errorf("the decision in progress at fini: %+v, want its answer", r)
 		}
 		// No worker now: decided on the calling thread.
-		if rc, strs, _ := callDecide("coscheml direct"); rc != int(submit.Rewrite) || strs[2] != "c coscheml direct" {
+		if rc, strs, _ := cqtest.Decide("coscheml direct"); rc != int(submit.Rewrite) || strs[2] != "c coscheml direct" {
 			t.Errorf("after fini: rc=%d strs=%q", rc, strs)
 		}
 	})
@@ -789,7 +820,10 @@ func FuzzGoString(f *testing.F) {
 		if i := strings.IndexByte(s, 0); i >= 0 {
 			want = s[:i]
 		}
-		if got := cGoString(s, int(off)); got != want {
+		p, free := cqtest.CStringAt(s, int(off))
+		got := goStringAt(p)
+		free()
+		if got != want {
 			t.Fatalf("goString at offset %d: %d bytes, want %d", off, len(got), len(want))
 		}
 	})

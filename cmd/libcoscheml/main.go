@@ -44,6 +44,9 @@ var slurmVersion atomic.Uint32
 
 func main() {}
 
+// The Go side of the C interface's field lists (coscheml_abi.h).
+//go:generate go run ./internal/abigen -header ../../plugin-c/coscheml_abi.h -queue queue.h -out abi_gen.go -cqtest internal/cqtest/abi_gen.go
+
 // coscheml_abi_version is the first call the shim makes: it uses the library only
 // when this equals its own COSCHEML_ABI_VERSION (see coscheml_abi.h).
 //
@@ -87,35 +90,36 @@ func cq_decide_go(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) C.i
 	return decideInto(job, ans)
 }
 
-// answer is one decision's answer, before it is handed to C (strs in
-// queue.h's CQ_ANS_* order; "" stays NULL).
+// answer is one decision's answer, before it is handed to C: the strings in
+// queue.h's CQ_ANS_* order ("" stays NULL), the numbers in num (its strings
+// unused).
 type answer struct {
-	code      C.int
-	strs      [C.CQ_NANS]string
-	beginTime int64
-	replace   C.uint32_t
-	level     C.uint32_t // COSCHEML_LOG_* of strs[CQ_ANS_DECISION_LINE]
+	code C.int
+	strs [C.CQ_NANS]string
+	num  C.struct_coscheml_answer
 }
+
+// holds says whether a struct of size bytes holds the field at off of n bytes.
+func holds(size C.uint32_t, off, n uintptr) bool { return off+n <= uintptr(size) }
 
 // decideInto answers job_submit (job.modify 0) and job_modify (1) on the
 // calling thread, into the caller's answer (malloc'ed strings): cq_decide_go's
 // way, while no worker runs.
 func decideInto(job *C.struct_coscheml_job, ans *C.struct_coscheml_answer) C.int {
-	// The answer is written only when the caller's struct is as large as ours;
-	// a shorter one comes from a shim of another build, which the version check
+	// Written only up to the caller's size; one shorter than interface 4's
+	// first answer comes from a shim of another build, which the version check
 	// should have stopped: fail open without touching it.
-	if ans == nil || ans.size < C.uint32_t(C.sizeof_struct_coscheml_answer) {
+	if ans == nil || ans.size < C.COSCHEML_ANSWER_SIZE_4_0 {
 		return C.int(submit.Unchanged)
 	}
 	a := decideJob(job)
-	outs := [C.CQ_NANS]**C.char{&ans.tres_per_node, &ans.req_nodes, &ans.comment, &ans.user_msg, &ans.log, &ans.tres_per_job, &ans.tres_per_task, &ans.decision_line}
-	for i, o := range outs {
-		*o = nil
-		setOut(o, a.strs[i])
+	for i, o := range answerStrs(ans) {
+		if o != nil {
+			*o = nil
+			setOut(o, a.strs[i])
+		}
 	}
-	ans.begin_time = C.int64_t(a.beginTime)
-	ans.replace = a.replace
-	ans.decision_level = a.level
+	setAnswerNums(ans, &a.num)
 	return a.code
 }
 
@@ -127,45 +131,29 @@ func decideJob(job *C.struct_coscheml_job) (a answer) {
 	defer func() {
 		if r := recover(); r != nil {
 			a = answer{code: C.int(submit.Unchanged)}
-			a.strs[C.CQ_ANS_LOG] = fmt.Sprintf("internal error in the bridge, job left unchanged: %v", r)
+			a.strs[C.CQ_ANS_log] = fmt.Sprintf("internal error in the bridge, job left unchanged: %v", r)
 		}
 	}()
-	if job == nil || job.size < C.uint32_t(C.sizeof_struct_coscheml_job) {
+	if job == nil || job.size < C.COSCHEML_JOB_SIZE_4_0 {
 		size := 0
 		if job != nil {
 			size = int(job.size)
 		}
-		a.strs[C.CQ_ANS_LOG] = fmt.Sprintf("the plugin passed a job of %d bytes, this library needs %d: "+
+		a.strs[C.CQ_ANS_log] = fmt.Sprintf("the plugin passed a job of %d bytes, this library needs at least %d: "+
 			"install libcoscheml.so and job_submit_coscheml.so from the same build; job left unchanged",
-			size, C.sizeof_struct_coscheml_job)
+			size, C.COSCHEML_JOB_SIZE_4_0)
 		return a
 	}
-	j := submit.JobFields{
-		Comment: goString(job.comment), TresPerNode: goString(job.tres_per_node), Partition: goString(job.partition),
-		UserID: uint32(job.user_id), MinNodes: uint32(job.min_nodes), MaxNodes: uint32(job.max_nodes),
-		TimeLimit: uint32(job.time_limit), JobID: uint32(job.job_id), Modify: job.modify != 0,
-		BeginTime: int64(job.begin_time),
-		ReqNodes:  goString(job.req_nodes), ExcNodes: goString(job.exc_nodes), SubmitUID: uint32(job.submit_uid),
-		Set: fieldSet(uint32(job.flags)), Admin: uint32(job.flags)&C.COSCHEML_ADMIN != 0,
-		TresPerJob: goString(job.tres_per_job), TresPerTask: goString(job.tres_per_task), TresPerSocket: goString(job.tres_per_socket),
-		MemPerTres: goString(job.mem_per_tres), CpusPerTres: goString(job.cpus_per_tres), ArrayInx: goString(job.array_inx),
-		NumTasks: uint32(job.num_tasks), Exclusive: job.exclusive != 0,
+	if job.size < C.sizeof_struct_coscheml_job {
+		// A shim of an earlier build of this interface: the fields it lacks
+		// are zero and NULL (never read past its size).
+		var full C.struct_coscheml_job
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&full)), job.size), unsafe.Slice((*byte)(unsafe.Pointer(job)), job.size))
+		job = &full
 	}
-	res := decideGo(j)
-	a.strs[C.CQ_ANS_LOG] = res.Log
-	a.strs[C.CQ_ANS_DECISION_LINE], a.level = res.Line, logLevel(res.LineLevel)
-	a.strs[C.CQ_ANS_USER_MSG] = res.UserMsg
-	if res.Code == submit.Rewrite {
-		a.strs[C.CQ_ANS_TRES_PER_NODE] = res.TresPerNode
-		a.strs[C.CQ_ANS_REQ_NODES] = res.ReqNodes
-		a.strs[C.CQ_ANS_COMMENT] = res.Comment
-		a.beginTime = res.BeginTime
-		a.strs[C.CQ_ANS_TRES_PER_JOB] = res.TresPerJob
-		a.strs[C.CQ_ANS_TRES_PER_TASK] = res.TresPerTask
-		a.replace = replaceBits(res.Replace)
-	}
-	a.code = C.int(res.Code)
-	return a
+	j := jobFields(job)
+	j.Set, j.Admin = fieldSet(uint32(job.flags)), uint32(job.flags)&C.COSCHEML_ADMIN != 0
+	return answerOf(decideGo(j))
 }
 
 //export coscheml_reconfigure
@@ -227,6 +215,10 @@ func goString(p *C.char) string {
 	}
 	return string(unsafe.Slice((*byte)(unsafe.Pointer(p)), cStrLen(unsafe.Pointer(p), maxInput)))
 }
+
+// goStringAt is goString of the C string at p (for tests, which cannot name
+// C types).
+func goStringAt(p unsafe.Pointer) string { return goString((*C.char)(p)) }
 
 // cStrLen is strnlen(p, limit). It scans one page at a time: memory is mapped
 // in whole pages, so no read passes the page that holds the string's end,

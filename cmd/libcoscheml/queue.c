@@ -115,7 +115,7 @@ static int cq_passes(const struct coscheml_job *job)
 {
 	int64_t until = __atomic_load_n(&cq_pass_until, __ATOMIC_ACQUIRE);
 
-	if (!until || !job || job->size < sizeof(*job) || job->modify)
+	if (!until || !job || job->size < COSCHEML_JOB_SIZE_4_0 || job->modify)
 		return 0;
 	if (cq_mentions(job->comment, "coscheml") ||
 	    cq_mentions(job->tres_per_node, "shard") ||
@@ -171,16 +171,33 @@ static int futex_wait_until(uint32_t *word, uint32_t val,
 	return 1;
 }
 
-static void free_answer(struct coscheml_answer *a)
+/*
+ * clear_answer: every field of ans that ans->size holds is NULL or zero,
+ * decision_level info.
+ */
+static void clear_answer(struct coscheml_answer *ans)
 {
-	free(a->tres_per_node);
-	free(a->req_nodes);
-	free(a->comment);
-	free(a->user_msg);
-	free(a->log);
-	free(a->tres_per_job);
-	free(a->tres_per_task);
-	free(a->decision_line);
+#define CQ_ANS_CLEAR_(kind, name, ...)                                         \
+	if (COSCHEML_HAS(ans, struct coscheml_answer, name)) {                 \
+		COSCHEML_IF_STR(kind, ans->name = NULL;)                       \
+		COSCHEML_IF_NUM(kind, ans->name = 0;)                          \
+	}
+	COSCHEML_ANSWER_FIELDS(CQ_ANS_CLEAR_)
+#undef CQ_ANS_CLEAR_
+	ans->decision_level = COSCHEML_LOG_INFO;
+}
+
+/* dup_answer: a malloc'ed copy of r's answer string i (NULL: no memory). */
+static char *dup_answer(const char *base, const struct cq_req *r, int i)
+{
+	int32_t n = r->ans_len[i];
+	char *s = malloc((size_t)n + 1);
+
+	if (s) {
+		memcpy(s, base + r->ans_off[i], (size_t)n);
+		s[n] = '\0';
+	}
+	return s;
 }
 
 static void free_req(struct cq_req *r)
@@ -197,32 +214,27 @@ char *cq_alloc(uint32_t n)
 
 /*
  * The caller's job in one allocation with its strings (slurmctld frees its
- * own on return); NULL when out of memory.
+ * own on return); NULL when out of memory. A caller's struct shorter than
+ * ours (a shim of an earlier build of this interface) is read up to its size
+ * only: the fields it lacks are zero and NULL in the copy.
  */
 static struct cq_req *new_req(const struct coscheml_job *job)
 {
 	struct cq_req *r;
-	size_t lens[11], total = 0;
-	const char *const *in[11];
-	const char **out[11];
-	char *p;
+	size_t lens[CQ_NJOBSTR] = {0}, total = 0;
 	struct coscheml_job j;
-	int n = 0;
+	char *p;
+	int i;
 
-	if (job && job->size >= sizeof(j)) {
-		j = *job;
-		const char **strs[] = {&j.comment, &j.tres_per_node,
-				       &j.partition, &j.req_nodes,
-				       &j.exc_nodes, &j.tres_per_job,
-				       &j.tres_per_task, &j.tres_per_socket,
-				       &j.mem_per_tres, &j.cpus_per_tres,
-				       &j.array_inx};
-		n = sizeof(strs) / sizeof(strs[0]);
-		for (int i = 0; i < n; i++) {
-			in[i] = (const char *const *)strs[i];
-			lens[i] = *strs[i] ? strnlen(*strs[i], CQ_MAX_INPUT) : 0;
-			total += *strs[i] ? lens[i] + 1 : 0;
-		}
+	memset(&j, 0, sizeof(j));
+	if (job && job->size >= COSCHEML_JOB_SIZE_4_0) {
+		memcpy(&j, job, job->size < sizeof(j) ? job->size : sizeof(j));
+		i = 0;
+#define CQ_JOB_LEN_(kind, name, ...)                                           \
+	COSCHEML_IF_STR(kind, lens[i] = j.name ? strnlen(j.name, CQ_MAX_INPUT) : 0; \
+			total += j.name ? lens[i] + 1 : 0; i++;)
+		COSCHEML_JOB_FIELDS(CQ_JOB_LEN_)
+#undef CQ_JOB_LEN_
 	}
 	r = malloc(sizeof(*r) + total);
 	if (!r)
@@ -233,32 +245,25 @@ static struct cq_req *new_req(const struct coscheml_job *job)
 		return r;
 	}
 	r->jobp = &r->job;
-	if (job->size < sizeof(j)) {
+	if (job->size < COSCHEML_JOB_SIZE_4_0) {
 		/* Only size is read: the worker refuses the job and says why. */
 		r->job.size = job->size;
 		return r;
 	}
 	r->job = j;
 	r->job.size = sizeof(j);
-	/* The copy's string fields, in the same order as in[]. */
-	const char **dst[] = {&r->job.comment, &r->job.tres_per_node,
-			      &r->job.partition, &r->job.req_nodes,
-			      &r->job.exc_nodes, &r->job.tres_per_job,
-			      &r->job.tres_per_task, &r->job.tres_per_socket,
-			      &r->job.mem_per_tres, &r->job.cpus_per_tres,
-			      &r->job.array_inx};
+	/* The copy's strings point into the same allocation, after r. */
 	p = (char *)(r + 1);
-	for (int i = 0; i < n; i++) {
-		out[i] = dst[i];
-		if (!*in[i]) {
-			*out[i] = NULL;
-			continue;
-		}
-		memcpy(p, *in[i], lens[i]);
-		p[lens[i]] = '\0';
-		*out[i] = p;
-		p += lens[i] + 1;
-	}
+	i = 0;
+#define CQ_JOB_COPY_(kind, name, ...)                                          \
+	COSCHEML_IF_STR(kind, if (j.name) {                                    \
+		memcpy(p, j.name, lens[i]);                                    \
+		p[lens[i]] = '\0';                                             \
+		r->job.name = p;                                               \
+		p += lens[i] + 1;                                              \
+	} i++;)
+	COSCHEML_JOB_FIELDS(CQ_JOB_COPY_)
+#undef CQ_JOB_COPY_
 	return r;
 }
 
@@ -326,37 +331,31 @@ static void timed_out(struct coscheml_answer *ans, int stuck, int ms)
 
 /*
  * cq_move_answer copies a DONE request's answer into ans (malloc'ed strings
- * that the shim frees) and returns its code; out of memory: nothing, and
- * "unchanged". r stays the caller's to free.
+ * that the shim frees; only the fields ans->size holds) and returns its code;
+ * out of memory: nothing, and "unchanged". r stays the caller's to free.
  */
 int cq_move_answer(struct cq_req *r, struct coscheml_answer *ans)
 {
-	char **outs[CQ_NANS] = {&ans->tres_per_node, &ans->req_nodes,
-				&ans->comment, &ans->user_msg, &ans->log,
-				&ans->tres_per_job, &ans->tres_per_task,
-				&ans->decision_line};
 	const char *base = r->ans_big ? r->ans_big : r->ans_buf;
+	char *s;
 
-	for (int i = 0; i < CQ_NANS; i++) {
-		int32_t n = r->ans_len[i];
-
-		*outs[i] = NULL;
-		if (n < 0)
-			continue;
-		*outs[i] = malloc((size_t)n + 1);
-		if (!*outs[i]) {
-			free_answer(ans);
-			for (int k = 0; k < CQ_NANS; k++)
-				*outs[k] = NULL;
-			return COSCHEML_UNCHANGED;
-		}
-		memcpy(*outs[i], base + r->ans_off[i], (size_t)n);
-		(*outs[i])[n] = '\0';
+#define CQ_ANS_MOVE_(kind, name, ...)                                          \
+	if (COSCHEML_HAS(ans, struct coscheml_answer, name)) {                 \
+		COSCHEML_IF_STR(kind, s = NULL;                                \
+			if (r->ans_len[CQ_ANS_##name] >= 0) {                  \
+				s = dup_answer(base, r, CQ_ANS_##name);        \
+				if (!s)                                        \
+					goto oom;                              \
+			} ans->name = s;)                                      \
+		COSCHEML_IF_NUM(kind, ans->name = r->num.name;)                \
 	}
-	ans->begin_time = r->begin_time;
-	ans->replace = r->replace;
-	ans->decision_level = r->decision_level;
+	COSCHEML_ANSWER_FIELDS(CQ_ANS_MOVE_)
+#undef CQ_ANS_MOVE_
 	return r->rc;
+oom:
+	coscheml_answer_free(ans);
+	clear_answer(ans);
+	return COSCHEML_UNCHANGED;
 }
 
 /* Lets go of a cancelled request; the last of caller and worker frees it. */
@@ -374,16 +373,10 @@ int coscheml_decide(const struct coscheml_job *job,
 	uint32_t s;
 	int rc, ms = __atomic_load_n(&cq_timeout_ms, __ATOMIC_RELAXED);
 
-	/* Written only when the caller's struct is as large as ours (see abi.h). */
-	if (!ans || ans->size < sizeof(*ans))
+	/* Written only up to the caller's size, at least interface 4's first. */
+	if (!ans || ans->size < COSCHEML_ANSWER_SIZE_4_0)
 		return COSCHEML_UNCHANGED;
-	uint32_t ans_size = ans->size;
-	ans->tres_per_node = ans->req_nodes = ans->comment = NULL;
-	ans->user_msg = ans->log = ans->tres_per_job = ans->tres_per_task = NULL;
-	ans->decision_line = NULL;
-	ans->decision_level = COSCHEML_LOG_INFO;
-	ans->begin_time = 0;
-	ans->replace = 0;
+	clear_answer(ans);
 
 	pthread_mutex_lock(&cq_lock);
 	int running = cq_fd >= 0 &&
@@ -446,7 +439,6 @@ int coscheml_decide(const struct coscheml_job *job,
 			if (__atomic_load_n(&cq_said_stuck, __ATOMIC_RELAXED))
 				__atomic_store_n(&cq_said_stuck, 0, __ATOMIC_RELAXED);
 			rc = cq_move_answer(r, ans);
-			ans->size = ans_size;
 			free_req(r);
 			return rc;
 		}

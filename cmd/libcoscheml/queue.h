@@ -27,6 +27,12 @@
 #include "coscheml_abi.h"
 
 /*
+ * Only the interface (coscheml_abi.h) leaves libcoscheml.so: the queue's own
+ * functions and words are hidden from slurmctld and its other plugins.
+ */
+#pragma GCC visibility push(hidden)
+
+/*
  * A request's state (cq_req.state, atomic, the caller's futex word). Who may
  * move it, and who frees the request after:
  *   QUEUED -> TAKEN      the worker, when it starts the decision;
@@ -46,18 +52,13 @@ enum {
 	CQ_CANCELLED = 4,
 };
 
-/* The answer's strings, in struct coscheml_answer's order. */
-enum {
-	CQ_ANS_TRES_PER_NODE = 0,
-	CQ_ANS_REQ_NODES,
-	CQ_ANS_COMMENT,
-	CQ_ANS_USER_MSG,
-	CQ_ANS_LOG,
-	CQ_ANS_TRES_PER_JOB,
-	CQ_ANS_TRES_PER_TASK,
-	CQ_ANS_DECISION_LINE,
-	CQ_NANS,
-};
+/* The answer's strings, in struct coscheml_answer's order: CQ_ANS_<field>. */
+#define CQ_ANS_INDEX_(kind, name, ...) COSCHEML_IF_STR(kind, CQ_ANS_##name, )
+enum { COSCHEML_ANSWER_FIELDS(CQ_ANS_INDEX_) CQ_NANS };
+
+/* The job's strings: CQ_NJOBSTR of them. */
+#define CQ_JOB_COUNT_(kind, name, ...) COSCHEML_IF_STR(kind, +1)
+enum { CQ_NJOBSTR = 0 COSCHEML_JOB_FIELDS(CQ_JOB_COUNT_) };
 
 /*
  * The answer's strings are written here by the worker (a decision's answer is
@@ -73,9 +74,8 @@ struct cq_req {
 	uint32_t state; /* CQ_*: atomic */
 	uint32_t refs;  /* CANCELLED only: holders left (caller, worker) */
 	int32_t rc;
-	uint32_t replace;
-	int64_t begin_time;
-	uint32_t decision_level; /* COSCHEML_LOG_* */
+	/* The answer's numbers (its strings are NULL here: see ans_len). */
+	struct coscheml_answer num;
 	/* NULL when the caller passed no job (the worker says so in the log). */
 	struct coscheml_job *jobp;
 	struct coscheml_job job; /* the caller's job, its strings copied */
@@ -101,8 +101,8 @@ void cq_stop(void);
 char *cq_alloc(uint32_t n);
 
 /* The shim's call (coscheml_abi.h's coscheml_decide_fn). */
-int coscheml_decide(const struct coscheml_job *job,
-		    struct coscheml_answer *ans);
+__attribute__((visibility("default"))) int
+coscheml_decide(const struct coscheml_job *job, struct coscheml_answer *ans);
 
 /* The caller's side of DONE: moves r's answer into ans (for tests, too). */
 int cq_move_answer(struct cq_req *r, struct coscheml_answer *ans);
@@ -126,5 +126,7 @@ int cq_get_timeout_ms(void);
 void cq_set_pass_ms(int64_t ms);
 int cq_pass_open(void);
 int cq_mentions(const char *s, const char *word);
+
+#pragma GCC visibility pop
 
 #endif /* COSCHEML_QUEUE_H */

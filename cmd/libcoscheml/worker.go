@@ -229,7 +229,7 @@ func writeAnswer(r *C.struct_cq_req, a *answer) {
 		}
 	}
 	if buf == nil {
-		r.rc, r.begin_time, r.replace, r.decision_level = C.int32_t(submit.Unchanged), 0, 0, C.COSCHEML_LOG_INFO
+		r.rc, r.num = C.int32_t(submit.Unchanged), C.struct_coscheml_answer{decision_level: C.COSCHEML_LOG_INFO}
 		return
 	}
 	off := 0
@@ -242,7 +242,7 @@ func writeAnswer(r *C.struct_cq_req, a *answer) {
 		r.ans_off[i], r.ans_len[i] = C.int32_t(off), C.int32_t(len(s))
 		off += len(s) + 1
 	}
-	r.rc, r.begin_time, r.replace, r.decision_level = C.int32_t(a.code), C.int64_t(a.beginTime), a.replace, a.level
+	r.rc, r.num = C.int32_t(a.code), a.num
 }
 
 // maxAnswer bounds one answer's strings together (the int32 lengths of
@@ -269,9 +269,6 @@ func timeoutMS(d time.Duration) int {
 	return int(min(max(d.Milliseconds(), C.CQ_MIN_TIMEOUT_MS), C.CQ_MAX_TIMEOUT_MS))
 }
 
-// queueTimeoutMS is the timeout callers wait now (for tests).
-func queueTimeoutMS() int { return int(C.cq_get_timeout_ms()) }
-
 // setPassWindow opens queue.c's untagged pass window for d (0 shuts it) on
 // behalf of engine e; nil e shuts it for whoever holds it. An engine that is no
 // longer the library's (closed by a reconfigure, its loop perhaps still
@@ -281,58 +278,4 @@ func setPassWindow(e *submit.Engine, d time.Duration) {
 		return
 	}
 	C.cq_set_pass_ms(C.int64_t(d.Milliseconds()))
-}
-
-// cMentions is queue.c's cq_mentions (for tests: cgo is not allowed in them).
-func cMentions(s, word string) bool {
-	cs, cw := C.CString(s), C.CString(word)
-	defer C.free(unsafe.Pointer(cs))
-	defer C.free(unsafe.Pointer(cw))
-	return C.cq_mentions(cs, cw) != 0
-}
-
-// passOpen says whether queue.c's pass window is open now (for tests).
-func passOpen() bool { return C.cq_pass_open() != 0 }
-
-// callDecide makes one coscheml_decide call as the shim does, from this
-// goroutine's thread, and returns the answer's code, strings (CQ_ANS_* order)
-// and begin_time (for tests: cgo is not allowed in them).
-func callDecide(comment string) (int, [C.CQ_NANS]string, int64) {
-	cs, tres := C.CString(comment), C.CString("gres:gpu:1")
-	defer C.free(unsafe.Pointer(cs))
-	defer C.free(unsafe.Pointer(tres))
-	j := C.struct_coscheml_job{size: C.sizeof_struct_coscheml_job, comment: cs, tres_per_node: tres,
-		user_id: 1000, submit_uid: 1000, min_nodes: 1, max_nodes: 1, time_limit: 60,
-		job_id: C.uint32_t(submit.NoVal), num_tasks: C.uint32_t(submit.NoVal),
-		flags: C.COSCHEML_SET_COMMENT | C.COSCHEML_SET_TRES}
-	a := C.struct_coscheml_answer{size: C.sizeof_struct_coscheml_answer}
-	rc := C.coscheml_decide(&j, &a)
-	var strs [C.CQ_NANS]string
-	for i, p := range [C.CQ_NANS]*C.char{a.tres_per_node, a.req_nodes, a.comment, a.user_msg, a.log, a.tres_per_job, a.tres_per_task, a.decision_line} {
-		if p != nil {
-			strs[i] = C.GoString(p)
-			C.free(unsafe.Pointer(p))
-		}
-	}
-	return int(rc), strs, int64(a.begin_time)
-}
-
-// setQueueTimeout sets the callers' wait as the worker does (for tests).
-func setQueueTimeout(ms int) { C.cq_set_timeout_ms(C.int(ms)) }
-
-// ansBuf is the size of a request's answer buffer (for tests).
-const ansBuf = C.CQ_ANS_BUF
-
-// cGoString copies s into C memory at offset off of a fresh allocation and
-// reads it back with goString (for tests: the in-place read the worker does).
-func cGoString(s string, off int) string {
-	p := C.cq_alloc(C.uint32_t(off + len(s) + 1))
-	if p == nil {
-		return ""
-	}
-	defer C.free(unsafe.Pointer(p))
-	b := unsafe.Slice((*byte)(unsafe.Pointer(p)), off+len(s)+1)
-	copy(b[off:], s)
-	b[off+len(s)] = 0
-	return goString((*C.char)(unsafe.Pointer(&b[off])))
 }

@@ -16,18 +16,6 @@
 
 static coscheml_decide_fn decide;
 
-static void answer_free(struct coscheml_answer *a)
-{
-	free(a->tres_per_node);
-	free(a->req_nodes);
-	free(a->comment);
-	free(a->user_msg);
-	free(a->log);
-	free(a->tres_per_job);
-	free(a->tres_per_task);
-	free(a->decision_line);
-}
-
 static void show(const char *what, uint32_t modify, const char *comment,
 		 const char *tres, uint32_t job_id, uint32_t job_size)
 {
@@ -52,7 +40,7 @@ static void show(const char *what, uint32_t modify, const char *comment,
 		       a.user_msg ? a.user_msg : "NULL", a.log ? a.log : "NULL",
 		       a.decision_level,
 		       a.decision_line ? a.decision_line : "NULL");
-	answer_free(&a);
+	coscheml_answer_free(&a);
 }
 
 int main(int argc, char **argv)
@@ -89,6 +77,28 @@ int main(int argc, char **argv)
 	show("modify", 1, "coscheml:app=nosuch", NULL, 17, full);
 	/* A shim of an older build that sends fewer fields: refused, unchanged. */
 	show("shortjob", 0, "coscheml:app=../x", "gres:gpu:1", 0xfffffffe, 8);
+	/*
+	 * A shim of interface 4's first build: its job ends at
+	 * COSCHEML_JOB_SIZE_4_0 and is decided; what lies past that in its
+	 * memory (here bytes that would crash as a pointer) is never read.
+	 */
+	union {
+		struct coscheml_job j;
+		unsigned char raw[sizeof(struct coscheml_job) + 64];
+	} old;
+	memset(&old, 0xa5, sizeof(old));
+	memset(&old, 0, COSCHEML_JOB_SIZE_4_0);
+	old.j.size = COSCHEML_JOB_SIZE_4_0;
+	old.j.comment = "coscheml:app=nosuch";
+	old.j.tres_per_node = "gres:gpu:1";
+	old.j.user_id = old.j.submit_uid = 1000;
+	old.j.min_nodes = old.j.max_nodes = 1;
+	old.j.time_limit = 60;
+	old.j.job_id = 0xfffffffe;
+	struct coscheml_answer oa = {.size = sizeof(oa)};
+	int orc = decide(&old.j, &oa);
+	printf("abi4.0 rc=%d msg=%s\n", orc, oa.user_msg ? oa.user_msg : "NULL");
+	coscheml_answer_free(&oa);
 
 	/* A too-short answer struct is left alone (nothing written, no crash). */
 	struct {

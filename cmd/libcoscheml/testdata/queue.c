@@ -117,12 +117,13 @@ static void serve(struct cq_req *r)
 		return;
 	}
 	if (!r->jobp) {
-		strs[CQ_ANS_LOG] = "worker: no job";
+		strs[CQ_ANS_log] = "worker: no job";
 		rc = COSCHEML_UNCHANGED;
 	} else if (r->jobp->size < sizeof(struct coscheml_job)) {
+		/* queue.c hands the worker only whole jobs or refused ones. */
 		snprintf(msg, sizeof(msg), "worker: job of %u bytes",
 			 r->jobp->size);
-		strs[CQ_ANS_LOG] = msg;
+		strs[CQ_ANS_log] = msg;
 		rc = COSCHEML_UNCHANGED;
 	} else {
 		const char *c = r->jobp->comment ? r->jobp->comment : "";
@@ -130,11 +131,11 @@ static void serve(struct cq_req *r)
 		__atomic_add_fetch(&worker_calls, 1, __ATOMIC_SEQ_CST);
 		if (strncmp(c, "slow", 4) == 0)
 			usleep(150000);
-		strs[CQ_ANS_TRES_PER_NODE] = c;
-		strs[CQ_ANS_LOG] = "decided";
+		strs[CQ_ANS_tres_per_node] = c;
+		strs[CQ_ANS_log] = "decided";
 		if (strncmp(c, "halfway", 7) == 0) {
 			/* Written over 2 x 60 ms: the caller leaves meanwhile. */
-			strs[CQ_ANS_COMMENT] = "late";
+			strs[CQ_ANS_comment] = "late";
 			pause = 60000;
 		}
 		if (strncmp(c, "big", 3) == 0) {
@@ -142,7 +143,7 @@ static void serve(struct cq_req *r)
 			big = malloc(3 * CQ_ANS_BUF);
 			memset(big, 'b', 3 * CQ_ANS_BUF - 1);
 			big[3 * CQ_ANS_BUF - 1] = '\0';
-			strs[CQ_ANS_USER_MSG] = big;
+			strs[CQ_ANS_user_msg] = big;
 		}
 		rc = COSCHEML_REWRITE;
 	}
@@ -243,7 +244,7 @@ static void call(struct call *c)
 	c->tres = a.tres_per_node;
 	c->log = a.log;
 	a.tres_per_node = a.log = NULL;
-	free_answer(&a);
+	coscheml_answer_free(&a);
 }
 
 static void *call_thread(void *arg)
@@ -340,7 +341,7 @@ int main(void)
 		printf("pass %s rc=%d worker=%d log=%s\n", pj[i].name, prc,
 		       __atomic_load_n(&worker_calls, __ATOMIC_SEQ_CST) - before,
 		       s(pa.log));
-		free_answer(&pa);
+		coscheml_answer_free(&pa);
 	}
 	/* A window ends by itself, and Go can shut it. */
 	cq_set_pass_ms(20);
@@ -377,6 +378,23 @@ int main(void)
 	rc = coscheml_decide(NULL, &a);
 	printf("nulljob rc=%d log=%s\n", rc, s(a.log));
 	free(a.log);
+
+	/*
+	 * A shim of interface 4's first build: its job ends at
+	 * COSCHEML_JOB_SIZE_4_0 (an allocation of exactly that size, so that
+	 * AddressSanitizer sees a read past it); the fields appended since read
+	 * as NULL and zero.
+	 */
+	struct coscheml_job *old = malloc(COSCHEML_JOB_SIZE_4_0);
+	memset(old, 0, COSCHEML_JOB_SIZE_4_0);
+	old->size = COSCHEML_JOB_SIZE_4_0;
+	old->comment = "coscheml old-shim";
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	rc = coscheml_decide(old, &a);
+	printf("oldjob rc=%d tres=%s log=%s\n", rc, s(a.tres_per_node), s(a.log));
+	coscheml_answer_free(&a);
+	free(old);
 
 	/* A decision slower than the timeout: the caller passes the job. */
 	cq_set_timeout_ms(50);
@@ -436,7 +454,7 @@ int main(void)
 
 		printf("big rc=%d tres=%s msglen=%zu\n", brc, s(ba.tres_per_node),
 		       ba.user_msg ? strlen(ba.user_msg) : 0);
-		free_answer(&ba);
+		coscheml_answer_free(&ba);
 	}
 
 	/* cq_stop: queued calls get "unchanged" at once, the one in progress
