@@ -490,19 +490,11 @@ func ParseLiveJobs(r io.Reader) (map[string]bool, error) {
 	return live, nil
 }
 
+// readLimited reads one active file. active/ is written by the nodes' prologs:
+// regular files only, no symlink, never blocking on a FIFO (slurmctld's refresh
+// reads these).
 func readLimited(path string) ([]byte, error) {
-	// active/ is written by the nodes' prologs: regular files only, no symlink,
-	// never blocking on a FIFO (slurmctld's refresh reads these).
-	f, err := safeopen.Regular(path, safeopen.NoFollow)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxEntrySize+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return b, nil
+	return safeopen.ReadLimited(path, safeopen.NoFollow, MaxEntrySize)
 }
 
 // sortEntries orders entries by node, then job id, for stable output.
