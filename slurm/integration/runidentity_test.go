@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,12 +24,16 @@ import (
 //   - requeue: `scontrol requeue` of a running tagged job; only the second run,
 //     which completed, leaves an observation and a profile, and no pending file
 //     or finisher log of either run is left;
+//   - requeue_finisher: the same with the Epilog given no restart count, so the
+//     first run waits for its finisher, which must drop it by the controller's
+//     count (squeue RestartCnt);
 //   - retag: `scontrol update comment=` of a running tagged job to another tag;
 //     the run is kept under the tag it started with.
 //
 // The cluster runs without the plugin (the node side alone) and with
-// AuthInfo=cred_expire=5 (a requeued job waits for the credential lifetime before
-// it may start again). Its Prolog and Epilog are wrapped to record what slurmd
+// AuthInfo=cred_expire=5 (a requeued job may start again only after the
+// credential lifetime; on 22.05.8 it then started 38-57 s after the requeue
+// instead of about 121 s). Its Prolog and Epilog are wrapped to record what slurmd
 // gave them, and the finishers find a gated squeue first on their PATH: while
 // the gate is closed their questions wait, as with a slow controller.
 func TestRunIdentity(t *testing.T) {
@@ -47,7 +52,10 @@ func TestRunIdentity(t *testing.T) {
 			f(st, c, w)
 		})
 	}
-	sub("requeue", testRequeueKeepsLastRun)
+	sub("requeue", func(t *testing.T, c *cluster, w hookWrap) { testRequeueKeepsLastRun(t, c, w, false) })
+	// The same without the restart count in the Epilog's environment: the first
+	// run's finisher must tell from the controller's count that it was requeued.
+	sub("requeue_finisher", func(t *testing.T, c *cluster, w hookWrap) { testRequeueKeepsLastRun(t, c, w, true) })
 	sub("retag", testRetagKeepsStartTag)
 	if t.Failed() {
 		t.Logf("slurmd log tail:\n%s", tailFile(c.path("log", "slurmd-n1.log"), 3000))
@@ -60,6 +68,7 @@ type hookWrap struct {
 	epilogs string // one line "<job>" per Epilog that finished
 	pending string // the finishers' pending folder
 	gate    string // while this file exists, the finishers' squeue waits
+	hide    string // while this file exists, the Epilog gets no SLURM_JOB_RESTART_COUNT
 }
 
 func wrapHooks(t *testing.T, c *cluster) hookWrap {
@@ -69,6 +78,7 @@ func wrapHooks(t *testing.T, c *cluster) hookWrap {
 		epilogs: c.path("jobs", "epilogs.done"),
 		pending: filepath.Join(filepath.Dir(c.cfg.ObservationDir), "run", "profiling", "pending"),
 		gate:    c.path("shim", "closed"),
+		hide:    c.path("shim", "hide-restarts"),
 	}
 	c.mkdirs(filepath.Join("jobs", "hookenv"), "shim")
 	// Bounded: a gate left closed must not keep finishers forever.
@@ -80,18 +90,19 @@ func wrapHooks(t *testing.T, c *cluster) hookWrap {
 		if err := os.Rename(wrapper, real); err != nil {
 			t.Fatal(err)
 		}
-		after := ""
+		before, after := "", ""
 		if hook == "epilog" {
+			before = fmt.Sprintf("[ -e %q ] && unset SLURM_JOB_RESTART_COUNT\n", w.hide)
 			after = fmt.Sprintf("echo \"$SLURM_JOB_ID\" >> %q\n", w.epilogs)
 		}
 		c.writeFile(filepath.Join("hooks", hook+".sh"), fmt.Sprintf(`#!/bin/sh
 f=%q/"$SLURM_JOB_ID".%s.$(date +%%s%%N).env
 env | sort > "$f.tmp" && mv "$f.tmp" "$f"
 export COSCHEML_SLURM_BIN=%q
-%q "$@"
+%s%q "$@"
 rc=$?
 %sexit $rc
-`, w.dumps, hook, c.path("shim"), real, after), 0o755)
+`, w.dumps, hook, c.path("shim"), before, real, after), 0o755)
 	}
 	return w
 }
@@ -129,11 +140,12 @@ func (w hookWrap) waitSettled(t *testing.T, id, n int, d time.Duration) []string
 			}
 		}
 		runs, _ := filepath.Glob(filepath.Join(w.pending, fmt.Sprintf("%d@*.json", id)))
-		if done >= n && len(runs) == 0 {
+		alive := w.finishers(id)
+		if done >= n && len(runs) == 0 && alive == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("job %d: %d of %d Epilogs done, pending runs %v after %v", id, done, n, runs, d)
+			t.Fatalf("job %d: %d of %d Epilogs done, pending runs %v, %d finishers alive after %v", id, done, n, runs, alive, d)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -144,6 +156,25 @@ func (w hookWrap) waitSettled(t *testing.T, id, n int, d time.Duration) []string
 		logs = append(logs, fmt.Sprintf("%s:\n%s", filepath.Base(l), b))
 	}
 	return logs
+}
+
+// finishers counts the live finisher processes of job id: a finisher may still
+// hold a run whose pending file is gone (read, then removed by another).
+func (w hookWrap) finishers(id int) int {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	prefix := filepath.Join(w.pending, strconv.Itoa(id)+"@")
+	n := 0
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) > 1 && args[1] == "finish" && slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, prefix) }) {
+			n++
+		}
+	}
+	return n
 }
 
 // observationsOf returns the observations of tag.
@@ -158,9 +189,13 @@ func observationsOf(c *cluster, tag string) []observation.Observation {
 	return out
 }
 
-func testRequeueKeepsLastRun(t *testing.T, c *cluster, w hookWrap) {
-	const tag = "identity-requeue"
-	first, second := c.path("jobs", "requeue.run0"), c.path("jobs", "requeue.run1")
+func testRequeueKeepsLastRun(t *testing.T, c *cluster, w hookWrap, hideCount bool) {
+	tag, first, second := "identity-requeue", c.path("jobs", "requeue.run0"), c.path("jobs", "requeue.run1")
+	if hideCount {
+		tag, first, second = "identity-requeue-finisher", c.path("jobs", "requeue-finisher.run0"), c.path("jobs", "requeue-finisher.run1")
+		c.writeFile(filepath.Join("shim", "hide-restarts"), "", 0o644)
+		defer os.Remove(w.hide)
+	}
 	script := fmt.Sprintf(`if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then touch %q; exec sleep 300; fi; touch %q; sleep 3`, first, second)
 	id := c.mustSbatch("--gres=gpu:1", "--time=10", "--requeue", "-o", "/dev/null",
 		"--comment=coscheml:app="+tag+",class=train", "--wrap="+script)
@@ -176,6 +211,12 @@ func testRequeueKeepsLastRun(t *testing.T, c *cluster, w hookWrap) {
 	}
 	requeued := time.Now()
 	waitFile(t, second, requeueWait)
+	if hideCount {
+		// The first run's Epilog could not tell: its run waits for its finisher.
+		if runs, _ := filepath.Glob(filepath.Join(w.pending, fmt.Sprintf("%d@*.run0.json", id))); len(runs) != 1 {
+			t.Errorf("the first run's pending file is not there while its finisher waits: %v", runs)
+		}
+	}
 	os.Remove(w.gate)
 	fi, err := os.Stat(second)
 	if err != nil {
