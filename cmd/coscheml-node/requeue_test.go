@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -222,4 +223,24 @@ func TestPrologRecordsRunNumber(t *testing.T) {
 			t.Errorf("SLURM_JOB_RESTART_COUNT=%q: entry %+v, %v; want run %d", tc.in, e, err, tc.want)
 		}
 	}
+}
+
+// FuzzRestartCount: whatever the variable holds, a count is in Slurm's range
+// and is exactly the decimal number written there.
+func FuzzRestartCount(f *testing.F) {
+	for _, s := range []string{"", "0", "1", "65535", "65536", "-1", "+1", "007", " 1", "1e3", "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, ok := restartCount(map[string]string{"SLURM_JOB_RESTART_COUNT": s})
+		if !ok {
+			if n != 0 {
+				t.Fatalf("%q: not a count, but %d", s, n)
+			}
+			return
+		}
+		if n < 0 || n > residency.MaxRestarts || strings.TrimLeft(s, "0") != strings.TrimLeft(strconv.Itoa(n), "0") {
+			t.Fatalf("%q read as %d", s, n)
+		}
+	})
 }
