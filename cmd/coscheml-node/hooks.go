@@ -183,7 +183,23 @@ func jobEnv(env map[string]string) (jobprofile.JobEnv, comment.Directive, error)
 	if code, err := strconv.Atoi(env["SLURM_JOB_EXIT_CODE"]); err == nil {
 		je.ExitCode = code
 	}
+	je.Restarts, _ = restartCount(env)
 	return je, d, nil
+}
+
+// restartCount reads SLURM_JOB_RESTART_COUNT, which slurmd gives the Prolog and
+// the Epilog (from the job's credential; 22.05 and later): how often the job has
+// been requeued. ok is false when it is missing or not a count.
+func restartCount(env map[string]string) (n int, ok bool) {
+	s := env["SLURM_JOB_RESTART_COUNT"]
+	if s == "" || len(s) > 5 || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n > residency.MaxRestarts {
+		return 0, false
+	}
+	return n, true
 }
 
 // parseGPUs reads "0,2" or "0-3" style index lists.
@@ -241,7 +257,7 @@ func prolog(cfg config.Config, env map[string]string, now time.Time, log *logger
 		expires = time.Unix(end, 0)
 	}
 	en := residency.Entry{JobID: je.JobID, Node: je.Node, GPUs: je.GPUs, Shards: shards, Tag: je.Tag, Class: je.Class,
-		DecisionID: d.DecisionID, User: clip(je.User, 64), Start: now, Expires: expires}
+		DecisionID: d.DecisionID, User: clip(je.User, 64), Restarts: je.Restarts, Start: now, Expires: expires}
 	// Alone: no other job holds any of these GPUs (read before our own entry).
 	alone := true
 	if res, err := store.List(now, 10*time.Minute); err == nil {
@@ -277,6 +293,10 @@ func deferToFinisher(cfg config.Config, cfgArgs []string) keeper {
 
 // epilog ends the job's residency, then collects its run (stopping any sampler)
 // and hands it to keep; a job that exited non-zero is dropped here already.
+// The run is the one the Prolog recorded: its tag and class are the Prolog's (a
+// running job's comment can be changed with scontrol update, so the comment at
+// job end says nothing about what ran), and so is its run number. A run Slurm
+// has requeued since it started is not kept.
 func epilog(cfg config.Config, env map[string]string, now time.Time, log *logger, keep keeper) error {
 	je, _, err := jobEnv(env)
 	if err != nil {
@@ -286,12 +306,14 @@ func epilog(cfg config.Config, env map[string]string, now time.Time, log *logger
 	if err != nil {
 		return err
 	}
+	endRestarts, endKnown := restartCount(env)
 	start := now
 	var coRuns []jobprofile.CoRunInterval
 	en, endErr := store.End(je.JobID, je.Node, now)
 	switch {
 	case endErr == nil:
 		start = en.Start
+		je.Tag, je.Class, je.Restarts = en.Tag, en.Class, en.Restarts
 		if len(je.GPUs) == 0 {
 			je.GPUs = en.GPUs
 		}
@@ -307,12 +329,18 @@ func epilog(cfg config.Config, env map[string]string, now time.Time, log *logger
 	default:
 		log.printf("epilog: job %s: residency: %v", je.JobID, endErr)
 	}
-	// Always called: it stops a sampler the prolog may have started.
+	// Always called: it stops a sampler the prolog may have started (without the
+	// Prolog's record, the comment's tag is the only hint that one runs).
 	run, err := jobprofile.Collect(cfg, je, start, now, coRuns)
 	if err != nil {
 		err = fmt.Errorf("profiling job %s: %w", je.JobID, err)
 	}
 	if run == nil || keep == nil {
+		return err
+	}
+	// Without the Prolog's record there is no run: Collect had no start time.
+	if endKnown && endRestarts != en.Restarts {
+		log.printf("epilog: job %s (%s): requeued (this was run %d, Slurm is at run %d); its run is not kept", je.JobID, je.Tag, en.Restarts, endRestarts)
 		return err
 	}
 	if kerr := keep(run); kerr != nil {

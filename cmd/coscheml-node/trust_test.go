@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,20 +20,24 @@ import (
 // The Epilog hands a collected run to the finisher; what the controller then says
 // about the job decides whether anything is kept (docs/profiling.md).
 func TestFinishKeepsOnlyCompletedJobs(t *testing.T) {
-	seq := func(states ...string) func(string) (string, error) {
+	// seq answers with states in turn: "STATE" (restart count 0, this run's) or
+	// "STATE/N" (the controller is at run N).
+	seq := func(states ...string) func(string) (jobStatus, error) {
 		i := 0
-		return func(string) (string, error) {
+		return func(string) (jobStatus, error) {
 			s := states[min(i, len(states)-1)]
 			i++
 			if s == "ERR" {
-				return "", errors.New("controller down")
+				return jobStatus{}, errors.New("controller down")
 			}
-			return s, nil
+			st, n, _ := strings.Cut(s, "/")
+			r, _ := strconv.Atoi(n)
+			return jobStatus{State: st, Restarts: r}, nil
 		}
 	}
 	tests := []struct {
 		name  string
-		state func(string) (string, error)
+		state func(string) (jobStatus, error)
 		keep  bool
 		msg   string
 	}{
@@ -41,6 +46,9 @@ func TestFinishKeepsOnlyCompletedJobs(t *testing.T) {
 		{"timeout", seq("TIMEOUT"), false, "TIMEOUT"},
 		{"failed", seq("FAILED"), false, "FAILED"},
 		{"requeued", seq("PENDING"), false, "PENDING"},
+		{"requeued, pending again", seq("COMPLETING", "PENDING/1"), false, "requeued"},
+		{"requeued, running again", seq("COMPLETING", "RUNNING/1", "COMPLETED/1"), false, "requeued"},
+		{"requeued, completed again", seq("COMPLETED/1"), false, "requeued"},
 		{"never leaves completing", seq("COMPLETING"), false, "still COMPLETING"},
 		{"controller down", seq("ERR"), false, "controller down"},
 		{"job purged", seq(""), false, "no longer lists"},
@@ -109,18 +117,25 @@ func TestEpilogDropsFailedJobAtOnce(t *testing.T) {
 	}
 }
 
-func TestParseState(t *testing.T) {
+func TestParseStatus(t *testing.T) {
 	for _, tc := range []struct {
-		in, want string
-		bad      bool
+		in   string
+		want jobStatus
+		bad  bool
 	}{
-		{"COMPLETED\n", "COMPLETED", false}, {"", "", false}, {"  \n", "", false}, {"OUT_OF_MEMORY", "OUT_OF_MEMORY", false},
-		{"COMPLETED\nCOMPLETED\n", "", true}, {"completed", "", true}, {"JobState=COMPLETED", "", true},
-		{"COMPLETED junk", "", true},
+		{"COMPLETED                       0       \n", jobStatus{"COMPLETED", 0}, false},
+		{"RUNNING 1\n", jobStatus{"RUNNING", 1}, false},
+		{"OUT_OF_MEMORY 65535", jobStatus{"OUT_OF_MEMORY", 65535}, false},
+		{"", jobStatus{}, false}, {"  \n", jobStatus{}, false},
+		{"COMPLETED\n", jobStatus{}, true}, {"COMPLETED 0\nCOMPLETED 0\n", jobStatus{}, true},
+		{"completed 0", jobStatus{}, true}, {"JobState=COMPLETED 0", jobStatus{}, true},
+		{"COMPLETED -1", jobStatus{}, true}, {"COMPLETED 65536", jobStatus{}, true},
+		{"COMPLETED +1", jobStatus{}, true}, {"COMPLETED 0x1", jobStatus{}, true},
+		{"COMPLETED 0 junk", jobStatus{}, true},
 	} {
-		got, err := parseState(tc.in)
+		got, err := parseStatus(tc.in)
 		if got != tc.want || (err != nil) != tc.bad {
-			t.Errorf("parseState(%q) = %q, %v", tc.in, got, err)
+			t.Errorf("parseStatus(%q) = %+v, %v", tc.in, got, err)
 		}
 	}
 }
@@ -131,19 +146,19 @@ func TestSqueueState(t *testing.T) {
 	dir := t.TempDir()
 	fake := filepath.Join(dir, "squeue")
 	os.WriteFile(fake, []byte(`#!/bin/sh
-[ "$*" = "-h -t all -j 77 -o %T" ] || { echo "bad args: $*" >&2; exit 3; }
-echo CANCELLED
+[ "$*" = "-h -t all -j 77 -O State:32,RestartCnt:8" ] || { echo "bad args: $*" >&2; exit 3; }
+echo "CANCELLED                       2       "
 `), 0o755)
-	if st, err := squeueState(fake, "77"); err != nil || st != "CANCELLED" {
-		t.Errorf("state %q err %v", st, err)
+	if st, err := squeueState(fake, "77"); err != nil || st != (jobStatus{"CANCELLED", 2}) {
+		t.Errorf("state %+v err %v", st, err)
 	}
 	if _, err := squeueState(fake, "78"); err == nil || !strings.Contains(err.Error(), "bad args") {
 		t.Errorf("wrong job: err %v", err)
 	}
 	purged := filepath.Join(dir, "squeue2")
 	os.WriteFile(purged, []byte("#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1\n"), 0o755)
-	if st, err := squeueState(purged, "77"); err != nil || st != "" {
-		t.Errorf("purged job: %q %v", st, err)
+	if st, err := squeueState(purged, "77"); err != nil || st != (jobStatus{}) {
+		t.Errorf("purged job: %+v %v", st, err)
 	}
 }
 
@@ -188,18 +203,22 @@ func TestJobEnvUID(t *testing.T) {
 	}
 }
 
-// FuzzParseState: whatever squeue prints, the answer is one state word or none.
-func FuzzParseState(f *testing.F) {
-	for _, s := range []string{"COMPLETED\n", "", "JobState=COMPLETED", "COMPLETED\nFAILED\n", "\x00"} {
+// FuzzParseStatus: whatever squeue prints, the answer is one state word and a
+// restart count in range, or none.
+func FuzzParseStatus(f *testing.F) {
+	for _, s := range []string{"COMPLETED 0\n", "", "JobState=COMPLETED", "COMPLETED 0\nFAILED 1\n", "RUNNING 99999", "\x00"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		st, err := parseState(in)
-		if err != nil && st != "" {
-			t.Fatalf("state %q with error %v", st, err)
+		st, err := parseStatus(in)
+		if err != nil && st != (jobStatus{}) {
+			t.Fatalf("status %+v with error %v", st, err)
 		}
-		if st != "" && !stateRE.MatchString(st) {
-			t.Fatalf("accepted %q", st)
+		if st.State != "" && !stateRE.MatchString(st.State) {
+			t.Fatalf("accepted %q", st.State)
+		}
+		if st.Restarts < 0 || st.Restarts > residency.MaxRestarts || (st.State == "" && st.Restarts != 0) {
+			t.Fatalf("accepted restart count %d", st.Restarts)
 		}
 	})
 }

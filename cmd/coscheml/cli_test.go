@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/coscheml/coscheml/internal/nohang"
 	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/profile"
@@ -469,4 +471,23 @@ func FuzzParseState(f *testing.F) {
 			t.Fatalf("parsed cluster inconsistent: %v", err)
 		}
 	})
+}
+
+// A state "file" that is a FIFO is refused at once, naming it: a plain open
+// would wait forever for a writer.
+func TestPlaceStateFIFO(t *testing.T) {
+	e := newEnv(t)
+	fifo := filepath.Join(t.TempDir(), "state.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var code int
+	var stderr string
+	nohang.Call(t, "coscheml place --state FIFO", func() error {
+		code, _, stderr = e.run("place", "--dry-run", "--state", fifo, "--tag", "ppo-bs64")
+		return nil
+	})
+	if code == exitOK || !strings.Contains(stderr, "FIFO") || !strings.Contains(stderr, fifo) {
+		t.Fatalf("exit %d, stderr %q: want a failure naming the FIFO %s", code, stderr, fifo)
+	}
 }

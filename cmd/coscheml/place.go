@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/coscheml/coscheml/pkg/placeconf"
 	"github.com/coscheml/coscheml/pkg/placement"
 	"github.com/coscheml/coscheml/pkg/profile"
+	"github.com/coscheml/coscheml/pkg/safeopen"
 	"github.com/coscheml/coscheml/pkg/submit"
 	"github.com/urfave/cli/v2"
 	"gopkg.in/yaml.v3"
@@ -154,7 +154,8 @@ func runPlace(c *cli.Context) error {
 			return &usageError{msg: "place: --class: " + err.Error()}
 		}
 	}
-	data, err := readLimited(statePath, maxStateBytes)
+	// An admin names the state file: a link is fine, a FIFO must not hang the CLI.
+	data, err := safeopen.ReadLimited(statePath, safeopen.FollowLinks, maxStateBytes)
 	if err != nil {
 		return fmt.Errorf("place: state: %w", err)
 	}
@@ -260,22 +261,6 @@ func printPlace(w io.Writer, out placeOut, asJSON bool) error {
 
 // maxStateBytes bounds a state file: 1,000 nodes x 8 GPUs x 4 residents is ~3 MB.
 const maxStateBytes = 64 << 20
-
-func readLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
-	}
-	return data, nil
-}
 
 // The state file's schema. Pointers tell "absent" (take the default) from zero.
 type stateFile struct {

@@ -38,6 +38,10 @@ type JobEnv struct {
 	GPUs     []int  // GPU indices on this node (SLURM_JOB_GPUS)
 	UID      string // numeric uid of the job's owner (SLURM_JOB_UID), "" if unknown
 	ExitCode int    // Epilog only
+	// Restarts is Slurm's restart count of the job when this run started: the
+	// run's number, since a requeued job runs again under the same id. The
+	// finisher keeps a run only if the controller's count is still this one.
+	Restarts int
 	// EndState is the job's final state as Slurm's controller reports it
 	// (COMPLETED, FAILED, CANCELLED, TIMEOUT, ...); "" = not known (yet). Only a
 	// COMPLETED job with exit code 0 leaves a profile or an observation.

@@ -43,6 +43,9 @@ const Version = 1
 // MaxEntrySize bounds an active file; anything larger is not ours.
 const MaxEntrySize = 16 << 10
 
+// MaxRestarts bounds a restart count: Slurm keeps it in 16 bits.
+const MaxRestarts = 1<<16 - 1
+
 // MaxGPUsPerNode bounds the GPU indices of an entry.
 const MaxGPUsPerNode = 64
 
@@ -57,8 +60,13 @@ type Entry struct {
 	Class      profile.Class `json:"class,omitempty"` // "" when untagged
 	DecisionID string        `json:"decision_id,omitempty"`
 	User       string        `json:"user,omitempty"`
-	Start      time.Time     `json:"start"`
-	Expires    time.Time     `json:"expires"` // start + time limit: after this (+ grace) the entry is stale
+	// Restarts is Slurm's restart count of the job when this run started
+	// (SLURM_JOB_RESTART_COUNT in the Prolog): a requeued job runs again under
+	// the same id, and this tells its runs apart. Omitted when 0, so a first
+	// run's entry is what readers without the field expect.
+	Restarts int       `json:"restarts,omitempty"`
+	Start    time.Time `json:"start"`
+	Expires  time.Time `json:"expires"` // start + time limit: after this (+ grace) the entry is stale
 }
 
 // Validate checks an entry; every field may come from a hostile or broken writer.
@@ -95,6 +103,9 @@ func (e *Entry) Validate() error {
 	}
 	if len(e.DecisionID) > 64 || strings.IndexFunc(e.DecisionID, notIDChar) >= 0 {
 		return fmt.Errorf("job %s: invalid decision id %q", e.JobID, profile.Sanitize(e.DecisionID))
+	}
+	if e.Restarts < 0 || e.Restarts > MaxRestarts {
+		return fmt.Errorf("job %s: restart count %d out of range", e.JobID, e.Restarts)
 	}
 	if len(e.User) > 64 {
 		return fmt.Errorf("job %s: user name too long", e.JobID)
@@ -490,19 +501,11 @@ func ParseLiveJobs(r io.Reader) (map[string]bool, error) {
 	return live, nil
 }
 
+// readLimited reads one active file. active/ is written by the nodes' prologs:
+// regular files only, no symlink, never blocking on a FIFO (slurmctld's refresh
+// reads these).
 func readLimited(path string) ([]byte, error) {
-	// active/ is written by the nodes' prologs: regular files only, no symlink,
-	// never blocking on a FIFO (slurmctld's refresh reads these).
-	f, err := safeopen.Regular(path, safeopen.NoFollow)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxEntrySize+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return b, nil
+	return safeopen.ReadLimited(path, safeopen.NoFollow, MaxEntrySize)
 }
 
 // sortEntries orders entries by node, then job id, for stable output.

@@ -32,6 +32,25 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}
 }
 
+// A requeued job's run carries its restart count; a first run's entry is what
+// readers that predate the field expect (no "restarts" key).
+func TestEntryRestarts(t *testing.T) {
+	for _, n := range []int{0, 1, MaxRestarts} {
+		e := entry("42", "n1", []int{0}, "a", t0)
+		e.Restarts = n
+		b, err := Encode(&e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if has := strings.Contains(string(b), `"restarts"`); has != (n > 0) {
+			t.Errorf("restarts %d: encoded %s", n, b)
+		}
+		if got, err := Decode(b); err != nil || got.Restarts != n {
+			t.Errorf("restarts %d: decoded %+v, %v", n, got, err)
+		}
+	}
+}
+
 func TestDecodeErrors(t *testing.T) {
 	good := `{"v":1,"job_id":"7","node":"n1","gpus":[0],"shards":1,"start":"2026-11-30T06:00:00Z","expires":"2026-11-30T07:00:00Z"}`
 	tests := []struct{ name, in, want string }{
@@ -46,6 +65,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"expiry", strings.Replace(good, `07:00`, `05:00`, 1), "before start"},
 		{"trailing", good + `{}`, "trailing"},
 		{"huge", strings.Repeat(" ", MaxEntrySize+1), "larger than"},
+		{"negative restarts", strings.Replace(good, `"shards":1`, `"shards":1,"restarts":-1`, 1), "restart count"},
+		{"restarts past 16 bits", strings.Replace(good, `"shards":1`, `"shards":1,"restarts":65536`, 1), "restart count"},
 	}
 	for _, tc := range tests {
 		_, err := Decode([]byte(tc.in))

@@ -11,6 +11,7 @@ package safeopen
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"syscall"
 )
@@ -88,4 +89,26 @@ func Dir(path string) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// ErrTooLarge is returned (wrapped) by ReadLimited for a file over its limit.
+var ErrTooLarge = errors.New("file too large")
+
+// ReadLimited reads a whole regular file (Regular's rules) of at most limit
+// bytes. A larger file is an error rather than a silent cut: its tail would be
+// read as if it were all there is.
+func ReadLimited(path string, follow Follow, limit int64) ([]byte, error) {
+	f, err := Regular(path, follow)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: %w: larger than %d bytes", path, ErrTooLarge, limit)
+	}
+	return b, nil
 }

@@ -108,3 +108,58 @@ func TestDir(t *testing.T) {
 		}
 	}
 }
+
+func TestReadLimited(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	atLimit := write("at", "12345")
+	over := write("over", "123456")
+	empty := write("empty", "")
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	os.Symlink(atLimit, link)
+	for _, tc := range []struct {
+		name, path string
+		follow     Follow
+		want       string
+		wantErr    error
+	}{
+		{"at the limit", atLimit, NoFollow, "12345", nil},
+		{"empty", empty, NoFollow, "", nil},
+		{"one byte over", over, NoFollow, "", ErrTooLarge},
+		{"fifo", fifo, FollowLinks, "", ErrNotRegular},
+		{"symlink refused", link, NoFollow, "", ErrNotRegular},
+		{"symlink followed", link, FollowLinks, "12345", nil},
+		{"missing", filepath.Join(dir, "none"), NoFollow, "", os.ErrNotExist},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []byte
+			err := openWithin(t, func() error {
+				var err error
+				got, err = ReadLimited(tc.path, tc.follow, 5)
+				return err
+			})
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) || got != nil {
+					t.Fatalf("got %q, %v; want %v", got, err, tc.wantErr)
+				}
+				if !errors.Is(err, os.ErrNotExist) && !strings.Contains(err.Error(), tc.path) {
+					t.Errorf("error %q does not name %s", err, tc.path)
+				}
+				return
+			}
+			if err != nil || string(got) != tc.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
