@@ -17,6 +17,7 @@ import (
 // a refused job is logged at info whatever log_decisions says. The rest of the
 // suite runs with log_decisions: info (it reads decisions from slurmctld's log).
 func testLogLevels(t *testing.T, c *cluster) {
+	c.openForUser() // its refusal is an ordinary user's submission
 	tags := pickTags(t, c.cfg, c.a.repo)
 	orig := c.cfg
 	cfg := orig

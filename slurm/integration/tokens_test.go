@@ -3,8 +3,6 @@
 package integration
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,22 +61,11 @@ func testUpdateUnknownProfile(t *testing.T, c *cluster) {
 	c.mustCtldAlive()
 }
 
-// storedCommentPlumbed says whether the library hands the engine the job's
-// stored comment at job_modify (JobFields.StoredComment set by cmd/libcoscheml
-// from the shim's struct).
-func storedCommentPlumbed(repo string) bool {
-	b, err := os.ReadFile(filepath.Join(repo, "cmd", "libcoscheml", "main.go"))
-	return err == nil && strings.Contains(string(b), "StoredComment")
-}
-
 // testCopiedToken: an ordinary user's update of their job 2 that carries the
 // token of their job 1 is re-decided without it: job 1's reservation stays, so
 // job 2 is not placed on job 1's GPU as if it were idle, and the copied token
 // does not reach job 2's comment.
 func testCopiedToken(t *testing.T, c *cluster) {
-	if !storedCommentPlumbed(c.a.repo) {
-		t.Skip("the library does not pass the job's stored comment at job_modify yet (no StoredComment in cmd/libcoscheml)")
-	}
 	c.openForUser()
 	tags := pickTags(t, c.cfg, c.a.repo)
 	prefix := "gres:"
