@@ -8,7 +8,6 @@ import (
 	"unsafe"
 
 	"github.com/coscheml/coscheml/pkg/comment"
-	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/decisionlog"
 	"github.com/coscheml/coscheml/pkg/placement"
 	"github.com/coscheml/coscheml/pkg/profile"
@@ -159,12 +158,7 @@ func (e *Engine) decideLocked(q *query) outcome {
 		}
 		out = deferral(q, out, ours, wait)
 	}
-	if out.res.Code == Unchanged && q.snap != nil && q.snap.cfgErr == nil {
-		// Left as submitted: a shard request then lands wherever Slurm puts it.
-		if d, deny := guardRawShard(q); deny {
-			out = d
-		}
-	}
+	out = checkPassThrough(q, out)
 	if out.usedID {
 		e.idSeq++
 	}
@@ -303,144 +297,6 @@ type outcome struct {
 	// rejectWhy is the rule that refused the job, a fixed word for the metrics
 	// (the reason in rec names the user's tag).
 	rejectWhy string
-}
-
-// placeIn is a job ready to be placed on the cluster: tagged, valid, profiled.
-type placeIn struct {
-	dir   comment.Directive
-	ask   gpuAsk
-	prof  *profile.Profile
-	class profile.Class
-	rec   decisionlog.Record
-}
-
-// prepare is the first stage: everything decided from the job and the snapshot
-// alone. ok means the job is to be placed on the cluster (stage place); otherwise
-// out is the decision.
-func prepare(q *query) (in placeIn, out outcome, ok bool) {
-	st, j := q.snap, q.j
-	if st == nil || st.cfgErr != nil {
-		return in, outcome{}, false
-	}
-	if j.Modify && !j.has(placementFields) {
-		return in, outcome{}, false // job_modify of fields placement does not read
-	}
-	if out, deny := guardUpdate(q); deny {
-		return in, out, false
-	}
-	cfg := st.cfg
-	dir := comment.ParseComment(j.Comment)
-	ask := readGPUs(&j)
-	gres, gresErr := ask.gres, ask.err
-	pass := ask.pass
-	if pass == "" {
-		pass = fieldsPass(&j)
-	}
-	r := decisionlog.Record{Time: q.now, Op: "submit", UserID: j.UserID, GPU: -1, TresIn: j.TresPerNode}
-	if j.Modify {
-		r.Op = "modify"
-	}
-	if j.JobID != 0 && j.JobID != NoVal {
-		r.JobID = strconv.FormatUint(uint64(j.JobID), 10)
-	}
-	partOK := cfg.Cluster.Partition == "" || j.Partition == "" || j.Partition == cfg.Cluster.Partition
-	var was comment.Directive // the job's directive before the update
-	if j.Modify && j.has(FieldComment) {
-		was = comment.ParseComment(j.StoredComment)
-		if r.JobID != "" && q.view != nil && q.view.running[r.JobID] && !q.isAdmin() && !sameDirective(was, dir) {
-			r.Tag, r.Class = dir.Tag, string(dir.Class)
-			return in, retagRunning(q, was, r), false
-		}
-	}
-
-	if !dir.Present {
-		if cfg.Untagged != "exclusive" || gresErr != nil || !gres.HasGPU() || !partOK || gres.GPUs > 1 || j.Modify && j.TresPerNode == "" || pass != "" {
-			return in, outcome{}, false
-		}
-		r.Action, r.Reason = "exclusive", "untagged job: untagged=exclusive routes it to a whole GPU through shards"
-		return in, exclusiveUnpinned(q, &ask, r), false
-	}
-	if dir.Err != nil {
-		return in, badInput(q, "invalid_tag", cfg.InvalidTag, dir.Err.Error(), &ask, pass, r), false
-	}
-	r.Tag, r.Class = dir.Tag, string(dir.Class)
-	// A comment-only update sets a tag as much as a submission does: an
-	// unknown one meets the same rule (unless the job had that tag already).
-	if j.Modify && j.TresPerNode == "" && st.catErr == nil && !st.known(dir.Tag) && !(was.Err == nil && was.Tag == dir.Tag) {
-		msg := fmt.Sprintf("unknown application profile '%s'; see `coscheml profile list`", profile.Sanitize(dir.Tag))
-		return in, badInput(q, "unknown_profile", cfg.UnknownProfile, msg, &ask, pass, r), false
-	}
-	switch {
-	case j.Modify && j.TresPerNode == "":
-		return in, finish(Result{}, r, "unchanged", "pass", "comment changed by job_modify; the GPU request is not part of the update, placement kept"), false
-	case gresErr != nil:
-		return in, finish(Result{}, r, "unchanged", "pass", "GPU request not understood: "+gresErr.Error()), false
-	case ask.pass != "": // a GPU request left to Slurm (--gpus=2, a type, ...)
-		return in, finish(Result{}, r, "unchanged", "pass", ask.pass), false
-	case !gres.HasGPU():
-		return in, finish(Result{}, r, "unchanged", "pass", "no GPU requested"), false
-	case pass != "":
-		return in, finish(Result{}, r, "unchanged", "pass", pass), false
-	case !partOK:
-		return in, finish(Result{}, r, "unchanged", "pass", "partition "+profile.Sanitize(j.Partition)+" is not managed by coscheml"), false
-	}
-	// The tag is checked against the profiles whenever they loaded, so a user gets
-	// the same answer whether or not the model is healthy.
-	prof := st.catalog[dir.Tag]
-	if st.catErr == nil && !st.known(dir.Tag) {
-		msg := fmt.Sprintf("unknown application profile '%s'; see `coscheml profile list`", profile.Sanitize(dir.Tag))
-		return in, badInput(q, "unknown_profile", cfg.UnknownProfile, msg, &ask, pass, r), false
-	}
-	if what := st.degraded(); what != "" {
-		return in, finish(Result{}, r, "unchanged", "pass", "degraded ("+what+" unusable, logged when it happened): left unchanged"), false
-	}
-	class := dir.Class
-	if class == "" {
-		class = prof.Class
-	}
-	r.Class = string(class)
-	if why := q.view.blocker(st, r.JobID); why != "" {
-		return in, finish(Result{}, r, "unchanged", "pass", why), false
-	}
-	return placeIn{dir: dir, ask: ask, prof: prof, class: class, rec: r}, outcome{}, true
-}
-
-// known says whether tag has a profile in the snapshot's catalog.
-func (l *Snapshot) known(tag string) bool {
-	p, ok := l.catalog[tag]
-	return ok && p != nil
-}
-
-// sameDirective says whether two comments say the same to coscheml: both
-// untagged, or the same tag and class (two malformed directives count as the
-// same: neither is placed).
-func sameDirective(a, b comment.Directive) bool {
-	if (a.Err != nil) != (b.Err != nil) {
-		return false
-	}
-	return a.Err != nil || a.Present == b.Present && a.Tag == b.Tag && a.Class == b.Class
-}
-
-// retagRunning refuses an update that changes the coscheml directive of a
-// running job. The job's GPU, its neighbours and the node's profiling of it
-// were decided for the directive it started with; a new tag would describe it
-// to nothing that still decides (and would let a heavy job's measurements be
-// filed under a light tag). Admins may (the node side keeps the tag recorded
-// at start).
-func retagRunning(q *query, was comment.Directive, r decisionlog.Record) outcome {
-	keep := "no coscheml directive"
-	if was.Present && was.Err == nil {
-		keep = "coscheml:app=" + profile.Sanitize(was.Tag)
-		if was.Class != "" {
-			keep += ",class=" + profile.Sanitize(string(was.Class))
-		}
-	}
-	msg := fmt.Sprintf("job %s is running: its coscheml directive cannot change until it ends "+
-		"(its GPU and its profiling were decided for the directive it started with). "+
-		"Keep %s in the comment (other words may change), or ask an administrator", jobLabel(&q.j), keep)
-	out := finish(Result{Code: Reject, UserMsg: "coscheml: " + msg}, r, "reject", "pass", msg)
-	out.rejectWhy = "running_retag"
-	return out
 }
 
 // place is the second stage: the placement on the cluster view. It reads the view
@@ -608,44 +464,6 @@ func multiGPU(q *query, in *placeIn, n int, mask []bool) outcome {
 		return out
 	}
 	return finish(Result{}, r, "unchanged", "pass", fmt.Sprintf("%d GPUs: no node is free of other jobs (of the nodes the job may use); left to Slurm", n))
-}
-
-// badInput applies rule invalid_tag / unknown_profile: "reject" refuses the job
-// with msg; "exclusive" accepts it on a whole GPU and warns; "bootstrap"
-// (unknown_profile only) accepts it on a whole GPU, where the node Prolog/Epilog
-// profile it, and says so.
-func badInput(q *query, rule, mode, msg string, ask *gpuAsk, pass string, r decisionlog.Record) outcome {
-	if mode != config.UnknownExclusive && mode != config.UnknownBootstrap {
-		res := Result{Code: Reject, UserMsg: "coscheml: " + msg}
-		out := finish(res, r, "reject", "pass", msg)
-		out.rejectWhy = rule
-		return out
-	}
-	r.Action = "exclusive"
-	r.Reason = msg + "; accepted on a whole GPU (" + rule + ": " + mode + ")"
-	alone := "; the job runs on a GPU of its own"
-	if mode == config.UnknownBootstrap {
-		switch {
-		case q.snap.cfg.Profiling.Enabled && r.Class == "":
-			// The Epilog writes a new profile only with a class (it sets the
-			// application's floor), which only the directive can give.
-			alone = "; bootstrap: the job runs alone on a whole GPU, but its profile is written only " +
-				"with a class: add class=hpc, train or infer to the comment (coscheml:app=TAG,class=train)"
-		case q.snap.cfg.Profiling.Enabled:
-			alone = "; bootstrap: the job runs alone on a whole GPU and is profiled there, " +
-				"so later jobs of this application can share a GPU once the profile is in place"
-		default:
-			alone = "; bootstrap: the job runs alone on a whole GPU (profiling is disabled here: " +
-				"ask an administrator to add a profile with coscheml profile run or import)"
-		}
-	}
-	if ask.err != nil || !ask.gres.HasGPU() || ask.gres.GPUs > 1 || q.j.Modify && q.j.TresPerNode == "" || pass != "" {
-		res := Result{UserMsg: "coscheml: warning: " + msg + "; the job is not shared"}
-		return finish(res, r, "unchanged", "pass", r.Reason)
-	}
-	out := exclusiveUnpinned(q, ask, r)
-	out.res.UserMsg = "coscheml: warning: " + msg + alone
-	return out
 }
 
 // exclusiveUnpinned asks for all shards of one GPU on any node: Slurm then picks an
