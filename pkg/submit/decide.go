@@ -158,7 +158,7 @@ func (e *Engine) decideLocked(q *query) outcome {
 		c.pinned = out.res.ReqNodes != "" && c.reqNodes == ""
 		e.view.rememberLocked(out.rec.ID, c)
 		if q.prevID != "" && q.prevID != out.rec.ID {
-			delete(e.view.ctx, q.prevID)
+			e.view.releaseCtxLocked(q.prevID)
 		}
 	}
 	if !out.deferUntil.IsZero() {
