@@ -335,3 +335,45 @@ func TestReservationIndex(t *testing.T) {
 		t.Fatalf("left: %v %v %v", v.reserved, v.resAt, v.resOfJob)
 	}
 }
+
+// TestReservationExpiryOldestFirst: expiry by age walks the reservations in
+// the order they were made, skipping those already dropped, and drops exactly
+// the ones older than the TTL whatever their place in the slice.
+func TestReservationExpiryOldestFirst(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		dropped []string
+		after   time.Duration
+		want    []string
+	}{
+		{"none aged", nil, 10 * time.Minute, []string{"r0", "r1", "r2", "r3", "r4", "r5"}},
+		{"two aged", nil, 16*time.Minute + 30*time.Second, []string{"r2", "r3", "r4", "r5"}},
+		{"aged and dropped mixed", []string{"r0", "r3"}, 17*time.Minute + 30*time.Second, []string{"r4", "r5"}},
+		{"all aged", []string{"r5"}, time.Hour, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := clusterView{ttl: 15 * time.Minute}
+			for i := 0; i < 6; i++ {
+				v.addReservedLocked(reservation{id: fmt.Sprint("r", i), jobID: fmt.Sprint(100 + i%2), uid: 1, at: t0.Add(time.Duration(i) * time.Minute)})
+			}
+			for _, id := range tc.dropped {
+				v.dropLocked(id, 0, true, "")
+			}
+			v.expireAgedLocked(t0.Add(tc.after))
+			var got []string
+			for _, r := range v.reserved {
+				got = append(got, r.id)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("kept %v, want %v", got, tc.want)
+			}
+			for i, r := range v.reserved {
+				if v.resAt[r.id] != i {
+					t.Fatalf("index of %s is %d, at %d", r.id, v.resAt[r.id], i)
+				}
+			}
+		})
+	}
+}

@@ -66,8 +66,7 @@ func (e *Engine) decideOne(j JobFields) Result {
 	var res Result
 	if e.ready.Load() {
 		// Reservations expire even when the background refresh is stuck; at
-		// most once a second here (a scan of every reservation: 2,000 of
-		// them cost ~70 µs, which every submission paid).
+		// most once a second here, the oldest first (expireAgedLocked).
 		e.view.expireStale(e.opts.Now(), expireEvery)
 	}
 	if why := e.passReason(); why != "" {

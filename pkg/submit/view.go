@@ -23,6 +23,10 @@ type clusterView struct {
 	// ids), so that job_modify drops its job's reservation without a scan.
 	resAt    map[string]int
 	resOfJob map[string][]string
+	// resAge: the reservations' ids in the order they were made, for expiry by
+	// age from the oldest; an id no longer reserved is skipped when reached.
+	resAge     []reservedAt
+	resAgeHead int
 	// deferred: decision ids of jobs the plugin deferred (wait_defer), with the
 	// begin time given. Only these may have their begin time changed by a
 	// re-decision; rebuilt from the decision log on restart (deferralsFrom).
@@ -30,9 +34,10 @@ type clusterView struct {
 	// ctx: the job context of each decision that gave an id (jobCtx), released
 	// when its job starts or leaves the queue; lost on restart.
 	ctx ctxStore
-	// started: scratch of the decision ids that a residency read shows started
-	// since the one before (background goroutine only).
-	started []string
+	// started, startedJobs: scratch of the decision ids and job ids that a
+	// residency read shows started since the one before (background goroutine
+	// only).
+	started, startedJobs []string
 	// spareRun, spareConf: the maps the last install replaced, refilled by the
 	// next one (install is called by one goroutine at a time: the engine's bgMu).
 	spareRun map[string]bool
@@ -54,6 +59,12 @@ type viewState struct {
 	resErr  error
 	running map[string]bool           // job ids with a residency entry
 	confirm map[string][]confirmation // decision ids with a residency entry (or done)
+}
+
+// reservedAt is when the reservation of decision id was made.
+type reservedAt struct {
+	id string
+	at time.Time
 }
 
 // confirmation is where a decision id was seen started: the entry's node and job
@@ -122,8 +133,9 @@ func (v *clusterView) update(snap *Snapshot, changed map[string]bool, entries []
 	applyDelta(v.cluster, snap, changed, entries)
 	v.spareRun, v.spareConf = v.running, v.confirm
 	v.running, v.confirm, v.resErr = running, confirm, nil
+	v.expireStartedLocked()
 	v.releaseStartedLocked()
-	v.expireLocked(now)
+	v.expireAgedLocked(now)
 	return true
 }
 
@@ -149,13 +161,35 @@ func (v *clusterView) indexEntries(entries []residency.Entry, done []string) (ma
 	for _, id := range done {
 		confirm[id] = append(confirm[id], confirmation{}) // started and already ended
 	}
-	v.started = v.started[:0]
+	v.started, v.startedJobs = v.started[:0], v.startedJobs[:0]
 	for id := range confirm {
 		if _, ok := v.confirm[id]; !ok {
 			v.started = append(v.started, id)
 		}
 	}
+	for job := range running {
+		if !v.running[job] {
+			v.startedJobs = append(v.startedJobs, job)
+		}
+	}
 	return running, confirm
+}
+
+// expireStartedLocked drops the reservations of the decisions and jobs that
+// started since the last residency read (what the full expireLocked finds, at
+// the cost of the change rather than of every reservation). Caller holds mu.
+func (v *clusterView) expireStartedLocked() {
+	for _, id := range v.started {
+		if i, ok := v.resAt[id]; ok && v.confirmedLocked(&v.reserved[i]) {
+			v.unreserveLocked(i)
+		}
+	}
+	for _, job := range v.startedJobs {
+		for len(v.resOfJob[job]) > 0 {
+			v.unreserveLocked(v.resAt[v.resOfJob[job][0]])
+		}
+	}
+	v.startedJobs = v.startedJobs[:0]
 }
 
 // releaseStartedLocked forgets the context and the deferral of each decision
@@ -181,10 +215,11 @@ func (v *clusterView) setErr(err error) {
 	v.mu.Unlock()
 }
 
-// expire drops reservations that are confirmed or past the TTL.
+// expire drops the reservations past the TTL (the residency did not change:
+// the last install or update dropped the confirmed ones).
 func (v *clusterView) expire(now time.Time) {
 	v.mu.Lock()
-	v.expireLocked(now)
+	v.expireAgedLocked(now)
 	v.mu.Unlock()
 }
 
@@ -196,7 +231,7 @@ const expireEvery = time.Second
 func (v *clusterView) expireStale(now time.Time, every time.Duration) {
 	v.mu.Lock()
 	if d := now.Sub(v.expiredAt); d >= every || d < 0 {
-		v.expireLocked(now)
+		v.expireAgedLocked(now)
 	}
 	v.mu.Unlock()
 }
@@ -212,6 +247,30 @@ func (v *clusterView) expireLocked(now time.Time) {
 			continue
 		}
 		i++
+	}
+}
+
+// expireAgedLocked drops the reservations older than the TTL, from the oldest
+// made: amortised O(1) per reservation, whatever their number. After a clock
+// step back the ones made later wait behind the first until it ages (the next
+// full install scans them all). Caller holds mu.
+func (v *clusterView) expireAgedLocked(now time.Time) {
+	v.expiredAt = now
+	for v.resAgeHead < len(v.resAge) {
+		a := v.resAge[v.resAgeHead]
+		if now.Sub(a.at) <= v.ttl {
+			break
+		}
+		v.resAge[v.resAgeHead] = reservedAt{}
+		v.resAgeHead++
+		if i, ok := v.resAt[a.id]; ok && v.reserved[i].at.Equal(a.at) {
+			v.unreserveLocked(i)
+		}
+	}
+	if v.resAgeHead > 64 && v.resAgeHead > len(v.resAge)/2 {
+		n := copy(v.resAge, v.resAge[v.resAgeHead:])
+		clear(v.resAge[n:])
+		v.resAge, v.resAgeHead = v.resAge[:n], 0
 	}
 }
 
@@ -249,6 +308,7 @@ func (v *clusterView) addReservedLocked(r reservation) {
 	}
 	v.reserved = append(v.reserved, r)
 	v.resAt[r.id] = len(v.reserved) - 1
+	v.resAge = append(v.resAge, reservedAt{id: r.id, at: r.at})
 	if r.jobID != "" {
 		v.resOfJob[r.jobID] = append(v.resOfJob[r.jobID], r.id)
 	}
