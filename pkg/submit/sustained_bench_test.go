@@ -55,12 +55,20 @@ const (
 	weekPerMinute  = 100
 	weekModifyRate = 0.12
 	weekUsers      = 200
+	// weekRefreshMinutes: how often the residency is installed (a site's
+	// refresh runs every 500 ms; the simulation batches a minute's changes,
+	// fewer than maxDeltaJobs: applied in place, as on a site).
+	weekRefreshMinutes = 1
+	// weekSeeded jobs already run at the start, ending over its first two
+	// hours, so the first hour is measured on a loaded cluster as the last.
+	weekSeeded = 5000
 )
 
 type weekJob struct {
 	id, comment, tres string
 	uid               uint32
 	jobID             uint32
+	jobIDs            string
 	tag               string
 	part, req, exc    string // what the job asked for
 	node              string // the pin ("": none)
@@ -116,6 +124,14 @@ func runWeek(b *testing.B, minutes int) {
 		cl := []profile.Class{profile.ClassHPC, profile.ClassTrain, profile.ClassInfer}[i%3]
 		f.cat[tag] = prof(tag, cl, 10+s.rng.Float64()*80)
 		s.tags = append(s.tags, tag)
+	}
+	for i := 0; i < weekSeeded; i++ {
+		s.nextJob++
+		j := &weekJob{jobID: s.nextJob, jobIDs: strconv.Itoa(int(s.nextJob)), tag: s.tags[s.rng.IntN(len(s.tags))], running: true,
+			node: fmt.Sprintf("n%d", 1+s.rng.IntN(nodes)), gpus: []int{s.rng.IntN(8)}, shards: 2, startAt: f.clock().Add(-time.Hour),
+			endAt: f.clock().Add(time.Duration(s.rng.Int64N(int64(2 * time.Hour))))}
+		j.pos = len(s.running)
+		s.running = append(s.running, j)
 	}
 	// The re-decide loop runs all week: waits are deferred.
 	if err := redecide.WriteHeartbeat(f.cfg.HeartbeatPath(), f.clock().Add(time.Duration(minutes+24*60)*time.Minute)); err != nil {
@@ -224,7 +240,7 @@ func (s *weekSim) submit() {
 	in.TimeLimit = uint32(60 + s.rng.IntN(180))
 	res := s.decide(in)
 	s.nextJob++
-	j.jobID = s.nextJob
+	j.jobID, j.jobIDs = s.nextJob, strconv.Itoa(int(s.nextJob))
 	if !s.took(j, res, "submit") {
 		return
 	}
@@ -328,15 +344,20 @@ func (s *weekSim) minute(m int) {
 		last := s.running[len(s.running)-1]
 		s.running[i], last.pos = last, i
 		s.running = s.running[:len(s.running)-1]
-		s.done = append(s.done, weekDone{id: j.id, at: now})
+		if j.id != "" { // not a job running before the week
+			s.done = append(s.done, weekDone{id: j.id, at: now})
+		}
 		s.counts["ended"]++
 	}
 	for len(s.done) > 0 && now.Sub(s.done[0].at) > residency.DoneTTL {
 		s.done = s.done[1:]
 	}
+	if m%weekRefreshMinutes != 0 {
+		return
+	}
 	entries := make([]residency.Entry, 0, len(s.running))
 	for _, j := range s.running {
-		entries = append(entries, residency.Entry{V: 1, JobID: strconv.Itoa(int(j.jobID)), Node: j.node, GPUs: j.gpus, Shards: j.shards,
+		entries = append(entries, residency.Entry{V: 1, JobID: j.jobIDs, Node: j.node, GPUs: j.gpus, Shards: j.shards,
 			Tag: j.tag, DecisionID: j.id, Start: j.startAt, Expires: j.endAt.Add(time.Hour)})
 	}
 	done := make([]string, len(s.done))
@@ -389,7 +410,7 @@ func (s *weekSim) restart() {
 	s.epoch++
 	s.counts["restarts"]++
 	s.f.advance(time.Second)
-	s.minute(1) // the first refresh (no queue listing yet)
+	s.minute(weekRefreshMinutes) // the first refresh
 }
 
 // check fails the benchmark when a queued job's reservation or context is not

@@ -162,14 +162,17 @@ func (v *clusterView) indexEntries(entries []residency.Entry, done []string) (ma
 		confirm[id] = append(confirm[id], confirmation{}) // started and already ended
 	}
 	v.started, v.startedJobs = v.started[:0], v.startedJobs[:0]
-	for id := range confirm {
-		if _, ok := v.confirm[id]; !ok {
-			v.started = append(v.started, id)
+	for i := range entries {
+		if en := &entries[i]; !v.running[en.JobID] {
+			v.startedJobs = append(v.startedJobs, en.JobID)
+			if _, ok := v.confirm[en.DecisionID]; !ok && en.DecisionID != "" {
+				v.started = append(v.started, en.DecisionID)
+			}
 		}
 	}
-	for job := range running {
-		if !v.running[job] {
-			v.startedJobs = append(v.startedJobs, job)
+	for _, id := range done {
+		if _, ok := v.confirm[id]; !ok {
+			v.started = append(v.started, id)
 		}
 	}
 	return running, confirm
