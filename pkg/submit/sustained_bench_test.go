@@ -165,7 +165,10 @@ func runWeek(b *testing.B, minutes int) {
 		}
 		if m%60 == 0 {
 			if m%(24*60) == 0 {
-				b.Logf("day %d: p99 %v over the last hour; %d queued, %d running; %v", m/(24*60), p99(s.cpu), len(s.pending), len(s.running), s.counts)
+				runtime.GC()
+				runtime.ReadMemStats(&ms)
+				b.Logf("day %d, last hour: thread CPU p50 %v p99 %v; heap %.1f MiB; %d queued, %d running, %d contexts held",
+					m/(24*60), pct(s.cpu, 0.5), pct(s.cpu, 0.99), float64(ms.HeapAlloc)/(1<<20), len(s.pending), len(s.running), s.contexts())
 			}
 			s.cpu = s.cpu[:0]
 		}
@@ -181,13 +184,29 @@ func runWeek(b *testing.B, minutes int) {
 		minutes, minutes*weekPerMinute, s.counts, float64(heapFirst)/(1<<20), float64(ms.HeapAlloc)/(1<<20))
 }
 
-func p99(d []time.Duration) time.Duration {
+func p99(d []time.Duration) time.Duration { return pct(d, 0.99) }
+
+func pct(d []time.Duration, p float64) time.Duration {
 	if len(d) == 0 {
 		return 0
 	}
 	c := slices.Clone(d)
 	slices.Sort(c)
-	return c[int(0.99*float64(len(c)-1))]
+	return c[int(p*float64(len(c)-1))]
+}
+
+// contexts counts the job contexts the engine holds (those of the queued jobs
+// the simulation knows, since the others are released).
+func (s *weekSim) contexts() int {
+	n := 0
+	s.f.e.view.mu.Lock()
+	defer s.f.e.view.mu.Unlock()
+	for _, j := range s.pending {
+		if s.f.e.view.ctxLocked(j.id) != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // decide runs one decision on this thread and keeps its thread CPU time.
