@@ -73,8 +73,7 @@ func (e *Engine) decideOne(j JobFields) Result {
 	var res Result
 	if e.ready.Load() {
 		// Reservations expire even when the background refresh is stuck; at
-		// most once a second here (a scan of every reservation: 2,000 of
-		// them cost ~70 µs, which every submission paid).
+		// most once a second here, the oldest first (expireAgedLocked).
 		e.view.expireStale(e.opts.Now(), expireEvery)
 	}
 	if why := e.passReason(); why != "" {
@@ -170,7 +169,7 @@ func (e *Engine) decideLocked(q *query) outcome {
 		c.pinned = out.res.ReqNodes != "" && c.reqNodes == ""
 		e.view.rememberLocked(out.rec.ID, c)
 		if q.prevID != "" && q.prevID != out.rec.ID {
-			delete(e.view.ctx, q.prevID)
+			e.view.releaseCtxLocked(q.prevID)
 		}
 	}
 	if !out.deferUntil.IsZero() {

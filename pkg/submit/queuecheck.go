@@ -75,6 +75,7 @@ func (e *Engine) checkQueue() (ok bool) {
 	}
 	e.note("info-queuecheck", "")
 	e.view.dropGone(ids, started.Add(-queueCheckGrace))
+	e.view.releaseGoneCtx(ids, started.Add(-queueCheckGrace))
 	return true
 }
 
@@ -84,17 +85,38 @@ func (v *clusterView) dropGone(ids map[string]bool, cutoff time.Time) int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	n := 0
-	kept := v.reserved[:0]
-	for _, rv := range v.reserved {
-		if rv.at.Before(cutoff) && !ids[rv.id] {
-			if v.cluster != nil {
-				v.cluster.Remove(rv.id)
-			}
+	for i := 0; i < len(v.reserved); {
+		if rv := &v.reserved[i]; rv.at.Before(cutoff) && !ids[rv.id] {
+			v.unreserveLocked(i)
 			n++
 			continue
 		}
-		kept = append(kept, rv)
+		i++
 	}
-	v.reserved = kept
 	return n
+}
+
+// ctxSweepChunk is how many job contexts the queue check looks at per hold of
+// the view's lock: a decision waits for at most one chunk (tens of µs), not for
+// the whole walk.
+const ctxSweepChunk = 512
+
+// releaseGoneCtx releases the job contexts recorded before cutoff whose
+// decision id no job of the queue carries any more (cancelled, ended, or
+// gone before its start was seen), walking them a chunk at a time.
+func (v *clusterView) releaseGoneCtx(ids map[string]bool, cutoff time.Time) int {
+	gone := func(id string, c *jobCtx) bool { return c.at.Before(cutoff) && !ids[id] }
+	v.mu.Lock()
+	v.ctx.sweepStart()
+	v.mu.Unlock()
+	total := 0
+	for {
+		v.mu.Lock()
+		n, end := v.ctx.sweepStep(ctxSweepChunk, gone)
+		v.mu.Unlock()
+		total += n
+		if end {
+			return total
+		}
+	}
 }

@@ -29,11 +29,12 @@ func (e *Engine) restoreLocked(st *Snapshot, now time.Time) {
 		return
 	}
 	rvs := reservationsFrom(st, recs, now, e.opts.ReservationTTL)
+	deferred := deferralsFrom(recs, now, st.cfg.WaitDefer)
 	e.view.mu.Lock()
-	e.view.reserved = append(e.view.reserved, rvs...)
-	for id, until := range deferralsFrom(recs, now, st.cfg.WaitDefer) {
-		e.view.deferLocked(id, until, now)
+	for _, rv := range rvs {
+		e.view.addReservedLocked(rv)
 	}
+	e.view.deferred.load(deferred, now, e.view.ttl) // one heap build: linear
 	e.view.mu.Unlock()
 	if len(rvs) > 0 {
 		e.note("info-restore", fmt.Sprintf("rebuilt %d reservations of queued jobs from the decision log", len(rvs)))

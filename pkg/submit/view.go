@@ -19,13 +19,25 @@ type clusterView struct {
 	viewState
 	reserved []reservation
 	ttl      time.Duration // forget an unconfirmed reservation after
+	// resAt indexes reserved by decision id, resOfJob by bound job id (the
+	// ids), so that job_modify drops its job's reservation without a scan.
+	resAt    map[string]int
+	resOfJob map[string][]string
+	// resAge: the reservations' ids in the order they were made, for expiry by
+	// age from the oldest; an id no longer reserved is skipped when reached.
+	resAge     []reservedAt
+	resAgeHead int
 	// deferred: decision ids of jobs the plugin deferred (wait_defer), with the
 	// begin time given. Only these may have their begin time changed by a
 	// re-decision; rebuilt from the decision log on restart (deferralsFrom).
-	deferred map[string]time.Time
-	// ctx: the job context of each decision that gave an id (jobCtx); lost on
-	// restart.
-	ctx map[string]jobCtx
+	deferred deferrals
+	// ctx: the job context of each decision that gave an id (jobCtx), released
+	// when its job starts or leaves the queue; lost on restart.
+	ctx ctxStore
+	// started, startedJobs: scratch of the decision ids and job ids that a
+	// residency read shows started since the one before (background goroutine
+	// only).
+	started, startedJobs []string
 	// spareRun, spareConf: the maps the last install replaced, refilled by the
 	// next one (install is called by one goroutine at a time: the engine's bgMu).
 	spareRun map[string]bool
@@ -47,6 +59,12 @@ type viewState struct {
 	resErr  error
 	running map[string]bool           // job ids with a residency entry
 	confirm map[string][]confirmation // decision ids with a residency entry (or done)
+}
+
+// reservedAt is when the reservation of decision id was made.
+type reservedAt struct {
+	id string
+	at time.Time
 }
 
 // confirmation is where a decision id was seen started: the entry's node and job
@@ -92,6 +110,7 @@ func (v *clusterView) install(snap *Snapshot, c *placement.Cluster, entries []re
 	v.spareRun, v.spareConf = v.running, v.confirm
 	v.cluster, v.snap, v.resErr = c, snap, nil
 	v.running, v.confirm = running, confirm
+	v.releaseStartedLocked()
 	v.expireLocked(now)
 	for i := range v.reserved {
 		v.applyLocked(&v.reserved[i])
@@ -114,13 +133,17 @@ func (v *clusterView) update(snap *Snapshot, changed map[string]bool, entries []
 	applyDelta(v.cluster, snap, changed, entries)
 	v.spareRun, v.spareConf = v.running, v.confirm
 	v.running, v.confirm, v.resErr = running, confirm, nil
-	v.expireLocked(now)
+	v.expireStartedLocked()
+	v.releaseStartedLocked()
+	v.expireAgedLocked(now)
 	return true
 }
 
 // indexEntries fills the spare running and confirm maps from entries and done
 // (outside mu: only install and update, on the background goroutine, use the
-// spares).
+// spares), and lists in started the decision ids confirmed now but not by the
+// installed confirm map (which only this goroutine replaces, so it reads it
+// without mu).
 func (v *clusterView) indexEntries(entries []residency.Entry, done []string) (map[string]bool, map[string][]confirmation) {
 	running, confirm := v.spareRun, v.spareConf
 	if running == nil || confirm == nil {
@@ -138,7 +161,54 @@ func (v *clusterView) indexEntries(entries []residency.Entry, done []string) (ma
 	for _, id := range done {
 		confirm[id] = append(confirm[id], confirmation{}) // started and already ended
 	}
+	v.started, v.startedJobs = v.started[:0], v.startedJobs[:0]
+	for i := range entries {
+		if en := &entries[i]; !v.running[en.JobID] {
+			v.startedJobs = append(v.startedJobs, en.JobID)
+			if _, ok := v.confirm[en.DecisionID]; !ok && en.DecisionID != "" {
+				v.started = append(v.started, en.DecisionID)
+			}
+		}
+	}
+	for _, id := range done {
+		if _, ok := v.confirm[id]; !ok {
+			v.started = append(v.started, id)
+		}
+	}
 	return running, confirm
+}
+
+// expireStartedLocked drops the reservations of the decisions and jobs that
+// started since the last residency read (what the full expireLocked finds, at
+// the cost of the change rather than of every reservation). Caller holds mu.
+func (v *clusterView) expireStartedLocked() {
+	for _, id := range v.started {
+		if i, ok := v.resAt[id]; ok && v.confirmedLocked(&v.reserved[i]) {
+			v.unreserveLocked(i)
+		}
+	}
+	for _, job := range v.startedJobs {
+		for len(v.resOfJob[job]) > 0 {
+			v.unreserveLocked(v.resAt[v.resOfJob[job][0]])
+		}
+	}
+	v.startedJobs = v.startedJobs[:0]
+}
+
+// releaseStartedLocked forgets the context and the deferral of each decision
+// whose job started: a running job is never decided again (blocker), and an
+// ended one never comes back under its id but requeued, which then is decided
+// on its update's fields like a job whose context was evicted. An array keeps
+// its context until it leaves the queue: its other tasks still wait. Caller
+// holds mu.
+func (v *clusterView) releaseStartedLocked() {
+	for _, id := range v.started {
+		if c, ok := v.ctx.get(id); ok && c.arrayInx == "" {
+			v.ctx.release(id)
+		}
+		v.deferred.take(id)
+	}
+	v.started = v.started[:0]
 }
 
 // setErr marks the residency unreadable: decisions pass jobs through.
@@ -148,10 +218,11 @@ func (v *clusterView) setErr(err error) {
 	v.mu.Unlock()
 }
 
-// expire drops reservations that are confirmed or past the TTL.
+// expire drops the reservations past the TTL (the residency did not change:
+// the last install or update dropped the confirmed ones).
 func (v *clusterView) expire(now time.Time) {
 	v.mu.Lock()
-	v.expireLocked(now)
+	v.expireAgedLocked(now)
 	v.mu.Unlock()
 }
 
@@ -163,7 +234,7 @@ const expireEvery = time.Second
 func (v *clusterView) expireStale(now time.Time, every time.Duration) {
 	v.mu.Lock()
 	if d := now.Sub(v.expiredAt); d >= every || d < 0 {
-		v.expireLocked(now)
+		v.expireAgedLocked(now)
 	}
 	v.mu.Unlock()
 }
@@ -172,17 +243,38 @@ func (v *clusterView) expireStale(now time.Time, every time.Duration) {
 // started) or that are older than the TTL. Caller holds mu.
 func (v *clusterView) expireLocked(now time.Time) {
 	v.expiredAt = now
-	kept := v.reserved[:0]
-	for _, r := range v.reserved {
-		if v.confirmedLocked(&r) || (r.jobID != "" && v.running[r.jobID]) || now.Sub(r.at) > v.ttl {
-			if v.cluster != nil {
-				v.cluster.Remove(r.id)
-			}
+	for i := 0; i < len(v.reserved); {
+		r := &v.reserved[i]
+		if v.confirmedLocked(r) || (r.jobID != "" && v.running[r.jobID]) || now.Sub(r.at) > v.ttl {
+			v.unreserveLocked(i)
 			continue
 		}
-		kept = append(kept, r)
+		i++
 	}
-	v.reserved = kept
+}
+
+// expireAgedLocked drops the reservations older than the TTL, from the oldest
+// made: amortised O(1) per reservation, whatever their number. After a clock
+// step back the ones made later wait behind the first until it ages (the next
+// full install scans them all). Caller holds mu.
+func (v *clusterView) expireAgedLocked(now time.Time) {
+	v.expiredAt = now
+	for v.resAgeHead < len(v.resAge) {
+		a := v.resAge[v.resAgeHead]
+		if now.Sub(a.at) <= v.ttl {
+			break
+		}
+		v.resAge[v.resAgeHead] = reservedAt{}
+		v.resAgeHead++
+		if i, ok := v.resAt[a.id]; ok && v.reserved[i].at.Equal(a.at) {
+			v.unreserveLocked(i)
+		}
+	}
+	if v.resAgeHead > 64 && v.resAgeHead > len(v.resAge)/2 {
+		n := copy(v.resAge, v.resAge[v.resAgeHead:])
+		clear(v.resAge[n:])
+		v.resAge, v.resAgeHead = v.resAge[:n], 0
+	}
 }
 
 // confirmedLocked says whether r's job has started: an entry with r's id on r's
@@ -202,8 +294,55 @@ func (v *clusterView) confirmedLocked(r *reservation) bool {
 
 // reserveLocked records a decision's reservation and applies it. Caller holds mu.
 func (v *clusterView) reserveLocked(r reservation) {
-	v.reserved = append(v.reserved, r)
+	v.addReservedLocked(r)
 	v.applyLocked(&v.reserved[len(v.reserved)-1])
+}
+
+// addReservedLocked records r without applying it (the rebuild at start: the
+// install that follows applies every reservation). A reservation of the same id
+// replaces the earlier one. Caller holds mu.
+func (v *clusterView) addReservedLocked(r reservation) {
+	if v.resAt == nil {
+		v.resAt = make(map[string]int)
+		v.resOfJob = make(map[string][]string)
+	}
+	if i, ok := v.resAt[r.id]; ok {
+		v.unreserveLocked(i)
+	}
+	v.reserved = append(v.reserved, r)
+	v.resAt[r.id] = len(v.reserved) - 1
+	v.resAge = append(v.resAge, reservedAt{id: r.id, at: r.at})
+	if r.jobID != "" {
+		v.resOfJob[r.jobID] = append(v.resOfJob[r.jobID], r.id)
+	}
+}
+
+// unreserveLocked removes reservation i from the cluster and from reserved, in
+// O(1): the last one takes its place. Caller holds mu.
+func (v *clusterView) unreserveLocked(i int) {
+	r := v.reserved[i]
+	if v.cluster != nil {
+		v.cluster.Remove(r.id)
+	}
+	delete(v.resAt, r.id)
+	if r.jobID != "" {
+		ids := v.resOfJob[r.jobID]
+		if k := slices.Index(ids, r.id); k >= 0 {
+			ids = slices.Delete(ids, k, k+1)
+		}
+		if len(ids) == 0 {
+			delete(v.resOfJob, r.jobID)
+		} else {
+			v.resOfJob[r.jobID] = ids
+		}
+	}
+	last := len(v.reserved) - 1
+	if i != last {
+		v.reserved[i] = v.reserved[last]
+		v.resAt[v.reserved[i].id] = i
+	}
+	v.reserved[last] = reservation{}
+	v.reserved = v.reserved[:last]
 }
 
 // applyLocked makes r resident in the current cluster. Caller holds mu.
@@ -241,19 +380,20 @@ func (v *clusterView) dropLocked(id string, uid uint32, admin bool, jobID string
 		return nil
 	}
 	var dropped []string
-	kept := v.reserved[:0]
-	for _, rv := range v.reserved {
-		byID := id != "" && rv.id == id && (admin || rv.uid == uid && (rv.jobID == "" || rv.jobID == jobID))
-		if byID || (jobID != "" && rv.jobID == jobID) {
-			if v.cluster != nil {
-				v.cluster.Remove(rv.id)
-			}
+	if i, ok := v.resAt[id]; ok && id != "" {
+		rv := &v.reserved[i]
+		if admin || rv.uid == uid && (rv.jobID == "" || rv.jobID == jobID) {
 			dropped = append(dropped, rv.id)
-			continue
+			v.unreserveLocked(i)
 		}
-		kept = append(kept, rv)
 	}
-	v.reserved = kept
+	if jobID != "" {
+		for len(v.resOfJob[jobID]) > 0 {
+			rid := v.resOfJob[jobID][0]
+			dropped = append(dropped, rid)
+			v.unreserveLocked(v.resAt[rid])
+		}
+	}
 	return dropped
 }
 
@@ -266,8 +406,9 @@ type jobCtx struct {
 	at                                      time.Time
 }
 
-// maxCtx bounds the contexts remembered: the oldest week goes first, then any.
-// A job whose context is gone (or a restart) is re-decided on the update's fields.
+// maxCtx bounds the contexts remembered (those of queued jobs: a context goes
+// when its job starts or leaves the queue); past it the oldest goes. A job
+// whose context is gone (or a restart) is re-decided on the update's fields.
 const maxCtx = 1 << 16
 
 // rememberLocked records decision id's job context. Caller holds mu.
@@ -275,45 +416,25 @@ func (v *clusterView) rememberLocked(id string, c jobCtx) {
 	if id == "" {
 		return
 	}
-	if v.ctx == nil {
-		v.ctx = make(map[string]jobCtx)
-	}
-	if len(v.ctx) >= maxCtx {
-		for k, old := range v.ctx {
-			if c.at.Sub(old.at) > 7*24*time.Hour || len(v.ctx) >= maxCtx {
-				delete(v.ctx, k)
-			}
-			if len(v.ctx) < maxCtx*3/4 {
-				break
-			}
-		}
-	}
-	v.ctx[id] = c
+	v.ctx.put(id, c)
 }
+
+// releaseCtxLocked forgets decision id's job context. Caller holds mu.
+func (v *clusterView) releaseCtxLocked(id string) { v.ctx.release(id) }
 
 // ctxLocked is decision id's job context (nil when unknown). Caller holds mu.
 func (v *clusterView) ctxLocked(id string) *jobCtx {
-	if c, ok := v.ctx[id]; ok && id != "" {
+	if c, ok := v.ctx.get(id); ok && id != "" {
 		return &c
 	}
 	return nil
 }
 
 // deferLocked remembers that decision id deferred its job until until. Entries
-// of jobs that started (or vanished) are pruned once past until plus the TTL.
-// Caller holds mu.
+// of jobs that did not start (or vanished) are pruned once past until plus the
+// TTL. Caller holds mu.
 func (v *clusterView) deferLocked(id string, until, now time.Time) {
-	if v.deferred == nil {
-		v.deferred = make(map[string]time.Time)
-	}
-	if len(v.deferred) >= 256 {
-		for k, t := range v.deferred {
-			if now.Sub(t) > v.ttl {
-				delete(v.deferred, k)
-			}
-		}
-	}
-	v.deferred[id] = until
+	v.deferred.add(id, until, now, v.ttl)
 }
 
 // takeDeferredLocked reports whether decision id is a deferral of the plugin's,
@@ -322,9 +443,7 @@ func (v *clusterView) takeDeferredLocked(id string) bool {
 	if id == "" {
 		return false
 	}
-	_, ok := v.deferred[id]
-	delete(v.deferred, id)
-	return ok
+	return v.deferred.take(id)
 }
 
 func tagOfProf(p *profile.Profile) string {
