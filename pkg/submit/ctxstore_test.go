@@ -14,9 +14,9 @@ import (
 
 // installed installs entries and done markers as a residency read would.
 func (f *fixture) installed(entries []residency.Entry, done []string) {
-	f.e.bgMu.Lock()
+	f.e.refresh.mu.Lock()
 	f.e.install(f.e.snap.Load(), entries, done, f.clock())
-	f.e.bgMu.Unlock()
+	f.e.refresh.mu.Unlock()
 }
 
 func (f *fixture) ctxOf(id string) *jobCtx {
@@ -42,12 +42,12 @@ func TestContextReleasedWhenJobLeaves(t *testing.T) {
 		{"ran and ended: done marker", false, func(f *fixture, id, _ string) { f.installed(nil, []string{id}) }, true},
 		{"cancelled while queued: gone from the queue", false, func(f *fixture, id, _ string) {
 			f.advance(time.Minute)
-			f.e.queueFn = func(context.Context) (map[string]bool, error) { return map[string]bool{"x-1-0123456789ab": true}, nil }
+			f.e.poll.queueIDs = func(context.Context) (map[string]bool, error) { return map[string]bool{"x-1-0123456789ab": true}, nil }
 			f.e.checkQueue()
 		}, true},
 		{"still queued: listed", false, func(f *fixture, id, _ string) {
 			f.advance(time.Minute)
-			f.e.queueFn = func(context.Context) (map[string]bool, error) { return map[string]bool{id: true}, nil }
+			f.e.poll.queueIDs = func(context.Context) (map[string]bool, error) { return map[string]bool{id: true}, nil }
 			f.e.checkQueue()
 		}, false},
 		{"array, one task started: kept", true, func(f *fixture, id, node string) {
@@ -55,7 +55,7 @@ func TestContextReleasedWhenJobLeaves(t *testing.T) {
 		}, false},
 		{"array gone from the queue", true, func(f *fixture, id, _ string) {
 			f.advance(time.Minute)
-			f.e.queueFn = func(context.Context) (map[string]bool, error) { return map[string]bool{}, nil }
+			f.e.poll.queueIDs = func(context.Context) (map[string]bool, error) { return map[string]bool{}, nil }
 			f.e.checkQueue()
 		}, true},
 	} {

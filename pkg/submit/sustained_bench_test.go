@@ -388,9 +388,9 @@ func (s *weekSim) minute(m int) {
 	for i := range s.done {
 		done[i] = s.done[i].id
 	}
-	s.f.e.bgMu.Lock()
+	s.f.e.refresh.mu.Lock()
 	s.f.e.install(s.f.e.snap.Load(), entries, done, now)
-	s.f.e.bgMu.Unlock()
+	s.f.e.refresh.mu.Unlock()
 	if m%5 == 0 {
 		queue := make(map[string]bool, len(s.pending)+len(s.running))
 		for _, j := range s.pending {
@@ -399,7 +399,7 @@ func (s *weekSim) minute(m int) {
 		for _, j := range s.running {
 			queue[j.id] = true
 		}
-		s.f.e.queueFn = func(context.Context) (map[string]bool, error) { return queue, nil }
+		s.f.e.poll.queueIDs = func(context.Context) (map[string]bool, error) { return queue, nil }
 		s.f.e.checkQueue()
 	}
 }

@@ -39,7 +39,7 @@ type clusterView struct {
 	// only).
 	started, startedJobs []string
 	// spareRun, spareConf: the maps the last install replaced, refilled by the
-	// next one (install is called by one goroutine at a time: the engine's bgMu).
+	// next one (install is called by one goroutine at a time: the engine's refresh lock).
 	spareRun map[string]bool
 	// expiredAt: when expireLocked last ran.
 	expiredAt time.Time
