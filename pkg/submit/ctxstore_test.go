@@ -325,14 +325,14 @@ func TestReservationIndex(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Fatalf("%s: dropped %v, want %v", tc.name, got, tc.want)
 		}
-		for i, r := range v.reserved {
-			if v.resAt[r.id] != i {
-				t.Fatalf("%s: index of %s is %d, at %d", tc.name, r.id, v.resAt[r.id], i)
+		for i, r := range v.res.list {
+			if v.res.byID[r.id] != i {
+				t.Fatalf("%s: index of %s is %d, at %d", tc.name, r.id, v.res.byID[r.id], i)
 			}
 		}
 	}
-	if len(v.reserved) != 0 || len(v.resAt) != 0 || len(v.resOfJob) != 0 {
-		t.Fatalf("left: %v %v %v", v.reserved, v.resAt, v.resOfJob)
+	if len(v.res.list) != 0 || len(v.res.byID) != 0 || len(v.res.byJob) != 0 {
+		t.Fatalf("left: %v %v %v", v.res.list, v.res.byID, v.res.byJob)
 	}
 }
 
@@ -353,7 +353,7 @@ func TestReservationExpiryOldestFirst(t *testing.T) {
 		{"all aged", []string{"r5"}, time.Hour, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := clusterView{ttl: 15 * time.Minute}
+			v := clusterView{res: reservationSet{ttl: 15 * time.Minute}}
 			for i := 0; i < 6; i++ {
 				v.addReservedLocked(reservation{id: fmt.Sprint("r", i), jobID: fmt.Sprint(100 + i%2), uid: 1, at: t0.Add(time.Duration(i) * time.Minute)})
 			}
@@ -362,16 +362,16 @@ func TestReservationExpiryOldestFirst(t *testing.T) {
 			}
 			v.expireAgedLocked(t0.Add(tc.after))
 			var got []string
-			for _, r := range v.reserved {
+			for _, r := range v.res.list {
 				got = append(got, r.id)
 			}
 			slices.Sort(got)
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("kept %v, want %v", got, tc.want)
 			}
-			for i, r := range v.reserved {
-				if v.resAt[r.id] != i {
-					t.Fatalf("index of %s is %d, at %d", r.id, v.resAt[r.id], i)
+			for i, r := range v.res.list {
+				if v.res.byID[r.id] != i {
+					t.Fatalf("index of %s is %d, at %d", r.id, v.res.byID[r.id], i)
 				}
 			}
 		})

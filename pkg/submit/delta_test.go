@@ -64,7 +64,7 @@ func TestInPlaceUpdate(t *testing.T) {
 			f.e.refresh.mu.Unlock()
 			f.e.view.mu.Lock()
 			got := f.e.view.cluster
-			reserved := slices.Clone(f.e.view.reserved)
+			reserved := slices.Clone(f.e.view.res.list)
 			f.e.view.mu.Unlock()
 			if (got == before) != tt.inPlace {
 				t.Fatalf("updated in place: %v, want %v", got == before, tt.inPlace)
@@ -201,8 +201,8 @@ func TestInPlaceUpdateWhileDeciding(t *testing.T) {
 				t.Fatalf("caches after concurrent updates: %v", err)
 			}
 			want := buildCluster(st, f.e.refresh.entries, nil)
-			for j := range f.e.view.reserved {
-				applyReservation(want, &f.e.view.reserved[j])
+			for j := range f.e.view.res.list {
+				applyReservation(want, &f.e.view.res.list[j])
 			}
 			if diff := residentDiff(c, want); diff != "" {
 				t.Fatalf("after %d decisions (%d kept) and 200 updates, %s", i, kept, diff)

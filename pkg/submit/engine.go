@@ -270,7 +270,7 @@ func newEngine(src Sources, opts Options, prep func(Sources) (Sources, string)) 
 	e.metrics.counters = metrics.NewCounters(e.metrics.since)
 	e.poll.nodeStates = src.NodeStates
 	e.poll.queueIDs = src.QueueIDs
-	e.view.ttl = e.opts.ReservationTTL
+	e.view.res.ttl = e.opts.ReservationTTL
 	now := e.opts.Now()
 	e.idPfx = strconv.FormatInt(now.UnixMilli(), 36)
 	e.ephemeral = make([]byte, keyMinLen)

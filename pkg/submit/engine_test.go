@@ -332,7 +332,7 @@ func TestReservationLifecycle(t *testing.T) {
 	}
 	f.e.Reload()
 	f.e.view.mu.Lock()
-	nres, reserved := len(f.e.view.cluster.Nodes[0].GPUs[0].Residents), len(f.e.view.reserved)
+	nres, reserved := len(f.e.view.cluster.Nodes[0].GPUs[0].Residents), len(f.e.view.res.list)
 	f.e.view.mu.Unlock()
 	if nres != 1 || reserved != 0 {
 		t.Fatalf("after prolog: %d residents on n1/gpu0, %d reservations", nres, reserved)
@@ -346,7 +346,7 @@ func TestReservationLifecycle(t *testing.T) {
 	f.advance(16 * time.Minute)
 	f.e.Reload()
 	f.e.view.mu.Lock()
-	reserved = len(f.e.view.reserved)
+	reserved = len(f.e.view.res.list)
 	f.e.view.mu.Unlock()
 	if reserved != 0 {
 		t.Fatalf("reservation survived its TTL")
@@ -373,7 +373,7 @@ func TestModify(t *testing.T) {
 		t.Fatalf("modify: %+v", r)
 	}
 	f.e.view.mu.Lock()
-	n := len(f.e.view.reserved)
+	n := len(f.e.view.res.list)
 	f.e.view.mu.Unlock()
 	if n != 1 {
 		t.Fatalf("%d reservations after modify, want 1", n)
@@ -463,7 +463,7 @@ func TestShortJobReleasesReservation(t *testing.T) {
 	a := f.e.Decide(job("coscheml:app=heavy-a"))
 	d := comment.ParseComment(a.Comment)
 	f.e.view.mu.Lock()
-	reserved := len(f.e.view.reserved)
+	reserved := len(f.e.view.res.list)
 	f.e.view.mu.Unlock()
 	if reserved != 1 {
 		t.Fatalf("%d reservations after one decision, want 1", reserved)
@@ -478,7 +478,7 @@ func TestShortJobReleasesReservation(t *testing.T) {
 	}
 	f.e.Reload() // the first read after both prolog and epilog
 	f.e.view.mu.Lock()
-	reserved = len(f.e.view.reserved)
+	reserved = len(f.e.view.res.list)
 	residents := 0
 	for _, g := range f.e.view.cluster.Nodes[0].GPUs {
 		for _, r := range g.Residents {
@@ -548,7 +548,7 @@ func TestDecisionHasNoSideEffects(t *testing.T) {
 	f.e.view.mu.Lock()
 	defer f.e.view.mu.Unlock()
 	before := f.e.view.cluster.Clone()
-	reserved, seq := len(f.e.view.reserved), f.e.idSeq
+	reserved, seq := len(f.e.view.res.list), f.e.idSeq
 	var outs []outcome
 	for i := 0; i < 2; i++ {
 		q := query{snap: f.e.snap.Load(), j: job("coscheml:app=heavy-a"), now: f.now, idPfx: "t", view: &f.e.view.viewState, seq: 7}
@@ -565,8 +565,8 @@ func TestDecisionHasNoSideEffects(t *testing.T) {
 	if !strings.HasPrefix(a.rv.id, "t-7-") || !strings.Contains(a.res.Comment, "coscheml-id="+a.rv.id+":") {
 		t.Fatalf("decision ID not the one offered: %+v", a)
 	}
-	if len(f.e.view.reserved) != reserved || f.e.idSeq != seq {
-		t.Fatalf("deciding changed the view: %d reservations (was %d), id seq %d (was %d)", len(f.e.view.reserved), reserved, f.e.idSeq, seq)
+	if len(f.e.view.res.list) != reserved || f.e.idSeq != seq {
+		t.Fatalf("deciding changed the view: %d reservations (was %d), id seq %d (was %d)", len(f.e.view.res.list), reserved, f.e.idSeq, seq)
 	}
 	if err := f.e.view.cluster.Check(); err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ func (f *fixture) reserved() []string {
 	f.e.view.mu.Lock()
 	defer f.e.view.mu.Unlock()
 	var ids []string
-	for _, r := range f.e.view.reserved {
+	for _, r := range f.e.view.res.list {
 		ids = append(ids, r.id)
 	}
 	return ids

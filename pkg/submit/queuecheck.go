@@ -85,8 +85,8 @@ func (v *clusterView) dropGone(ids map[string]bool, cutoff time.Time) int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	n := 0
-	for i := 0; i < len(v.reserved); {
-		if rv := &v.reserved[i]; rv.at.Before(cutoff) && !ids[rv.id] {
+	for i := 0; i < len(v.res.list); {
+		if rv := &v.res.list[i]; rv.at.Before(cutoff) && !ids[rv.id] {
 			v.unreserveLocked(i)
 			n++
 			continue

@@ -34,7 +34,7 @@ func (e *Engine) restoreLocked(st *Snapshot, now time.Time) {
 	for _, rv := range rvs {
 		e.view.addReservedLocked(rv)
 	}
-	e.view.deferred.load(deferred, now, e.view.ttl) // one heap build: linear
+	e.view.deferred.load(deferred, now, e.view.res.ttl) // one heap build: linear
 	e.view.mu.Unlock()
 	if len(rvs) > 0 {
 		e.note("info-restore", fmt.Sprintf("rebuilt %d reservations of queued jobs from the decision log", len(rvs)))

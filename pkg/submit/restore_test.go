@@ -35,7 +35,7 @@ func TestRestartKeepsReservations(t *testing.T) {
 		e := New(f.sources(), Options{Now: f.clock})
 		e.view.mu.Lock()
 		var ids []string
-		for _, r := range e.view.reserved {
+		for _, r := range e.view.res.list {
 			ids = append(ids, r.id)
 		}
 		e.view.mu.Unlock()
@@ -54,7 +54,7 @@ func TestRestartKeepsReservations(t *testing.T) {
 			t.Fatalf("own update after restart: %+v", r)
 		}
 		e.view.mu.Lock()
-		for _, r := range e.view.reserved {
+		for _, r := range e.view.res.list {
 			if r.id == da.DecisionID {
 				t.Errorf("the job's own update did not replace its restored reservation")
 			}
@@ -65,7 +65,7 @@ func TestRestartKeepsReservations(t *testing.T) {
 		// from the log written so far.
 		e2 := New(f.sources(), Options{Now: f.clock})
 		e2.view.mu.Lock()
-		for _, r := range e2.view.reserved {
+		for _, r := range e2.view.res.list {
 			if r.id == da.DecisionID {
 				t.Errorf("a replaced reservation was rebuilt")
 			}

@@ -162,7 +162,7 @@ func TestWatchdogStaleView(t *testing.T) {
 	f.advance(16 * time.Minute)
 	e.Decide(job("coscheml:app=light-b"))
 	e.view.mu.Lock()
-	n := len(e.view.reserved)
+	n := len(e.view.res.list)
 	e.view.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("%d reservations survived their TTL during the hang", n)

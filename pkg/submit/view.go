@@ -17,16 +17,8 @@ import (
 type clusterView struct {
 	mu sync.Mutex
 	viewState
-	reserved []reservation
-	ttl      time.Duration // forget an unconfirmed reservation after
-	// resAt indexes reserved by decision id, resOfJob by bound job id (the
-	// ids), so that job_modify drops its job's reservation without a scan.
-	resAt    map[string]int
-	resOfJob map[string][]string
-	// resAge: the reservations' ids in the order they were made, for expiry by
-	// age from the oldest; an id no longer reserved is skipped when reached.
-	resAge     []reservedAt
-	resAgeHead int
+	// res: the reservations of decisions whose jobs have not started yet.
+	res reservationSet
 	// deferred: decision ids of jobs the plugin deferred (wait_defer), with the
 	// begin time given. Only these may have their begin time changed by a
 	// re-decision; rebuilt from the decision log on restart (deferralsFrom).
@@ -50,6 +42,20 @@ type clusterView struct {
 	hasPlaced  bool
 	// req: the scratch request of the decision in progress (under mu).
 	req placement.Request
+}
+
+// reservationSet is the pending reservations, indexed so that job_modify drops
+// its job's reservation and expiry finds the oldest without a scan.
+type reservationSet struct {
+	list []reservation
+	ttl  time.Duration // forget an unconfirmed reservation after
+	// byID indexes list by decision id, byJob by bound job id (the ids).
+	byID  map[string]int
+	byJob map[string][]string
+	// age: the reservations' ids in the order they were made, for expiry by
+	// age from the oldest; an id no longer reserved is skipped when reached.
+	age     []reservedAt
+	ageHead int
 }
 
 // viewState is what a decision reads from the view (never writes).
@@ -112,8 +118,8 @@ func (v *clusterView) install(snap *Snapshot, c *placement.Cluster, entries []re
 	v.running, v.confirm = running, confirm
 	v.releaseStartedLocked()
 	v.expireLocked(now)
-	for i := range v.reserved {
-		v.applyLocked(&v.reserved[i])
+	for i := range v.res.list {
+		v.applyLocked(&v.res.list[i])
 	}
 	return old
 }
@@ -183,13 +189,13 @@ func (v *clusterView) indexEntries(entries []residency.Entry, done []string) (ma
 // the cost of the change rather than of every reservation). Caller holds mu.
 func (v *clusterView) expireStartedLocked() {
 	for _, id := range v.started {
-		if i, ok := v.resAt[id]; ok && v.confirmedLocked(&v.reserved[i]) {
+		if i, ok := v.res.byID[id]; ok && v.confirmedLocked(&v.res.list[i]) {
 			v.unreserveLocked(i)
 		}
 	}
 	for _, job := range v.startedJobs {
-		for len(v.resOfJob[job]) > 0 {
-			v.unreserveLocked(v.resAt[v.resOfJob[job][0]])
+		for len(v.res.byJob[job]) > 0 {
+			v.unreserveLocked(v.res.byID[v.res.byJob[job][0]])
 		}
 	}
 	v.startedJobs = v.startedJobs[:0]
@@ -243,9 +249,9 @@ func (v *clusterView) expireStale(now time.Time, every time.Duration) {
 // started) or that are older than the TTL. Caller holds mu.
 func (v *clusterView) expireLocked(now time.Time) {
 	v.expiredAt = now
-	for i := 0; i < len(v.reserved); {
-		r := &v.reserved[i]
-		if v.confirmedLocked(r) || (r.jobID != "" && v.running[r.jobID]) || now.Sub(r.at) > v.ttl {
+	for i := 0; i < len(v.res.list); {
+		r := &v.res.list[i]
+		if v.confirmedLocked(r) || (r.jobID != "" && v.running[r.jobID]) || now.Sub(r.at) > v.res.ttl {
 			v.unreserveLocked(i)
 			continue
 		}
@@ -259,21 +265,21 @@ func (v *clusterView) expireLocked(now time.Time) {
 // full install scans them all). Caller holds mu.
 func (v *clusterView) expireAgedLocked(now time.Time) {
 	v.expiredAt = now
-	for v.resAgeHead < len(v.resAge) {
-		a := v.resAge[v.resAgeHead]
-		if now.Sub(a.at) <= v.ttl {
+	for v.res.ageHead < len(v.res.age) {
+		a := v.res.age[v.res.ageHead]
+		if now.Sub(a.at) <= v.res.ttl {
 			break
 		}
-		v.resAge[v.resAgeHead] = reservedAt{}
-		v.resAgeHead++
-		if i, ok := v.resAt[a.id]; ok && v.reserved[i].at.Equal(a.at) {
+		v.res.age[v.res.ageHead] = reservedAt{}
+		v.res.ageHead++
+		if i, ok := v.res.byID[a.id]; ok && v.res.list[i].at.Equal(a.at) {
 			v.unreserveLocked(i)
 		}
 	}
-	if v.resAgeHead > 64 && v.resAgeHead > len(v.resAge)/2 {
-		n := copy(v.resAge, v.resAge[v.resAgeHead:])
-		clear(v.resAge[n:])
-		v.resAge, v.resAgeHead = v.resAge[:n], 0
+	if v.res.ageHead > 64 && v.res.ageHead > len(v.res.age)/2 {
+		n := copy(v.res.age, v.res.age[v.res.ageHead:])
+		clear(v.res.age[n:])
+		v.res.age, v.res.ageHead = v.res.age[:n], 0
 	}
 }
 
@@ -295,54 +301,54 @@ func (v *clusterView) confirmedLocked(r *reservation) bool {
 // reserveLocked records a decision's reservation and applies it. Caller holds mu.
 func (v *clusterView) reserveLocked(r reservation) {
 	v.addReservedLocked(r)
-	v.applyLocked(&v.reserved[len(v.reserved)-1])
+	v.applyLocked(&v.res.list[len(v.res.list)-1])
 }
 
 // addReservedLocked records r without applying it (the rebuild at start: the
 // install that follows applies every reservation). A reservation of the same id
 // replaces the earlier one. Caller holds mu.
 func (v *clusterView) addReservedLocked(r reservation) {
-	if v.resAt == nil {
-		v.resAt = make(map[string]int)
-		v.resOfJob = make(map[string][]string)
+	if v.res.byID == nil {
+		v.res.byID = make(map[string]int)
+		v.res.byJob = make(map[string][]string)
 	}
-	if i, ok := v.resAt[r.id]; ok {
+	if i, ok := v.res.byID[r.id]; ok {
 		v.unreserveLocked(i)
 	}
-	v.reserved = append(v.reserved, r)
-	v.resAt[r.id] = len(v.reserved) - 1
-	v.resAge = append(v.resAge, reservedAt{id: r.id, at: r.at})
+	v.res.list = append(v.res.list, r)
+	v.res.byID[r.id] = len(v.res.list) - 1
+	v.res.age = append(v.res.age, reservedAt{id: r.id, at: r.at})
 	if r.jobID != "" {
-		v.resOfJob[r.jobID] = append(v.resOfJob[r.jobID], r.id)
+		v.res.byJob[r.jobID] = append(v.res.byJob[r.jobID], r.id)
 	}
 }
 
 // unreserveLocked removes reservation i from the cluster and from reserved, in
 // O(1): the last one takes its place. Caller holds mu.
 func (v *clusterView) unreserveLocked(i int) {
-	r := v.reserved[i]
+	r := v.res.list[i]
 	if v.cluster != nil {
 		v.cluster.Remove(r.id)
 	}
-	delete(v.resAt, r.id)
+	delete(v.res.byID, r.id)
 	if r.jobID != "" {
-		ids := v.resOfJob[r.jobID]
+		ids := v.res.byJob[r.jobID]
 		if k := slices.Index(ids, r.id); k >= 0 {
 			ids = slices.Delete(ids, k, k+1)
 		}
 		if len(ids) == 0 {
-			delete(v.resOfJob, r.jobID)
+			delete(v.res.byJob, r.jobID)
 		} else {
-			v.resOfJob[r.jobID] = ids
+			v.res.byJob[r.jobID] = ids
 		}
 	}
-	last := len(v.reserved) - 1
+	last := len(v.res.list) - 1
 	if i != last {
-		v.reserved[i] = v.reserved[last]
-		v.resAt[v.reserved[i].id] = i
+		v.res.list[i] = v.res.list[last]
+		v.res.byID[v.res.list[i].id] = i
 	}
-	v.reserved[last] = reservation{}
-	v.reserved = v.reserved[:last]
+	v.res.list[last] = reservation{}
+	v.res.list = v.res.list[:last]
 }
 
 // applyLocked makes r resident in the current cluster. Caller holds mu.
@@ -352,7 +358,7 @@ func (v *clusterView) applyLocked(r *reservation) { applyReservation(v.cluster, 
 func (v *clusterView) reservations() []reservation {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return slices.Clone(v.reserved)
+	return slices.Clone(v.res.list)
 }
 
 // applyReservation makes r resident in c (nil: nothing).
@@ -380,18 +386,18 @@ func (v *clusterView) dropLocked(id string, uid uint32, admin bool, jobID string
 		return nil
 	}
 	var dropped []string
-	if i, ok := v.resAt[id]; ok && id != "" {
-		rv := &v.reserved[i]
+	if i, ok := v.res.byID[id]; ok && id != "" {
+		rv := &v.res.list[i]
 		if admin || rv.uid == uid && (rv.jobID == "" || rv.jobID == jobID) {
 			dropped = append(dropped, rv.id)
 			v.unreserveLocked(i)
 		}
 	}
 	if jobID != "" {
-		for len(v.resOfJob[jobID]) > 0 {
-			rid := v.resOfJob[jobID][0]
+		for len(v.res.byJob[jobID]) > 0 {
+			rid := v.res.byJob[jobID][0]
 			dropped = append(dropped, rid)
-			v.unreserveLocked(v.resAt[rid])
+			v.unreserveLocked(v.res.byID[rid])
 		}
 	}
 	return dropped
@@ -434,7 +440,7 @@ func (v *clusterView) ctxLocked(id string) *jobCtx {
 // of jobs that did not start (or vanished) are pruned once past until plus the
 // TTL. Caller holds mu.
 func (v *clusterView) deferLocked(id string, until, now time.Time) {
-	v.deferred.add(id, until, now, v.ttl)
+	v.deferred.add(id, until, now, v.res.ttl)
 }
 
 // takeDeferredLocked reports whether decision id is a deferral of the plugin's,

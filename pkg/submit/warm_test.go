@@ -62,14 +62,14 @@ func TestWarmDecisionHasNoEffect(t *testing.T) {
 		for k, f := range []*fixture{withWarm, without} {
 			if k == 0 && i > 0 {
 				before := withWarm.e.idSeq
-				reserved := len(withWarm.e.view.reserved)
+				reserved := len(withWarm.e.view.res.list)
 				fam := fmt.Sprint(withWarm.e.metrics.counters.Families(withWarm.now))
 				withWarm.e.warmDecision()
 				withWarm.e.warmDecision()
-				if withWarm.e.idSeq != before || len(withWarm.e.view.reserved) != reserved ||
+				if withWarm.e.idSeq != before || len(withWarm.e.view.res.list) != reserved ||
 					fmt.Sprint(withWarm.e.metrics.counters.Families(withWarm.now)) != fam {
 					t.Fatalf("the replay changed the engine: seq %d -> %d, reservations %d -> %d",
-						before, withWarm.e.idSeq, reserved, len(withWarm.e.view.reserved))
+						before, withWarm.e.idSeq, reserved, len(withWarm.e.view.res.list))
 				}
 			}
 			rs[k] = f.e.Decide(job("coscheml:app=" + tag))
