@@ -238,28 +238,9 @@ func (s *Store) AddCandidate(tag string, c Candidate, rules EvidenceRules) (Evid
 // first, and keeps the MaxCandidateUsers users whose newest candidate is the
 // most recent.
 func candidatesByUser(tag string, cands []Candidate, minRunTimeS float64) [][]Candidate {
-	byNewest := slices.Clone(cands)
-	slices.SortStableFunc(byNewest, func(a, b Candidate) int { return b.When.Compare(a.When) })
-	idx := map[string]int{}
-	var users [][]Candidate
-	for _, c := range byNewest {
-		if c.RuntimeS < minRunTimeS || c.validate(tag) != nil {
-			continue
-		}
-		i, ok := idx[c.UID]
-		if !ok {
-			if len(users) == MaxCandidateUsers {
-				continue
-			}
-			i = len(users)
-			idx[c.UID] = i
-			users = append(users, nil)
-		}
-		if len(users[i]) < MaxCandidatesPerUser {
-			users[i] = append(users[i], c)
-		}
-	}
-	return users
+	return groupByUser(cands, func(c Candidate) (string, time.Time, bool) {
+		return c.UID, c.When, c.RuntimeS >= minRunTimeS && c.validate(tag) == nil
+	}, MaxCandidateUsers, MaxCandidatesPerUser)
 }
 
 func keepCandidates(tag string, cands []Candidate) []Candidate {

@@ -170,25 +170,39 @@ func (s *Store) AddSoloRun(tag string, r SoloRun) (SoloRef, error) {
 // MaxSoloRunsPerUser runs, newest first, and keeps the MaxSoloUsers users whose
 // newest run is the most recent. Users come out most recent first.
 func byUser(runs []SoloRun) [][]SoloRun {
-	byNewest := slices.Clone(runs)
-	slices.SortStableFunc(byNewest, func(a, b SoloRun) int { return b.When.Compare(a.When) })
+	return groupByUser(runs, func(r SoloRun) (string, time.Time, bool) { return r.UID, r.When, r.validate() == nil },
+		MaxSoloUsers, MaxSoloRunsPerUser)
+}
+
+// groupByUser groups the items that info says are valid by uid, each user's
+// newest perUser items, newest first, and keeps the maxUsers users whose newest
+// item is the most recent, most recent first: one user's flood of items never
+// pushes another user's out.
+func groupByUser[T any](items []T, info func(T) (uid string, when time.Time, valid bool), maxUsers, perUser int) [][]T {
+	byNewest := slices.Clone(items)
+	slices.SortStableFunc(byNewest, func(a, b T) int {
+		_, wa, _ := info(a)
+		_, wb, _ := info(b)
+		return wb.Compare(wa)
+	})
 	idx := map[string]int{}
-	var users [][]SoloRun
-	for _, r := range byNewest {
-		if r.validate() != nil {
+	var users [][]T
+	for _, it := range byNewest {
+		uid, _, valid := info(it)
+		if !valid {
 			continue
 		}
-		i, ok := idx[r.UID]
+		i, ok := idx[uid]
 		if !ok {
-			if len(users) == MaxSoloUsers {
+			if len(users) == maxUsers {
 				continue
 			}
 			i = len(users)
-			idx[r.UID] = i
+			idx[uid] = i
 			users = append(users, nil)
 		}
-		if len(users[i]) < MaxSoloRunsPerUser {
-			users[i] = append(users[i], r)
+		if len(users[i]) < perUser {
+			users[i] = append(users[i], it)
 		}
 	}
 	return users
