@@ -30,12 +30,14 @@ func predictCommand() *cli.Command {
 			"Examples:\n" +
 			"   coscheml predict pointnet-bs32-amp neumf-bs64-amp\n" +
 			"   coscheml predict resnet50-bs64 dcgan-bs128 --explain\n" +
+			"   coscheml predict --class infer mobilenetv3-bs64 resnet18-bs32\n" +
 			"   coscheml --model ./my.model predict resnet18-bs32 ppo-bs64 --json\n\n" +
 			"Exit codes: 0 ok, 2 bad arguments or invalid tag, 3 a tag has no profile.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "explain", Usage: "summarize why: the forest's average and spread, the features its paths split on most, one representative path"},
 			&cli.BoolFlag{Name: "explain-full", Usage: "print every tree's decision path (long: one line per split)"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of text"},
+			&cli.StringFlag{Name: "class", Usage: "class hpc|train|infer of the first TAG's job (default: its profile's class); the others keep their profiles'"},
 		},
 		Action: runPredict,
 	}
@@ -78,9 +80,22 @@ func runPredict(c *cli.Context) error {
 	explain, full, asJSON := c.Bool("explain"), c.Bool("explain-full"), c.Bool("json")
 	// urfave/cli stops at the first argument, so accept the flags after the tags
 	// too: "predict A B --json" is what people type.
+	className := c.String("class")
 	var tags []string
-	for _, a := range c.Args().Slice() {
+	args := c.Args().Slice()
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if v, ok := strings.CutPrefix(strings.TrimPrefix(a, "-"), "-class="); ok {
+			className = v
+			continue
+		}
 		switch a {
+		case "--class", "-class":
+			if i+1 >= len(args) {
+				return usageErrorf("predict: --class needs a value: hpc, train or infer")
+			}
+			i++
+			className = args[i]
 		case "--json", "-json":
 			asJSON = true
 		case "--explain", "-explain":
@@ -111,11 +126,20 @@ func runPredict(c *cli.Context) error {
 			return fmt.Errorf("predict: %w", err)
 		}
 	}
+	classes := make([]profile.Class, len(profs))
+	for i, p := range profs {
+		classes[i] = p.Class
+	}
+	if className != "" {
+		if classes[0], err = profile.ParseClass(className); err != nil {
+			return &usageError{msg: "predict: --class: " + err.Error()}
+		}
+	}
 	m, err := loadModel(c)
 	if err != nil {
 		return err
 	}
-	out, err := predictVerdict(cfg, m, profs)
+	out, err := predictVerdict(cfg, m, profs, classes)
 	if err != nil {
 		return fmt.Errorf("predict: %w", err)
 	}
@@ -160,7 +184,7 @@ func runPredict(c *cli.Context) error {
 // profs[0] may join the others on one GPU, and collects each job's prediction,
 // lower bound and floor as the placement tests them: predict's verdict is the
 // placement's by construction.
-func predictVerdict(cfg config.Config, m model.Predictor, profs []*profile.Profile) (predictOut, error) {
+func predictVerdict(cfg config.Config, m model.Predictor, profs []*profile.Profile, classes []profile.Class) (predictOut, error) {
 	pol, err := placement.NewCoScheML(m, placeconf.Options(cfg))
 	if err != nil {
 		return predictOut{}, err
@@ -171,7 +195,7 @@ func predictVerdict(cfg config.Config, m model.Predictor, profs []*profile.Profi
 	}
 	jobs := make([]placement.Resident, len(profs))
 	for i, p := range profs {
-		jobs[i] = placement.Resident{JobID: strconv.Itoa(i + 1), Profile: p, Class: p.Class}
+		jobs[i] = placement.Resident{JobID: strconv.Itoa(i + 1), Profile: p, Class: classes[i]}
 	}
 	v := pol.JudgeShare(jobs, mem, cfg.SlotsPerGPU)
 	out := predictOut{Share: v.Share, GPUMemMiB: mem}

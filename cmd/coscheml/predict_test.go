@@ -113,3 +113,59 @@ func TestPredictVerdictIsThePlacements(t *testing.T) {
 		})
 	}
 }
+
+// TestPredictWording: an infer job's speed is worded as the latency ratio its
+// floor bounds, a train job's as a speed; every line shows the lower bound the
+// placement tests and the floor; a refusal says why.
+func TestPredictWording(t *testing.T) {
+	e := newEnv(t)
+	small := filepath.Join(e.dir, "small-gpu.yaml")
+	if err := os.WriteFile(small, []byte(fmt.Sprintf("profile_dir: %s\ncluster:\n  gpu_memory_mib: 1000\n", filepath.Join(e.dir, "no-profiles"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inferSpeed := speeds(t, "mobilenetv3-bs64", "resnet18-bs32")
+	cases := []struct {
+		name string
+		args []string
+		want []string
+		not  []string
+	}{
+		{name: "infer job by --class", args: []string{"predict", "--class", "infer", "mobilenetv3-bs64", "resnet18-bs32"},
+			want: []string{fmt.Sprintf("mobilenetv3-bs64 next to resnet18-bs32: latency speed %.3f (solo latency / shared latency: latency %.2fx alone's); lower bound ", inferSpeed, 1/inferSpeed),
+				"its infer floor 0.90", "resnet18-bs32 next to mobilenetv3-bs64: speed ", "its train floor 0.75"}},
+		{name: "--class after the tags", args: []string{"predict", "mobilenetv3-bs64", "resnet18-bs32", "--class=infer"},
+			want: []string{"mobilenetv3-bs64 next to resnet18-bs32: latency speed", "infer floor 0.90"}},
+		{name: "train pair: speeds", args: []string{"predict", "ppo-bs64", "pointnet-bs32-amp"},
+			want: []string{"ppo-bs64 next to pointnet-bs32-amp: speed ", "; lower bound 0.", "clears its train floor 0.75", "verdict: may share"},
+			not:  []string{"latency"}},
+		{name: "memory does not fit", args: []string{"--config", small, "predict", "ppo-bs64", "pointnet-bs32-amp"},
+			want: []string{"verdict: keep apart: the placement refuses:", "memory would not fit"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var code int
+			var out, errs string
+			if tc.args[0] == "--config" {
+				code, out, errs = runCLI(tc.args...)
+			} else {
+				code, out, errs = e.run(tc.args...)
+			}
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(out, n) {
+					t.Errorf("output holds %q:\n%s", n, out)
+				}
+			}
+		})
+	}
+	if code, _, errs := e.run("predict", "--class", "gpu", "ppo-bs64", "ppo-bs32"); code != exitUsage || !strings.Contains(errs, "invalid class") {
+		t.Errorf("bad --class: exit %d, %q", code, errs)
+	}
+}
