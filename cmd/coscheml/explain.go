@@ -8,7 +8,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/user"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -55,7 +58,11 @@ type explainOut struct {
 	DecisionID string              `json:"decision_id,omitempty"`
 	Decision   *decisionlog.Record `json:"decision,omitempty"`
 	Running    []residency.Entry   `json:"running,omitempty"`
-	Note       string              `json:"note,omitempty"`
+	// SharingNow are the other jobs the residency store has on the job's GPUs
+	// now ("job ID (tag)", or "another user's job" for a caller who may not
+	// see it): a job placed alone may have been joined since.
+	SharingNow []string `json:"sharing_now,omitempty"`
+	Note       string   `json:"note,omitempty"`
 }
 
 var (
@@ -160,6 +167,7 @@ func runExplain(c *cli.Context) error {
 						out.Running = append(out.Running, e)
 					}
 				}
+				out.SharingNow = sharingNow(res.Entries, out.Running, seesAll(callerUID(), cfg.DecisionLog), ownNames(callerUID()))
 			}
 		}
 	}
@@ -254,6 +262,88 @@ func squeueJob(ctx context.Context, jobID string) (squeueInfo, error) {
 
 func sanitizeLine(s string) string { return safetext.Limit(s, 300) }
 
+// ownNames are the names a residency entry's user may carry for uid: the
+// number and the login name.
+func ownNames(uid int) map[string]bool {
+	own := map[string]bool{strconv.Itoa(uid): true}
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		own[u.Username] = true
+	}
+	return own
+}
+
+// sharingNow words the entries other than the job's own runs (mine) that hold
+// one of the same GPUs on the same node. A caller who may not see every job
+// (all false) sees other users' jobs only as "another user's job".
+func sharingNow(entries, mine []residency.Entry, all bool, own map[string]bool) []string {
+	var out []string
+	for _, e := range entries {
+		for _, m := range mine {
+			if e.JobID == m.JobID || e.Node != m.Node || !slices.ContainsFunc(e.GPUs, func(g int) bool { return slices.Contains(m.GPUs, g) }) {
+				continue
+			}
+			switch {
+			case !all && !own[e.User]:
+				out = append(out, "another user's job")
+			case e.Tag != "":
+				out = append(out, fmt.Sprintf("job %s (%s)", sanitize(e.JobID), sanitize(e.Tag)))
+			default:
+				out = append(out, "job "+sanitize(e.JobID)+" (untagged)")
+			}
+			break
+		}
+	}
+	return out
+}
+
+// decisionLine words a decision's outcome and where it put the job. An
+// exclusive decision of a profiled job takes only the share slots of its idle
+// GPU, leaving the rest for a co-runner: it is worded as "alone at decision"
+// so a job joined later does not read as a broken promise of exclusivity.
+func decisionLine(d *decisionlog.Record) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "decision %s (%s, %s): %s", d.ID, d.Op, d.Time.Format(time.RFC3339), d.Outcome)
+	partial := d.Action == "exclusive" && d.Shards > 0
+	switch {
+	case partial:
+		b.WriteString(", alone on an idle GPU at decision (exclusive)")
+	case d.Action != "":
+		fmt.Fprintf(&b, ", %s", d.Action)
+	}
+	if d.Node != "" {
+		fmt.Fprintf(&b, " on %s GPU %d", sanitize(d.Node), d.GPU)
+	}
+	if d.Shards > 0 {
+		fmt.Fprintf(&b, " with %d shards", d.Shards)
+	}
+	if partial {
+		b.WriteString("; the GPU's other shards stay free for a co-runner that may join later")
+	}
+	return b.String()
+}
+
+// classWords words a decision's class; without one the placement applied the
+// strictest floor (infer's), which is said rather than left implicit.
+func classWords(class string) string {
+	if class == "" {
+		return "no class: the strictest floor applies"
+	}
+	return sanitize(class)
+}
+
+// speedLine words the decision's predicted speeds; an infer job's floor bounds
+// its latency, so its speed is worded as the latency ratio it is.
+func speedLine(d *decisionlog.Record) string {
+	if d.Class == "infer" {
+		return fmt.Sprintf("predicted latency speed: %.2f (solo latency / shared latency; lowest resident speed after joining: %.2f)", d.PredictedSpeed, d.MinResidentSpeed)
+	}
+	return fmt.Sprintf("predicted speed: %.2f (lowest resident after joining: %.2f)", d.PredictedSpeed, d.MinResidentSpeed)
+}
+
+// reasonText is a decision's reason made safe to print, whole: the reason
+// is the plugin's own words, and cutting it loses the part a reader came for.
+func reasonText(s string) string { return safetext.Limit(s, len(s)) }
+
 func printExplain(w io.Writer, o *explainOut) {
 	if o.JobID != "" {
 		fmt.Fprintf(w, "job %s", o.JobID)
@@ -266,22 +356,12 @@ func printExplain(w io.Writer, o *explainOut) {
 		fmt.Fprintln(w)
 	}
 	if d := o.Decision; d != nil {
-		fmt.Fprintf(w, "decision %s (%s, %s): %s", d.ID, d.Op, d.Time.Format(time.RFC3339), d.Outcome)
-		if d.Action != "" {
-			fmt.Fprintf(w, ", %s", d.Action)
-		}
-		if d.Node != "" {
-			fmt.Fprintf(w, " on %s GPU %d", sanitize(d.Node), d.GPU)
-		}
-		if d.Shards > 0 {
-			fmt.Fprintf(w, " with %d shards", d.Shards)
-		}
-		fmt.Fprintln(w)
+		fmt.Fprintln(w, decisionLine(d))
 		if d.Tag != "" {
-			fmt.Fprintf(w, "  application: %s (%s)\n", sanitize(d.Tag), sanitize(d.Class))
+			fmt.Fprintf(w, "  application: %s (%s)\n", sanitize(d.Tag), classWords(d.Class))
 		}
 		if d.PredictedSpeed > 0 {
-			fmt.Fprintf(w, "  predicted speed: %.2f (lowest resident after joining: %.2f)\n", d.PredictedSpeed, d.MinResidentSpeed)
+			fmt.Fprintf(w, "  %s\n", speedLine(d))
 		}
 		if len(d.CoRunners) > 0 {
 			fmt.Fprintf(w, "  co-runners at decision: %s\n", sanitize(strings.Join(d.CoRunners, ", ")))
@@ -292,7 +372,7 @@ func printExplain(w io.Writer, o *explainOut) {
 		if d.Policy != "" {
 			fmt.Fprintf(w, "  policy: %s\n", sanitize(d.Policy))
 		}
-		fmt.Fprintf(w, "  reason: %s\n", sanitizeLine(d.Reason))
+		fmt.Fprintf(w, "  reason: %s\n", reasonText(d.Reason))
 	}
 	for _, e := range o.Running {
 		gpus := make([]string, len(e.GPUs))
@@ -300,6 +380,9 @@ func printExplain(w io.Writer, o *explainOut) {
 			gpus[i] = fmt.Sprint(g)
 		}
 		fmt.Fprintf(w, "running on %s GPU %s since %s (recorded by the prolog)\n", e.Node, strings.Join(gpus, ","), e.Start.Format(time.RFC3339))
+	}
+	if len(o.SharingNow) > 0 {
+		fmt.Fprintf(w, "sharing its GPU now with: %s\n", strings.Join(o.SharingNow, ", "))
 	}
 	if o.Note != "" {
 		fmt.Fprintf(w, "note: %s\n", o.Note)

@@ -83,6 +83,9 @@ func runStatus(c *cli.Context) error {
 	return printStatus(c.App.Writer, &snap, cfg.ResidencyDir, c.Bool("all"))
 }
 
+// hiddenUser is the user of a job hideOthers hid (its class is hidden too).
+const hiddenUser = "(other)"
+
 // hideOthers keeps a caller who may not see every user's jobs (seesAll: root and
 // SlurmUser see all) to their own, as Slurm's PrivateData=jobs would: other
 // users' jobs stay counted on their GPUs (sharing is what status shows) but lose
@@ -102,7 +105,7 @@ func hideOthers(s *sharestatus.Snapshot, uid int) {
 				continue
 			}
 			hidden++
-			*j = sharestatus.Job{JobID: fmt.Sprintf("hidden-%d", hidden), User: "(other)", Shards: j.Shards, Start: j.Start,
+			*j = sharestatus.Job{JobID: fmt.Sprintf("hidden-%d", hidden), User: hiddenUser, Shards: j.Shards, Start: j.Start,
 				PredictedSpeed: j.PredictedSpeed, Floor: j.Floor, BelowFloor: j.BelowFloor}
 		}
 	}
@@ -144,12 +147,9 @@ func printStatus(w io.Writer, s *sharestatus.Snapshot, dir string, all bool) err
 			if j.BelowFloor {
 				pred += " BELOW"
 			}
-			floor := "-"
-			if j.Floor > 0 {
-				floor = fmt.Sprintf("%.2f", j.Floor)
-			}
+			floor := floorText(j.Class, j.Floor, j.User == hiddenUser)
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Node, g.Index, j.JobID, orDash(j.User),
-				orDash(j.Tag), orDash(j.Class), shards, pred, floor, speedText(j.MeasuredSpeed), s.Time.Sub(j.Start).Round(time.Minute))
+				orDash(j.Tag), orDash(j.Class), shards, pred, floor, speedText(j.MeasuredSpeed), ageText(s.Time.Sub(j.Start)))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -167,13 +167,39 @@ func printStatus(w io.Writer, s *sharestatus.Snapshot, dir string, all bool) err
 		fmt.Fprintln(tw, "DECISION\tNODE\tGPU\tACTION\tTAG\tCLASS\tSHARDS\tPREDICTED\tAGE")
 		for _, r := range s.Reservations {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", r.DecisionID, r.Node, r.GPU, r.Action, orDash(r.Tag),
-				orDash(r.Class), r.Shards, speedText(nonZero(r.PredictedSpeed)), s.Time.Sub(r.Time).Round(time.Second))
+				orDash(r.Class), r.Shards, speedText(nonZero(r.PredictedSpeed)), ageText(s.Time.Sub(r.Time)))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// ageText words how long ago something started: seconds under a minute,
+// whole minutes above ("24s", "5m", "2h13m"); a clock behind the start is 0s.
+func ageText(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	}
+	return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+}
+
+// floorText words a job's floor; a job without a class (one the plugin never
+// classified, e.g. of an untagged or bootstrap run) is held to the strictest
+// floor, which is said so the number does not look like its class's. A hidden
+// job's class is unknown to the caller, not missing: its floor stays a number.
+func floorText(class string, floor float64, hidden bool) string {
+	switch {
+	case floor <= 0:
+		return "-"
+	case class == "" && !hidden:
+		return fmt.Sprintf("%.2f (no class: strictest)", floor)
+	}
+	return fmt.Sprintf("%.2f", floor)
 }
 
 func speedText(p *float64) string {
