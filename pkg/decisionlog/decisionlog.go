@@ -34,7 +34,7 @@ const maxLine = 64 << 10
 type Record struct {
 	ID     string    `json:"id"`
 	Time   time.Time `json:"time"`
-	Op     string    `json:"op"`               // submit | modify
+	Op     string    `json:"op"`               // submit | modify | guard (OpGuard)
 	JobID  string    `json:"job_id,omitempty"` // known on modify only
 	UserID uint32    `json:"user_id"`
 	Tag    string    `json:"tag,omitempty"`
@@ -60,6 +60,13 @@ type Record struct {
 	TresIn  string `json:"tres_in,omitempty"`
 	TresOut string `json:"tres_out,omitempty"`
 }
+
+// OpGuard marks a record of the node's runtime guard (`coscheml-node guard`):
+// JobID is the job acted on or observed, Action the guard's action (observe,
+// requeue, cancel, suspend, resume), Outcome what became of it (observed,
+// taken, dry-run, failed), Node and GPU where, Reason why. The guard writes
+// them to its own log per node, not to the plugin's.
+const OpGuard = "guard"
 
 // Writer appends records from a background goroutine.
 type Writer struct {

@@ -1,0 +1,415 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/coscheml/coscheml/pkg/config"
+	"github.com/coscheml/coscheml/pkg/decisionlog"
+	"github.com/coscheml/coscheml/pkg/guard"
+	"github.com/coscheml/coscheml/pkg/nvml"
+	"github.com/coscheml/coscheml/pkg/profile"
+	"github.com/coscheml/coscheml/pkg/residency"
+)
+
+// standInSlurm puts scontrol and scancel stand-ins on PATH that append their
+// arguments to the returned log; FAKE_FAIL ("scontrol requeue") makes that
+// command fail, FAKE_HANG makes it hang.
+func standInSlurm(t *testing.T) string {
+	t.Helper()
+	bin := t.TempDir()
+	logPath := filepath.Join(bin, "calls.log")
+	script := `#!/bin/sh
+name=$(basename "$0")
+echo "$name $*" >> "` + logPath + `"
+case "$FAKE_HANG" in "$name $1") exec sleep 30;; esac
+case "$FAKE_FAIL" in "$name $1") echo "slurm_$1 error: Invalid job id specified" >&2; exit 1;; esac
+exit 0
+`
+	for _, n := range []string{"scontrol", "scancel"} {
+		if err := os.WriteFile(filepath.Join(bin, n), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	return logPath
+}
+
+func readCalls(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+func TestSlurmActuator(t *testing.T) {
+	reason := "coscheml guard: job 7 over its budget\non gpu 0"
+	comment := "scontrol update jobid=7 admincomment=coscheml guard: job 7 over its budget on gpu 0"
+	tests := []struct {
+		name       string
+		do         func(guard.Actuator) error
+		fail, hang string
+		wantCalls  []string
+		wantErr    string // "" = success
+		wantLog    string
+	}{
+		{name: "requeue", do: func(a guard.Actuator) error { return a.Requeue("7", reason) },
+			wantCalls: []string{comment, "scontrol requeue 7"}},
+		{name: "cancel", do: func(a guard.Actuator) error { return a.Cancel("7", reason) },
+			wantCalls: []string{comment, "scancel 7"}},
+		{name: "suspend", do: func(a guard.Actuator) error { return a.Suspend("7", reason) },
+			wantCalls: []string{comment, "scontrol suspend 7"}},
+		{name: "resume", do: func(a guard.Actuator) error { return a.Resume("7", reason) },
+			wantCalls: []string{comment, "scontrol resume 7"}},
+		{name: "array job", do: func(a guard.Actuator) error { return a.Requeue("7_3", "r") },
+			wantCalls: []string{"scontrol update jobid=7_3 admincomment=r", "scontrol requeue 7_3"}},
+		{name: "failed action", fail: "scontrol requeue", do: func(a guard.Actuator) error { return a.Requeue("7", reason) },
+			wantCalls: []string{comment, "scontrol requeue 7"}, wantErr: "Invalid job id specified"},
+		{name: "reason not written, action taken", fail: "scontrol update", do: func(a guard.Actuator) error { return a.Cancel("7", reason) },
+			wantCalls: []string{comment, "scancel 7"}, wantLog: "writing the reason"},
+		{name: "hung command killed", hang: "scontrol suspend", do: func(a guard.Actuator) error { return a.Suspend("7", reason) },
+			wantCalls: []string{comment, "scontrol suspend 7"}, wantErr: "no answer within"},
+		{name: "hostile job id", do: func(a guard.Actuator) error { return a.Cancel("7;rm -rf /", reason) },
+			wantErr: "invalid job id"},
+		{name: "option as job id", do: func(a guard.Actuator) error { return a.Cancel("--user=alice", reason) },
+			wantErr: "invalid job id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls := standInSlurm(t)
+			t.Setenv("FAKE_FAIL", tt.fail)
+			t.Setenv("FAKE_HANG", tt.hang)
+			var logs logLines
+			err := tt.do(&slurmActuator{timeout: time.Second, logf: logs.logf})
+			if tt.wantErr == "" && err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+			}
+			if got := readCalls(t, calls); strings.Join(got, "\n") != strings.Join(tt.wantCalls, "\n") {
+				t.Errorf("commands run:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.wantCalls, "\n"))
+			}
+			if tt.wantLog != "" && !logs.has(tt.wantLog) {
+				t.Errorf("no log line with %q: %q", tt.wantLog, logs.lines)
+			}
+		})
+	}
+}
+
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+}
+
+func (l *logLines) has(sub string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.lines {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// guardTestSetup writes a residency folder with jobs on node n1 (and one on n2)
+// and their profiles, and returns the configuration.
+func guardTestSetup(t *testing.T) config.Config {
+	t.Helper()
+	cfg, _ := testConfig(t)
+	dir := filepath.Dir(cfg.ResidencyDir)
+	cfg.Guard.EventDir = filepath.Join(dir, "guard")
+	cfg.Guard.MetricsFile = filepath.Join(dir, "guard.prom")
+	store, err := residency.Open(cfg.ResidencyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	for _, e := range []residency.Entry{
+		{V: 1, JobID: "11", Node: "n1", GPUs: []int{0}, Shards: 2, Tag: "big", Class: profile.ClassTrain, User: "root", Start: now.Add(-time.Hour), Expires: now.Add(time.Hour)},
+		{V: 1, JobID: "12", Node: "n1", GPUs: []int{0, 1}, Shards: 2, Tag: "small", Class: profile.ClassHPC, User: "root", Start: now.Add(-30 * time.Minute), Expires: now.Add(time.Hour)},
+		{V: 1, JobID: "13", Node: "n1", GPUs: []int{2}, Shards: 2, User: "root", Start: now.Add(-time.Minute), Expires: now.Add(time.Hour)},
+		{V: 1, JobID: "21", Node: "n2", GPUs: []int{0}, Shards: 2, Tag: "big", Class: profile.ClassTrain, User: "root", Start: now, Expires: now.Add(time.Hour)},
+		{V: 1, JobID: "14", Node: "n1", GPUs: []int{3}, Shards: 2, Tag: "small", Class: profile.ClassHPC, User: "root", Start: now.Add(-3 * time.Hour), Expires: now.Add(-2 * time.Hour)},
+	} {
+		if err := store.Start(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps, err := profile.Open(cfg.ProfileDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*profile.Profile{
+		{Tag: "big", Class: profile.ClassTrain, SoloRuntimeS: 100, CollectedAt: now, MemUsedMiB: 1000, SMUtil: profile.Stat{Mean: 60}},
+		{Tag: "small", Class: profile.ClassHPC, SoloRuntimeS: 100, CollectedAt: now, MemUsedMiB: 20000, SMUtil: profile.Stat{Mean: 40}},
+	} {
+		if err := ps.Put(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cfg
+}
+
+// The job source lists this node's live residency entries with their profiles.
+func TestResidencyJobs(t *testing.T) {
+	cfg := guardTestSetup(t)
+	store, _ := residency.Open(cfg.ResidencyDir)
+	ps, _ := profile.Open(cfg.ProfileDir)
+	var logs logLines
+	src := newResidencyJobs(store, ps, "n1", time.Now, logs.logf)
+	jobs, err := src.Jobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]guard.Job{}
+	for _, j := range jobs {
+		got[j.ID] = j
+	}
+	tests := []struct {
+		id        string
+		present   bool
+		tag       string
+		class     profile.Class
+		gpus      string
+		profileOK bool
+	}{
+		{id: "11", present: true, tag: "big", class: profile.ClassTrain, gpus: "[0]", profileOK: true},
+		{id: "12", present: true, tag: "small", class: profile.ClassHPC, gpus: "[0 1]", profileOK: true},
+		{id: "13", present: true, gpus: "[2]"}, // untagged: no profile, never judged
+		{id: "21"},                             // another node's
+		{id: "14"},                             // past its expiry and the grace
+	}
+	for _, tt := range tests {
+		t.Run(tt.id, func(t *testing.T) {
+			j, ok := got[tt.id]
+			if ok != tt.present {
+				t.Fatalf("job %s listed: %v, want %v", tt.id, ok, tt.present)
+			}
+			if !ok {
+				return
+			}
+			if j.Tag != tt.tag || j.Class != tt.class || fmt.Sprint(j.GPUs) != tt.gpus || j.User != "root" || j.Start.IsZero() {
+				t.Errorf("job %+v", j)
+			}
+			if (j.Profile != nil) != tt.profileOK || (j.Profile != nil && j.Profile.Tag != tt.tag) {
+				t.Errorf("job %s profile %+v", tt.id, j.Profile)
+			}
+		})
+	}
+	if len(logs.lines) != 0 {
+		t.Errorf("unexpected log lines: %q", logs.lines)
+	}
+}
+
+// mockNode is a go-nvml mock whose GPU 0 is near full: job 11 (pid 100) far
+// over its memory budget, job 12 (pid 200) within its own.
+func mockNode() nvml.Backend {
+	srv := dgxh200.New()
+	for i := range srv.Devices {
+		d := srv.Devices[i].(*server.Device)
+		used := uint64(1 << 30)
+		var procs []gonvml.ProcessInfo
+		if i == 0 {
+			used = 140000 << 20
+			procs = []gonvml.ProcessInfo{{Pid: 100, UsedGpuMemory: 125000 << 20}, {Pid: 200, UsedGpuMemory: 15000 << 20}}
+		}
+		d.GetMemoryInfoFunc = func() (gonvml.Memory, gonvml.Return) {
+			return gonvml.Memory{Used: used, Total: 144384 << 20}, gonvml.SUCCESS
+		}
+		d.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) { return gonvml.Utilization{Gpu: 95}, gonvml.SUCCESS }
+		d.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) { return procs, gonvml.SUCCESS }
+		d.GetProcessUtilizationFunc = func(since uint64) ([]gonvml.ProcessUtilizationSample, gonvml.Return) {
+			var out []gonvml.ProcessUtilizationSample
+			for _, p := range procs {
+				out = append(out, gonvml.ProcessUtilizationSample{Pid: p.Pid, TimeStamp: since + 1, SmUtil: 45})
+			}
+			return out, gonvml.SUCCESS
+		}
+	}
+	b := nvml.Wrap(srv, "mock")
+	return b
+}
+
+func writeProcRoot(t *testing.T, pids map[uint32]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for pid, job := range pids {
+		dir := filepath.Join(root, fmt.Sprint(pid))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		line := fmt.Sprintf("0::/system.slice/slurmstepd.scope/job_%s/step_0/user/task_0\n", job)
+		if err := os.WriteFile(filepath.Join(dir, "cgroup"), []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// The loop: a round without NVML logs and goes on; once NVML opens, the job
+// over its own memory budget is requeued through Slurm's commands, the action
+// lands in the event log and the metrics, and cancelling the context ends it.
+func TestGuardLoop(t *testing.T) {
+	tests := []struct {
+		name        string
+		dryRun      bool
+		fail        string
+		wantOutcome string
+		wantCalls   bool
+	}{
+		{name: "requeue taken", wantOutcome: "taken", wantCalls: true},
+		{name: "requeue fails", fail: "scontrol requeue", wantOutcome: "failed", wantCalls: true},
+		{name: "dry run", dryRun: true, wantOutcome: "dry-run"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls := standInSlurm(t)
+			t.Setenv("FAKE_FAIL", tt.fail)
+			t.Setenv("FAKE_HANG", "")
+			cfg := guardTestSetup(t)
+			cfg.Guard.DryRun = tt.dryRun
+			var logs logLines
+			svc, err := newGuardService(cfg, "n1", logs.logf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc.cfg.Guard.Period = 5 * time.Millisecond
+			svc.procRoot = writeProcRoot(t, map[uint32]string{100: "11", 200: "12"})
+			var mu sync.Mutex
+			opens := 0
+			svc.openNVML = func() (nvml.Backend, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if opens++; opens < 3 {
+					return nil, fmt.Errorf("nvml init: %w", nvml.ErrNotAvailable)
+				}
+				b := nvml.WithTimeout(mockNode(), time.Second)
+				return b, b.Init()
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); svc.run(ctx) }()
+			deadline := time.After(20 * time.Second)
+			for !logs.has("job 11") {
+				select {
+				case <-deadline:
+					cancel()
+					t.Fatalf("no action on job 11; log: %q", logs.lines)
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			cancel()
+			<-done
+			svc.close()
+
+			if !logs.has("guard: start") || !logs.has("period=5ms nvml_timeout=2s command_timeout=10s") {
+				t.Errorf("no start line with the settings: %q", logs.lines)
+			}
+			n := 0
+			for _, l := range logs.lines {
+				if strings.Contains(l, "NVML unavailable") {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("%d lines about the missing NVML, want 1 (the same problem is said once): %q", n, logs.lines)
+			}
+			got := readCalls(t, calls)
+			if tt.wantCalls != (len(got) > 0) || (tt.wantCalls && got[len(got)-1] != "scontrol requeue 11") {
+				t.Errorf("commands %q", got)
+			}
+			events := readEvents(t, guardEventPath(cfg.Guard.EventDir, "n1"))
+			var ev *decisionlog.Record
+			for i := range events {
+				if events[i].JobID == "11" && events[i].Action == "requeue" {
+					ev = &events[i]
+					break
+				}
+			}
+			if ev == nil {
+				t.Fatalf("no requeue event for job 11: %+v", events)
+			}
+			if ev.Op != decisionlog.OpGuard || ev.Outcome != tt.wantOutcome || ev.Node != "n1" || ev.GPU != 0 || ev.Tag != "big" ||
+				ev.Class != "train" || ev.UserID != 0 || !strings.Contains(ev.Reason, "budget") {
+				t.Errorf("event %+v", *ev)
+			}
+			prom, err := os.ReadFile(cfg.Guard.MetricsFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf(`coscheml_guard_actions_total{class="train",kind="requeue",outcome=%q}`, tt.wantOutcome)
+			if !bytes.Contains(prom, []byte(want)) {
+				t.Errorf("metrics lack %s:\n%s", want, prom)
+			}
+			if !bytes.Contains(prom, []byte("coscheml_guard_rounds_without_nvml_total 2")) {
+				t.Errorf("metrics do not count the rounds without NVML:\n%s", prom)
+			}
+		})
+	}
+}
+
+func readEvents(t *testing.T, path string) []decisionlog.Record {
+	t.Helper()
+	recs, err := decisionlog.Since(path, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// The guard section becomes pkg/guard's Config: the site's floors and actions,
+// pkg/guard's thresholds.
+func TestGuardConfig(t *testing.T) {
+	cfg := config.Default()
+	cfg.SpeedFloor.Infer = 0.95
+	cfg.Guard.Period = 7 * time.Second
+	cfg.Guard.Actions.Train = config.GuardClassActions{Memory: "cancel", Floor: "observe"}
+	g, err := guardConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := guard.Default()
+	if g.Period != 7*time.Second || g.Floors.Infer != 0.95 || g.Window != d.Window || g.Cooldown != d.Cooldown ||
+		g.Actions[profile.ClassTrain] != (guard.ClassActions{Memory: guard.Cancel, Floor: guard.Observe}) ||
+		g.Actions[profile.ClassHPC] != d.Actions[profile.ClassHPC] || g.Actions[profile.ClassInfer] != d.Actions[profile.ClassInfer] {
+		t.Errorf("guard config %+v", g)
+	}
+	// The shipped defaults are pkg/guard's.
+	g, err = guardConfig(config.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cl, a := range d.Actions {
+		if g.Actions[cl] != a {
+			t.Errorf("class %s: config default %+v, pkg/guard default %+v", cl, g.Actions[cl], a)
+		}
+	}
+	if g.Period != d.Period {
+		t.Errorf("period %v, pkg/guard's %v", g.Period, d.Period)
+	}
+}
