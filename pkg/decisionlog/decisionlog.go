@@ -380,3 +380,36 @@ func Find(path, id, jobID string) (Record, error) {
 	}
 	return best, nil
 }
+
+// JobRecords returns the records of op for jobID in path and its rotated
+// path.1, oldest first; beyond limit (> 0) only the newest limit. A missing
+// file is no records; unreadable lines are skipped.
+func JobRecords(path, jobID, op string, limit int) ([]Record, error) {
+	var out []Record
+	for _, p := range []string{path + ".1", path} {
+		f, err := safeopen.Regular(p, safeopen.NoFollow)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("decision log: %w", err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 4096), maxLine)
+		for sc.Scan() {
+			var r Record
+			if json.Unmarshal(sc.Bytes(), &r) != nil || r.JobID != jobID || r.Op != op {
+				continue
+			}
+			out = append(out, r)
+			if limit > 0 && len(out) > 2*limit {
+				out = append(out[:0], out[len(out)-limit:]...)
+			}
+		}
+		f.Close()
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[len(out)-limit:]
+	}
+	return out, nil
+}
