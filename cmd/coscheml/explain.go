@@ -51,16 +51,15 @@ func explainCommand() *cli.Command {
 
 // explainOut is what explain prints.
 type explainOut struct {
-	JobID      string              `json:"job_id,omitempty"`
-	JobState   string              `json:"job_state,omitempty"`
-	NodeList   string              `json:"node_list,omitempty"`
-	Comment    string              `json:"comment,omitempty"`
-	DecisionID string              `json:"decision_id,omitempty"`
-	Decision   *decisionlog.Record `json:"decision,omitempty"`
-	Running    []residency.Entry   `json:"running,omitempty"`
-	// Guard are the node runtime guard's events for the job (guard.event_dir).
-	Guard []decisionlog.Record `json:"guard,omitempty"`
-	Note       string              `json:"note,omitempty"`
+	JobID      string               `json:"job_id,omitempty"`
+	JobState   string               `json:"job_state,omitempty"`
+	NodeList   string               `json:"node_list,omitempty"`
+	Comment    string               `json:"comment,omitempty"`
+	DecisionID string               `json:"decision_id,omitempty"`
+	Decision   *decisionlog.Record  `json:"decision,omitempty"`
+	Running    []residency.Entry    `json:"running,omitempty"`
+	Note       string               `json:"note,omitempty"`
+	Guard      []decisionlog.Record `json:"guard,omitempty"` // the node runtime guard's events (guard.event_dir)
 }
 
 var (
