@@ -89,10 +89,9 @@ type guardService struct {
 	seen     map[string]time.Time // observe events written recently
 	seq      uint64
 
-	backend  nvml.Backend
-	g        *guard.Guard
-	nvmlErr  string
-	nvmlSaid time.Time
+	backend nvml.Backend
+	g       *guard.Guard
+	noted   map[string]time.Time // lines logged by note, when
 }
 
 // guardConfig turns the configuration's guard section into pkg/guard's Config:
@@ -130,7 +129,7 @@ func newGuardService(cfg config.Config, node string, logf func(string, ...any)) 
 	}
 	s := &guardService{cfg: cfg, gcfg: gcfg, node: node, logf: logf, now: time.Now, procRoot: "/proc",
 		jobs:   newResidencyJobs(store, profiles, node, time.Now, logf),
-		counts: newGuardCounters(time.Now()), uids: uidCache{m: map[string]uint32{}}, seen: map[string]time.Time{}}
+		counts: newGuardCounters(time.Now()), uids: uidCache{m: map[string]uint32{}}, seen: map[string]time.Time{}, noted: map[string]time.Time{}}
 	timeout := cfg.Guard.NVMLTimeout
 	s.openNVML = func() (nvml.Backend, error) {
 		b := nvml.WithTimeout(nvml.NewReal(), timeout)
@@ -143,9 +142,8 @@ func newGuardService(cfg config.Config, node string, logf func(string, ...any)) 
 		s.act = &trackingActuator{inner: &slurmActuator{timeout: cfg.Guard.CommandTimeout, logf: logf}}
 	}
 	if cfg.Guard.EventDir != "" {
-		if err := os.MkdirAll(cfg.Guard.EventDir, 0o750); err != nil {
-			return nil, fmt.Errorf("guard event folder: %w", err)
-		}
+		// The writer creates the folder; a failed write is logged (once per 10
+		// minutes), never a reason to stop guarding.
 		s.events = decisionlog.NewWriter(guardEventPath(cfg.Guard.EventDir, node), 0, 0)
 	}
 	return s, nil
@@ -205,15 +203,25 @@ func (s *guardService) eventPath() string {
 	return guardEventPath(s.cfg.Guard.EventDir, s.node)
 }
 
-// note logs a line at most once per 10 minutes while it stays the same.
+// note logs a line at most once per 10 minutes while it repeats: a stuck
+// condition (no driver, an unwritable file) is said, not said every period.
 func (s *guardService) note(now time.Time, format string, args ...any) {
 	line := fmt.Sprintf(format, args...)
-	if line == s.nvmlErr && now.Sub(s.nvmlSaid) < 10*time.Minute {
+	if last, ok := s.noted[line]; ok && now.Sub(last) < noteEvery {
 		return
 	}
-	s.nvmlErr, s.nvmlSaid = line, now
+	if len(s.noted) >= 256 {
+		for k, t := range s.noted {
+			if now.Sub(t) >= noteEvery {
+				delete(s.noted, k)
+			}
+		}
+	}
+	s.noted[line] = now
 	s.logf("%s", line)
 }
+
+const noteEvery = 10 * time.Minute
 
 // step runs one round (opening NVML first if it is not open); it reports whether
 // an action other than observe was taken.

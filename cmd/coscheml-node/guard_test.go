@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -411,5 +412,79 @@ func TestGuardConfig(t *testing.T) {
 	}
 	if g.Period != d.Period {
 		t.Errorf("period %v, pkg/guard's %v", g.Period, d.Period)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while the guard writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// runGuard's exit codes: usage 2, an unusable configuration 1, a stop by
+// signal 0 (here a disabled guard, which idles rather than exit).
+func TestRunGuardExit(t *testing.T) {
+	_, cfgPath := testConfig(t)
+	disabled := filepath.Join(filepath.Dir(cfgPath), "disabled.yaml")
+	b, _ := os.ReadFile(cfgPath)
+	if err := os.WriteFile(disabled, append(b, "guard:\n  enabled: false\n  event_dir: \"\"\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(filepath.Dir(cfgPath), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("guard:\n  period: 10ms\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		args   []string
+		signal bool
+		want   int
+		out    []string
+	}{
+		{name: "unknown flag", args: []string{"--bogus"}, want: 2},
+		{name: "missing named config", args: []string{"--config", "/nonexistent/coscheml.yaml", "--no-syslog"}, want: 1, out: []string{"guard:"}},
+		{name: "invalid config", args: []string{"--config", bad, "--no-syslog"}, want: 1, out: []string{`"guard.period"`}},
+		{name: "disabled, stopped by SIGTERM", args: []string{"--config", disabled, "--node", "n1", "--no-syslog"}, signal: true, want: 0,
+			out: []string{"guard: start", "on node n1", "enabled=false", "disabled", "stopped"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out syncBuffer
+			code := make(chan int, 1)
+			go func() { code <- runGuard(tt.args, &out) }()
+			if tt.signal {
+				deadline := time.After(20 * time.Second)
+				for !strings.Contains(out.String(), "idle until stopped") {
+					select {
+					case <-deadline:
+						t.Fatalf("guard did not start: %s", out.String())
+					case <-time.After(5 * time.Millisecond):
+					}
+				}
+				if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := <-code; got != tt.want {
+				t.Errorf("exit %d, want %d: %s", got, tt.want, out.String())
+			}
+			for _, w := range tt.out {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q: %s", w, out.String())
+				}
+			}
+		})
 	}
 }
