@@ -74,12 +74,15 @@ func runGuard(args []string, stderr io.Writer) int {
 
 // guardService is the guard's loop and everything it writes.
 type guardService struct {
-	cfg      config.Config
-	gcfg     guard.Config
-	node     string
-	logf     func(string, ...any)
-	now      func() time.Time
-	openNVML func() (nvml.Backend, error) // an initialized, bounded backend
+	cfg  config.Config
+	gcfg guard.Config
+	node string
+	logf func(string, ...any)
+	now  func() time.Time
+	// nvml is the bounded backend, made once: a hung init then parks one
+	// goroutine, and later inits fail at once until it returns, rather than one
+	// parked goroutine per retry.
+	nvml     nvml.Backend
 	procRoot string
 	jobs     guard.JobSource
 	act      *trackingActuator // nil: dry run
@@ -89,9 +92,8 @@ type guardService struct {
 	seen     map[string]time.Time // observe events written recently
 	seq      uint64
 
-	backend nvml.Backend
-	g       *guard.Guard
-	noted   map[string]time.Time // lines logged by note, when
+	g     *guard.Guard
+	noted map[string]time.Time // lines logged by note, when
 }
 
 // guardConfig turns the configuration's guard section into pkg/guard's Config:
@@ -130,14 +132,7 @@ func newGuardService(cfg config.Config, node string, logf func(string, ...any)) 
 	s := &guardService{cfg: cfg, gcfg: gcfg, node: node, logf: logf, now: time.Now, procRoot: "/proc",
 		jobs:   newResidencyJobs(store, profiles, node, time.Now, logf),
 		counts: newGuardCounters(time.Now()), uids: uidCache{m: map[string]uint32{}}, seen: map[string]time.Time{}, noted: map[string]time.Time{}}
-	timeout := cfg.Guard.NVMLTimeout
-	s.openNVML = func() (nvml.Backend, error) {
-		b := nvml.WithTimeout(nvml.NewReal(), timeout)
-		if err := b.Init(); err != nil {
-			return nil, err
-		}
-		return b, nil
-	}
+	s.nvml = nvml.WithTimeout(nvml.NewReal(), cfg.Guard.NVMLTimeout)
 	if !cfg.Guard.DryRun {
 		s.act = &trackingActuator{inner: &slurmActuator{timeout: cfg.Guard.CommandTimeout, logf: logf}}
 	}
@@ -156,8 +151,8 @@ func (s *guardService) close() {
 	if s.events != nil {
 		s.events.Close()
 	}
-	if s.backend != nil {
-		_ = s.backend.Shutdown()
+	if s.g != nil {
+		_ = s.nvml.Shutdown()
 	}
 }
 
@@ -227,8 +222,8 @@ const noteEvery = 10 * time.Minute
 // an action other than observe was taken.
 func (s *guardService) step(now time.Time) bool {
 	if s.g == nil {
-		b, err := s.openNVML()
-		if err != nil {
+		b := s.nvml
+		if err := b.Init(); err != nil {
 			s.counts.round(true)
 			s.note(now, "guard: NVML unavailable: %v; retrying every %v", err, s.cfg.Guard.Period)
 			return false
@@ -240,11 +235,10 @@ func (s *guardService) step(now time.Time) bool {
 		mon := guard.NewMonitor(b, guard.CgroupMapper{Root: s.procRoot}, s.logf)
 		g, err := guard.New(s.gcfg, mon, s.jobs, act, s.logf)
 		if err != nil {
-			_ = b.Shutdown()
 			s.note(now, "guard: %v", err)
 			return false
 		}
-		s.backend, s.g = b, g
+		s.g = g
 		s.logf("guard: NVML open (%s)", b.Kind())
 	}
 	if s.act != nil {

@@ -301,17 +301,7 @@ func TestGuardLoop(t *testing.T) {
 			}
 			svc.cfg.Guard.Period = 5 * time.Millisecond
 			svc.procRoot = writeProcRoot(t, map[uint32]string{100: "11", 200: "12"})
-			var mu sync.Mutex
-			opens := 0
-			svc.openNVML = func() (nvml.Backend, error) {
-				mu.Lock()
-				defer mu.Unlock()
-				if opens++; opens < 3 {
-					return nil, fmt.Errorf("nvml init: %w", nvml.ErrNotAvailable)
-				}
-				b := nvml.WithTimeout(mockNode(), time.Second)
-				return b, b.Init()
-			}
+			svc.nvml = nvml.WithTimeout(&flakyInit{Backend: mockNode(), fails: 2}, time.Second)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { defer close(done); svc.run(ctx) }()
@@ -371,6 +361,60 @@ func TestGuardLoop(t *testing.T) {
 				t.Errorf("metrics do not count the rounds without NVML:\n%s", prom)
 			}
 		})
+	}
+}
+
+// flakyInit is a backend whose Init fails its first fails calls, or hangs
+// until hang is closed.
+type flakyInit struct {
+	nvml.Backend
+	fails int
+	hang  chan struct{}
+	mu    sync.Mutex
+	calls int
+}
+
+func (f *flakyInit) Init() error {
+	f.mu.Lock()
+	f.calls++
+	n := f.calls
+	f.mu.Unlock()
+	if f.hang != nil {
+		<-f.hang
+	}
+	if n <= f.fails {
+		return fmt.Errorf("nvml init: %w", nvml.ErrNotAvailable)
+	}
+	return f.Backend.Init()
+}
+
+// A driver whose init hangs costs one parked call, not one per round: later
+// rounds fail at once while it hangs, and the guard goes on.
+func TestGuardHungNVMLInit(t *testing.T) {
+	cfg := guardTestSetup(t)
+	var logs logLines
+	svc, err := newGuardService(cfg, "n1", logs.logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.close()
+	hung := &flakyInit{Backend: mockNode(), hang: make(chan struct{})}
+	defer close(hung.hang)
+	svc.nvml = nvml.WithTimeout(hung, 5*time.Millisecond)
+	now := time.Now()
+	for i := range 5 {
+		if svc.step(now.Add(time.Duration(i) * time.Second)) {
+			t.Fatal("acted without NVML")
+		}
+	}
+	hung.mu.Lock()
+	calls := hung.calls
+	hung.mu.Unlock()
+	if calls != 1 {
+		t.Errorf("the driver's init was called %d times over 5 rounds, want 1 (the hung one)", calls)
+	}
+	if !logs.has("NVML unavailable") {
+		t.Errorf("no log line about NVML: %q", logs.lines)
 	}
 }
 
