@@ -265,9 +265,8 @@ func (s *guardService) step(now time.Time) bool {
 		if a.Kind != guard.Observe && outcome != "failed" {
 			acted = true
 		}
-		j := jobs[a.JobID]
-		s.counts.action(string(j.Class), string(a.Kind), outcome)
-		s.event(now, a, j, outcome)
+		s.counts.action(string(jobs[a.JobID].Class), string(a.Kind), outcome)
+		s.event(now, a, jobs, outcome)
 	}
 	return acted
 }
@@ -289,8 +288,12 @@ func (s *guardService) outcome(a guard.Action) string {
 // for many rounds, and one line per 10 minutes says it.
 const observeEvery = 10 * time.Minute
 
-// event writes a to the node's event log as a decision-log record (op "guard").
-func (s *guardService) event(now time.Time, a guard.Action, j guard.Job, outcome string) {
+// event writes a to the node's event log as a decision-log record (op "guard")
+// of the job acted on. When that job is a co-runner of the job whose floor was
+// breached, the slowed job gets a record too, so that its owner's `coscheml
+// explain` shows what was done for it; that record names neither the co-runner
+// nor its owner.
+func (s *guardService) event(now time.Time, a guard.Action, jobs map[string]guard.Job, outcome string) {
 	if s.events == nil {
 		return
 	}
@@ -308,11 +311,20 @@ func (s *guardService) event(now time.Time, a guard.Action, j guard.Job, outcome
 			}
 		}
 	}
+	s.logEvent(now, a.JobID, jobs[a.JobID], string(a.Kind), outcome, a.GPU, a.Reason)
+	if a.Trigger != "" && a.Trigger != a.JobID && a.Kind != guard.Resume {
+		s.logEvent(now, a.Trigger, jobs[a.Trigger], string(a.Kind)+"-co-runner", outcome, a.GPU,
+			fmt.Sprintf("coscheml guard: this job was held below its speed floor on gpu %d; the guard's answer was to %s a co-runner placed later or less protected (outcome: %s)",
+				a.GPU, a.Kind, outcome))
+	}
+}
+
+func (s *guardService) logEvent(now time.Time, jobID string, j guard.Job, action, outcome string, gpu int, reason string) {
 	s.seq++
 	rec := decisionlog.Record{
 		ID: "g" + strconv.FormatInt(now.UnixMilli(), 36) + "-" + strconv.FormatUint(s.seq, 36), Time: now, Op: decisionlog.OpGuard,
-		JobID: a.JobID, UserID: s.uids.lookup(j.User), Tag: j.Tag, Class: string(j.Class),
-		Outcome: outcome, Action: string(a.Kind), Node: s.node, GPU: a.GPU, Reason: a.Reason,
+		JobID: jobID, UserID: s.uids.lookup(j.User), Tag: j.Tag, Class: string(j.Class),
+		Outcome: outcome, Action: action, Node: s.node, GPU: gpu, Reason: reason,
 	}
 	if !s.events.Log(rec) {
 		s.note(now, "guard: event log queue full; events dropped")

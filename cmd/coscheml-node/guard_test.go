@@ -532,3 +532,59 @@ func TestRunGuardExit(t *testing.T) {
 		})
 	}
 }
+
+// Each action is one record of the job acted on; a floor action on a co-runner
+// also gives the slowed job a record, without the co-runner's id; an observed
+// finding that holds is written once per 10 minutes.
+func TestGuardEvents(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	jobs := map[string]guard.Job{
+		"11": {ID: "11", Tag: "big", Class: profile.ClassTrain, User: "root"},
+		"12": {ID: "12", Tag: "small", Class: profile.ClassHPC, User: "nosuchuser-coscheml"},
+	}
+	type step struct {
+		at      time.Duration
+		a       guard.Action
+		outcome string
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		want  []string // job|action|outcome|uid
+	}{
+		{name: "memory requeue", steps: []step{{0, guard.Action{Kind: guard.Requeue, JobID: "11", Trigger: "11", Reason: "over budget"}, "taken"}},
+			want: []string{"11|requeue|taken|0"}},
+		{name: "suspend of a co-runner", steps: []step{{0, guard.Action{Kind: guard.Suspend, JobID: "11", Trigger: "12", Protects: "12", Reason: "job 12 below floor; job 11 shares"}, "taken"}},
+			want: []string{"11|suspend|taken|0", "12|suspend-co-runner|taken|65534"}},
+		{name: "resume concerns the resumed job only", steps: []step{{0, guard.Action{Kind: guard.Resume, JobID: "11", Trigger: "12", Reason: "job 12 left"}, "taken"}},
+			want: []string{"11|resume|taken|0"}},
+		{name: "observed finding once per 10 minutes", steps: []step{
+			{0, guard.Action{Kind: guard.Observe, JobID: "12", Trigger: "12", Reason: "below floor"}, "observed"},
+			{5 * time.Second, guard.Action{Kind: guard.Observe, JobID: "12", Trigger: "12", Reason: "below floor"}, "observed"},
+			{11 * time.Minute, guard.Action{Kind: guard.Observe, JobID: "12", Trigger: "12", Reason: "below floor"}, "observed"},
+		}, want: []string{"12|observe|observed|65534", "12|observe|observed|65534"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := guardTestSetup(t)
+			svc, err := newGuardService(cfg, "n1", t.Logf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, st := range tt.steps {
+				svc.event(now.Add(st.at), st.a, jobs, st.outcome)
+			}
+			svc.close()
+			var got []string
+			for _, r := range readEvents(t, guardEventPath(cfg.Guard.EventDir, "n1")) {
+				got = append(got, fmt.Sprintf("%s|%s|%s|%d", r.JobID, r.Action, r.Outcome, r.UserID))
+				if r.JobID == "12" && r.Action == "suspend-co-runner" && strings.Contains(r.Reason, "11") {
+					t.Errorf("the slowed job's record names the co-runner: %q", r.Reason)
+				}
+			}
+			if strings.Join(got, " ") != strings.Join(tt.want, " ") {
+				t.Errorf("events %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -63,7 +63,8 @@ type Record struct {
 
 // OpGuard marks a record of the node's runtime guard (`coscheml-node guard`):
 // JobID is the job acted on or observed, Action the guard's action (observe,
-// requeue, cancel, suspend, resume), Outcome what became of it (observed,
+// requeue, cancel, suspend, resume; for the slowed job of a floor action on its
+// co-runner, requeue-co-runner or suspend-co-runner), Outcome what became of it (observed,
 // taken, dry-run, failed), Node and GPU where, Reason why. The guard writes
 // them to its own log per node, not to the plugin's.
 const OpGuard = "guard"
