@@ -82,12 +82,20 @@ func (s *slurmActuator) run(name string, args ...string) error {
 }
 
 // trackingActuator remembers which of a round's actions failed, so that the
-// event log and the metrics can say so.
+// event log and the metrics can say so, and holds back an action that failed
+// for retryAfter: an action Slurm refuses (a job that may not be requeued) would
+// otherwise run two commands against slurmctld every period.
 type trackingActuator struct {
-	inner guard.Actuator
-	mu    sync.Mutex
-	fails map[string]bool
+	inner      guard.Actuator
+	retryAfter time.Duration
+	now        func() time.Time
+	mu         sync.Mutex
+	fails      map[string]bool      // this round
+	lastFail   map[string]time.Time // kind and job -> when it last failed
 }
+
+// defaultRetryAfter is how long a failed action waits before it is tried again.
+const defaultRetryAfter = time.Minute
 
 func (t *trackingActuator) reset() {
 	t.mu.Lock()
@@ -101,27 +109,59 @@ func (t *trackingActuator) failed(kind guard.ActionKind, jobID string) bool {
 	return t.fails[string(kind)+" "+jobID]
 }
 
-func (t *trackingActuator) track(kind guard.ActionKind, jobID string, err error) error {
-	if err != nil {
-		t.mu.Lock()
-		if t.fails == nil {
-			t.fails = map[string]bool{}
+func (t *trackingActuator) do(kind guard.ActionKind, jobID string, run func() error) error {
+	key := string(kind) + " " + jobID
+	now := time.Now
+	if t.now != nil {
+		now = t.now
+	}
+	at := now()
+	t.mu.Lock()
+	if t.fails == nil {
+		t.fails = map[string]bool{}
+	}
+	if t.lastFail == nil {
+		t.lastFail = map[string]time.Time{}
+	}
+	last, held := t.lastFail[key]
+	held = held && at.Sub(last) < t.retryAfter
+	t.mu.Unlock()
+	var err error
+	if held {
+		err = fmt.Errorf("it failed less than %v ago; tried again after that", t.retryAfter)
+	} else {
+		err = run()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case err != nil:
+		t.fails[key] = true
+		if !held {
+			t.lastFail[key] = at
 		}
-		t.fails[string(kind)+" "+jobID] = true
-		t.mu.Unlock()
+	default:
+		delete(t.lastFail, key)
+	}
+	if len(t.lastFail) > 4096 {
+		for k, f := range t.lastFail {
+			if at.Sub(f) >= t.retryAfter {
+				delete(t.lastFail, k)
+			}
+		}
 	}
 	return err
 }
 
 func (t *trackingActuator) Requeue(id, reason string) error {
-	return t.track(guard.Requeue, id, t.inner.Requeue(id, reason))
+	return t.do(guard.Requeue, id, func() error { return t.inner.Requeue(id, reason) })
 }
 func (t *trackingActuator) Cancel(id, reason string) error {
-	return t.track(guard.Cancel, id, t.inner.Cancel(id, reason))
+	return t.do(guard.Cancel, id, func() error { return t.inner.Cancel(id, reason) })
 }
 func (t *trackingActuator) Suspend(id, reason string) error {
-	return t.track(guard.Suspend, id, t.inner.Suspend(id, reason))
+	return t.do(guard.Suspend, id, func() error { return t.inner.Suspend(id, reason) })
 }
 func (t *trackingActuator) Resume(id, reason string) error {
-	return t.track(guard.Resume, id, t.inner.Resume(id, reason))
+	return t.do(guard.Resume, id, func() error { return t.inner.Resume(id, reason) })
 }

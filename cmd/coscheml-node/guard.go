@@ -134,7 +134,8 @@ func newGuardService(cfg config.Config, node string, logf func(string, ...any)) 
 		counts: newGuardCounters(time.Now()), uids: uidCache{m: map[string]uint32{}}, seen: map[string]time.Time{}, noted: map[string]time.Time{}}
 	s.nvml = nvml.WithTimeout(nvml.NewReal(), cfg.Guard.NVMLTimeout)
 	if !cfg.Guard.DryRun {
-		s.act = &trackingActuator{inner: &slurmActuator{timeout: cfg.Guard.CommandTimeout, logf: logf}}
+		s.act = &trackingActuator{inner: &slurmActuator{timeout: cfg.Guard.CommandTimeout, logf: logf},
+			retryAfter: defaultRetryAfter, now: func() time.Time { return s.now() }}
 	}
 	if cfg.Guard.EventDir != "" {
 		// The writer creates the folder; a failed write is logged (once per 10
@@ -232,8 +233,11 @@ func (s *guardService) step(now time.Time) bool {
 		if s.act != nil {
 			act = s.act
 		}
+		// The guard's own lines go through note: an action retried every period
+		// after a failure says so once per 10 minutes, not every period.
+		glog := func(format string, args ...any) { s.note(s.now(), format, args...) }
 		mon := guard.NewMonitor(b, guard.CgroupMapper{Root: s.procRoot}, s.logf)
-		g, err := guard.New(s.gcfg, mon, s.jobs, act, s.logf)
+		g, err := guard.New(s.gcfg, mon, s.jobs, act, glog)
 		if err != nil {
 			s.note(now, "guard: %v", err)
 			return false

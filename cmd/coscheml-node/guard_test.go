@@ -588,3 +588,57 @@ func TestGuardEvents(t *testing.T) {
 		})
 	}
 }
+
+type countingActuator struct {
+	calls []string
+	fail  bool
+}
+
+func (c *countingActuator) do(kind, id string) error {
+	c.calls = append(c.calls, kind+" "+id)
+	if c.fail {
+		return errors.New("slurm_requeue error: Requested operation is presently disabled")
+	}
+	return nil
+}
+func (c *countingActuator) Requeue(id, _ string) error { return c.do("requeue", id) }
+func (c *countingActuator) Cancel(id, _ string) error  { return c.do("cancel", id) }
+func (c *countingActuator) Suspend(id, _ string) error { return c.do("suspend", id) }
+func (c *countingActuator) Resume(id, _ string) error  { return c.do("resume", id) }
+
+// An action Slurm refuses is not run again every period: the next try comes
+// retryAfter later; each held round still counts as failed, and a success
+// clears the hold.
+func TestTrackingActuatorRetry(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		at        time.Duration
+		job       string
+		fail      bool
+		wantRun   bool
+		wantError bool
+	}{
+		{at: 0, job: "11", fail: true, wantRun: true, wantError: true},
+		{at: 5 * time.Second, job: "11", fail: true, wantRun: false, wantError: true},
+		{at: 5 * time.Second, job: "12", fail: true, wantRun: true, wantError: true}, // another job is not held
+		{at: 59 * time.Second, job: "11", fail: false, wantRun: false, wantError: true},
+		{at: 61 * time.Second, job: "11", fail: false, wantRun: true},
+		{at: 62 * time.Second, job: "11", fail: false, wantRun: true},
+	}
+	inner := &countingActuator{}
+	var now time.Time
+	act := &trackingActuator{inner: inner, retryAfter: time.Minute, now: func() time.Time { return now }}
+	for i, tt := range tests {
+		now = t0.Add(tt.at)
+		inner.fail = tt.fail
+		act.reset()
+		before := len(inner.calls)
+		err := act.Requeue(tt.job, "r")
+		if ran := len(inner.calls) > before; ran != tt.wantRun {
+			t.Errorf("step %d (%v, job %s): ran %v, want %v", i, tt.at, tt.job, ran, tt.wantRun)
+		}
+		if (err != nil) != tt.wantError || act.failed(guard.Requeue, tt.job) != tt.wantError {
+			t.Errorf("step %d: error %v, failed %v, want failure %v", i, err, act.failed(guard.Requeue, tt.job), tt.wantError)
+		}
+	}
+}
