@@ -19,6 +19,7 @@ import (
 	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/decisionlog"
 	"github.com/coscheml/coscheml/pkg/guard"
+	"github.com/coscheml/coscheml/pkg/hostlist"
 	"github.com/coscheml/coscheml/pkg/metrics"
 	"github.com/coscheml/coscheml/pkg/nvml"
 	"github.com/coscheml/coscheml/pkg/profile"
@@ -114,6 +115,10 @@ func guardConfig(cfg config.Config) (guard.Config, error) {
 }
 
 func newGuardService(cfg config.Config, node string, logf func(string, ...any)) (*guardService, error) {
+	// The node name selects residency entries and names the event log file.
+	if !hostlist.ValidName(node) {
+		return nil, fmt.Errorf("invalid node name %q", profile.Sanitize(node))
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -499,6 +499,7 @@ func TestRunGuardExit(t *testing.T) {
 	}{
 		{name: "unknown flag", args: []string{"--bogus"}, want: 2},
 		{name: "missing named config", args: []string{"--config", "/nonexistent/coscheml.yaml", "--no-syslog"}, want: 1, out: []string{"guard:"}},
+		{name: "node name that is a path", args: []string{"--config", disabled, "--node", "../etc", "--no-syslog"}, want: 1, out: []string{"invalid node name"}},
 		{name: "invalid config", args: []string{"--config", bad, "--no-syslog"}, want: 1, out: []string{`"guard.period"`}},
 		{name: "disabled, stopped by SIGTERM", args: []string{"--config", disabled, "--node", "n1", "--no-syslog"}, signal: true, want: 0,
 			out: []string{"guard: start", "on node n1", "enabled=false", "disabled", "stopped"}},
