@@ -522,7 +522,16 @@ func TestRunGuardExit(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if got := <-code; got != tt.want {
+			var got int
+			select {
+			case got = <-code:
+			case <-time.After(20 * time.Second):
+				// A guard that should have refused to start is running: stop it.
+				_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+				got = <-code
+				t.Errorf("the guard ran instead of exiting at once")
+			}
+			if got != tt.want {
 				t.Errorf("exit %d, want %d: %s", got, tt.want, out.String())
 			}
 			for _, w := range tt.out {
