@@ -147,3 +147,32 @@ func TestSystemdUnitsVerify(t *testing.T) {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
+
+// The long-running services restart after a crash and start with the daemon
+// they serve; the packages' scripts enable them there and take them away on removal.
+func TestServiceUnits(t *testing.T) {
+	tests := []struct {
+		file string
+		want []string
+	}{
+		{"systemd/coscheml-guard.service", []string{"Type=simple", "ExecStart=/usr/bin/coscheml-node guard --config /etc/coscheml/coscheml.yaml",
+			"Restart=on-failure", "PartOf=slurmd.service", "WantedBy=slurmd.service"}},
+		{"systemd/coscheml-redecide.service", []string{"Restart=on-failure", "WantedBy=slurmctld.service"}},
+		{"scripts/postinstall.sh", []string{"systemctl enable coscheml-guard.service", "systemctl try-restart coscheml-guard.service"}},
+		{"scripts/preremove.sh", []string{"systemctl disable coscheml-guard.service", "systemctl stop coscheml-guard.service"}},
+		{"nfpm-coscheml.yaml", []string{"dst: /usr/lib/systemd/system/coscheml-guard.service", "preremove: packaging/scripts/preremove.sh"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			b, err := os.ReadFile(tt.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(string(b), w) {
+					t.Errorf("%s lacks %q", tt.file, w)
+				}
+			}
+		})
+	}
+}

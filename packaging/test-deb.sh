@@ -26,12 +26,14 @@ done
 for f in /usr/lib/coscheml/libcoscheml.so /usr/libexec/coscheml/prolog.sh /usr/libexec/coscheml/epilog.sh \
 	/usr/lib/systemd/system/coscheml-reconcile.timer /usr/lib/systemd/system/coscheml-reconcile.service \
 	/usr/lib/systemd/system/coscheml-metrics.timer /usr/lib/systemd/system/coscheml-metrics.service /usr/lib/systemd/system/coscheml-redecide.service \
+	/usr/lib/systemd/system/coscheml-guard.service \
 	/usr/share/coscheml/data/lucid-train/solo_profiles.csv /usr/share/coscheml/data/lucid-train/LICENSE.txt \
 	/usr/share/coscheml/data/README-gpu.md /usr/share/doc/coscheml/docs/install.md /usr/share/coscheml/grafana/coscheml.json; do
 	check "file $f" test -s "$f"
 done
 if command -v systemctl >/dev/null; then
 	check "plugin package enables the re-decide loop with slurmctld" test -L /etc/systemd/system/slurmctld.service.wants/coscheml-redecide.service
+	check "package enables the runtime guard with slurmd" test -L /etc/systemd/system/slurmd.service.wants/coscheml-guard.service
 fi
 check "plugin in Slurm's plugin folder" sh -c 'ls /usr/lib/*/slurm-wlm/job_submit_coscheml.so'
 check "plugin looks for /usr/lib/coscheml" sh -c 'grep -q /usr/lib/coscheml /usr/lib/*/slurm-wlm/job_submit_coscheml.so'
@@ -52,7 +54,7 @@ check "profile list shows the imported tags" sh -c "/usr/bin/coscheml --config $
 check "predict with the embedded model" /usr/bin/coscheml --config "$tmp/c.yaml" predict resnet18-bs128 dcgan-bs128
 check "coscheml-node reconcile" sh -c "mkdir -p $tmp/residency && /usr/bin/coscheml-node reconcile --config $tmp/c.yaml"
 if command -v systemd-analyze >/dev/null; then
-	check "systemd-analyze verify units" systemd-analyze verify /usr/lib/systemd/system/coscheml-reconcile.timer /usr/lib/systemd/system/coscheml-reconcile.service /usr/lib/systemd/system/coscheml-metrics.timer /usr/lib/systemd/system/coscheml-metrics.service /usr/lib/systemd/system/coscheml-redecide.service
+	check "systemd-analyze verify units" systemd-analyze verify /usr/lib/systemd/system/coscheml-reconcile.timer /usr/lib/systemd/system/coscheml-reconcile.service /usr/lib/systemd/system/coscheml-metrics.timer /usr/lib/systemd/system/coscheml-metrics.service /usr/lib/systemd/system/coscheml-redecide.service /usr/lib/systemd/system/coscheml-guard.service
 fi
 # An admin's edit of the configuration survives a reinstall.
 echo "# site edit" >>/etc/coscheml/coscheml.yaml
@@ -63,6 +65,7 @@ if [ "${KEEP:-0}" != 1 ]; then
 	check "dpkg --purge" dpkg --purge coscheml-slurm-plugin coscheml
 	check "nothing left in /usr/bin" sh -c '! ls /usr/bin/coscheml* 2>/dev/null'
 	check "re-decide loop no longer enabled" sh -c '! test -e /etc/systemd/system/slurmctld.service.wants/coscheml-redecide.service'
+	check "runtime guard no longer enabled" sh -c '! test -e /etc/systemd/system/slurmd.service.wants/coscheml-guard.service'
 fi
 [ "$fail" = 0 ] && echo "test-deb: all checks passed" || echo "test-deb: FAILED"
 exit "$fail"

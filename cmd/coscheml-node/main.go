@@ -8,6 +8,7 @@
 //	coscheml-node reconcile [--config FILE] [--grace D] [--live FILE|-]
 //	coscheml-node sampler   ARGS...                (started by the prolog)
 //	coscheml-node finish    --pending FILE         (started by the epilog)
+//	coscheml-node guard     [--config FILE] [--node NAME]  (coscheml-guard.service)
 //
 // Prolog and epilog never fail a job because of coscheml: they always exit 0 and
 // report problems on stderr and to syslog.
@@ -25,6 +26,7 @@ const usage = `usage: coscheml-node prolog|epilog [--config FILE] [--timeout D] 
        coscheml-node reconcile [--config FILE] [--grace D] [--live FILE|-]
        coscheml-node sampler ARGS...
        coscheml-node finish [--config FILE] [--wait D] --pending FILE
+       coscheml-node guard [--config FILE] [--node NAME] [--no-syslog]
        coscheml-node --version`
 
 func main() {
@@ -42,6 +44,8 @@ func main() {
 		os.Exit(runSampler(args))
 	case "finish":
 		os.Exit(runFinish(args, os.Stderr))
+	case "guard":
+		os.Exit(runGuard(args, os.Stderr))
 	case "-h", "--help", "help":
 		fmt.Println(usage)
 	case "-v", "--version", "version":

@@ -9,8 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,7 +34,8 @@ func explainCommand() *cli.Command {
 			"decision from the decision log (decision_log in the configuration): the\n" +
 			"action (share, exclusive, wait), the node and GPU chosen, the predicted\n" +
 			"speeds and the reason. For a running job it also shows the GPUs the node's\n" +
-			"prolog recorded. --decision ID skips squeue (e.g. for a finished job:\n" +
+			"prolog recorded, and what the node's runtime guard observed or did to it\n" +
+			"(guard.event_dir). --decision ID skips squeue (e.g. for a finished job:\n" +
 			"the id is in its comment in sacct with AccountingStoreFlags=job_comment,\n" +
 			"and in slurmctld's log line with log_decisions: info or SlurmctldDebug\n" +
 			"verbose). Root and SlurmUser (the log's owner)\n" +
@@ -63,6 +66,8 @@ type explainOut struct {
 	// see it): a job placed alone may have been joined since.
 	SharingNow []string `json:"sharing_now,omitempty"`
 	Note       string   `json:"note,omitempty"`
+	// Guard: the node runtime guard's events for the job (guard.event_dir).
+	Guard []decisionlog.Record `json:"guard,omitempty"`
 }
 
 var (
@@ -171,7 +176,10 @@ func runExplain(c *cli.Context) error {
 			}
 		}
 	}
-	if out.Decision == nil && out.JobState == "" && len(out.Running) == 0 {
+	if out.JobID != "" && cfg.Guard.EventDir != "" {
+		out.Guard = guardEvents(cfg.Guard.EventDir, out.JobID)
+	}
+	if out.Decision == nil && out.JobState == "" && len(out.Running) == 0 && len(out.Guard) == 0 {
 		return &notFoundError{msg: "no decision found: " + out.Note}
 	}
 	if c.Bool("json") {
@@ -384,7 +392,44 @@ func printExplain(w io.Writer, o *explainOut) {
 	if len(o.SharingNow) > 0 {
 		fmt.Fprintf(w, "sharing its GPU now with: %s\n", strings.Join(o.SharingNow, ", "))
 	}
+	if len(o.Guard) > 0 {
+		fmt.Fprintln(w, "runtime guard:")
+	}
+	for _, e := range o.Guard {
+		fmt.Fprintf(w, "  %s %s GPU %d: %s (%s): %s\n", e.Time.UTC().Format(time.RFC3339), sanitize(e.Node), e.GPU,
+			sanitize(e.Action), sanitize(e.Outcome), sanitizeLine(e.Reason))
+	}
 	if o.Note != "" {
 		fmt.Fprintf(w, "note: %s\n", o.Note)
 	}
+}
+
+// maxGuardEvents bounds the guard events explain shows for one job.
+const maxGuardEvents = 20
+
+// guardEvents reads the job's events from every node's guard log in dir,
+// oldest first. A caller who is neither root nor a log's owner sees only the
+// events of their own jobs. Unreadable logs are skipped: the guard's events
+// are extra information, never a reason for explain to fail.
+func guardEvents(dir, jobID string) []decisionlog.Record {
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	uid := callerUID()
+	var out []decisionlog.Record
+	for _, p := range logs {
+		recs, err := decisionlog.JobRecords(p, jobID, decisionlog.OpGuard, maxGuardEvents)
+		if err != nil {
+			continue
+		}
+		all := seesAll(uid, p)
+		for _, r := range recs {
+			if all || int64(r.UserID) == int64(uid) {
+				out = append(out, r)
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
+	if len(out) > maxGuardEvents {
+		out = out[len(out)-maxGuardEvents:]
+	}
+	return out
 }

@@ -23,7 +23,8 @@ func explainEnv(t *testing.T) string {
 	dlog := filepath.Join(dir, "decisions.log")
 	res := filepath.Join(dir, "residency")
 	cfg := filepath.Join(dir, "coscheml.yaml")
-	os.WriteFile(cfg, []byte("decision_log: "+dlog+"\nresidency_dir: "+res+"\nprofile_dir: "+filepath.Join(dir, "p")+"\n"), 0o644)
+	guardDir := filepath.Join(dir, "guard")
+	os.WriteFile(cfg, []byte("decision_log: "+dlog+"\nresidency_dir: "+res+"\nprofile_dir: "+filepath.Join(dir, "p")+"\nguard:\n  event_dir: "+guardDir+"\n"), 0o644)
 	w := decisionlog.NewWriter(dlog, 0, 0)
 	w.Log(decisionlog.Record{ID: "abc-7", Time: time.Now(), Op: "submit", Tag: "light-b", Class: "train", Outcome: "rewrite",
 		Action: "share", Node: "n1", GPU: 0, Shards: 2, PredictedSpeed: 0.98, MinResidentSpeed: 0.97,
@@ -66,6 +67,77 @@ printf '%s\n' "$fmt" | awk -v i="$job" -v t="$state" -v n="$nodes" -v j="$name" 
 `), 0o755)
 	t.Setenv("COSCHEML_SQUEUE", script)
 	return cfg
+}
+
+// writeGuardEvents writes node n1's guard log: job 4242 (uid 1000) observed,
+// then requeued; job 4545 (uid 2000) ended, known only to the guard.
+func writeGuardEvents(t *testing.T, cfgPath string) {
+	t.Helper()
+	dir := filepath.Join(filepath.Dir(cfgPath), "guard")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	w := decisionlog.NewWriter(filepath.Join(dir, "n1.log"), 0, 0)
+	w.Log(decisionlog.Record{ID: "g1-1", Time: at, Op: decisionlog.OpGuard, JobID: "4242", UserID: 1000, Tag: "light-b", Class: "train",
+		Outcome: "observed", Action: "observe", Node: "n1", GPU: 0, Reason: "job 4242 below its floor; rate limited"})
+	w.Log(decisionlog.Record{ID: "g1-2", Time: at.Add(time.Minute), Op: decisionlog.OpGuard, JobID: "4242", UserID: 1000, Tag: "light-b", Class: "train",
+		Outcome: "taken", Action: "requeue", Node: "n1", GPU: 0, Reason: "coscheml guard: job 4242 uses 9000 MiB, over its budget; requeue it"})
+	w.Log(decisionlog.Record{ID: "g1-3", Time: at, Op: decisionlog.OpGuard, JobID: "4545", UserID: 2000, Outcome: "taken", Action: "cancel", Node: "n1", GPU: 1, Reason: "over budget"})
+	w.Close()
+}
+
+// explain shows the guard's events for a job, oldest first, and to a user
+// other than root and the log's owner only those of their own jobs.
+func TestExplainGuardEvents(t *testing.T) {
+	cfg := explainEnv(t)
+	writeGuardEvents(t, cfg)
+	tests := []struct {
+		name     string
+		uid      int
+		job      string
+		wantCode int
+		want     []string
+		dontWant []string
+	}{
+		{name: "root sees the job's events in order", uid: 0, job: "4242", want: []string{"runtime guard:",
+			"2026-12-01T10:00:00Z n1 GPU 0: observe (observed): job 4242 below its floor",
+			"2026-12-01T10:01:00Z n1 GPU 0: requeue (taken): coscheml guard: job 4242 uses 9000 MiB"}, dontWant: []string{"cancel"}},
+		{name: "owner sees own job", uid: 1000, job: "4242", want: []string{"requeue (taken)"}},
+		{name: "another user sees none", uid: 3000, job: "4242", dontWant: []string{"runtime guard:"}},
+		{name: "other job's events not shown", uid: 0, job: "7", dontWant: []string{"runtime guard:"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			old := callerUID
+			callerUID = func() int { return tt.uid }
+			defer func() { callerUID = old }()
+			code, out, errs := runCLI("--config", cfg, "explain", tt.job)
+			if code != tt.wantCode {
+				t.Fatalf("exit %d, want %d: %s %s", code, tt.wantCode, out, errs)
+			}
+			first := -1
+			for _, w := range tt.want {
+				i := strings.Index(out, w)
+				if i < 0 {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				} else if i < first {
+					t.Errorf("%q out of order:\n%s", w, out)
+				}
+				first = i
+			}
+			for _, w := range tt.dontWant {
+				if strings.Contains(out, w) {
+					t.Errorf("output has %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+	code, out, _ := runCLI("--config", cfg, "explain", "--json", "4242")
+	var o explainOut
+	if code != 0 || json.Unmarshal([]byte(out), &o) != nil || len(o.Guard) != 2 || o.Guard[1].Action != "requeue" || o.Guard[1].Op != decisionlog.OpGuard {
+		t.Fatalf("json: %d %s", code, out)
+	}
 }
 
 func runCLI(args ...string) (int, string, string) {

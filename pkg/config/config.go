@@ -93,6 +93,7 @@ type Config struct {
 
 	Cluster   ClusterSpec   `yaml:"cluster"`
 	Profiling ProfilingSpec `yaml:"profiling"`
+	Guard     GuardSpec     `yaml:"guard"`
 }
 
 // SpeedFloors is the lowest predicted speed each class may be pushed to by sharing;
@@ -124,6 +125,49 @@ type ProfilingSpec struct {
 	// runs may start or create profiles for (0: jobs never create profiles).
 	MaxNewProfilesPerUser int `yaml:"max_new_profiles_per_user"`
 }
+
+// GuardSpec configures the node's runtime guard, `coscheml-node guard`
+// (docs/guard.md). Its thresholds are pkg/guard's defaults; what a site sets
+// here is whether it runs, how often, how long it waits on the driver and on
+// Slurm's commands, where its events and metrics go and what it does per class.
+type GuardSpec struct {
+	Enabled bool `yaml:"enabled"`
+	// DryRun: log and record what the guard would do, never run Slurm's commands.
+	DryRun bool          `yaml:"dry_run"`
+	Period time.Duration `yaml:"period"`
+	// NVMLTimeout bounds each NVML call (a hung driver must not hang the guard).
+	NVMLTimeout time.Duration `yaml:"nvml_timeout"`
+	// CommandTimeout bounds each scontrol or scancel the guard runs.
+	CommandTimeout time.Duration `yaml:"command_timeout"`
+	// EventDir holds one event log per node (<node>.log, decision-log records
+	// with op "guard") that `coscheml explain` reads; "" = no events written.
+	EventDir string `yaml:"event_dir"`
+	// MetricsFile: the guard's action counters, Prometheus text format ("" = off).
+	MetricsFile string       `yaml:"metrics_file"`
+	Actions     GuardActions `yaml:"actions"`
+}
+
+// GuardActions says what the guard does to a job of each class.
+type GuardActions struct {
+	HPC   GuardClassActions `yaml:"hpc"`
+	Train GuardClassActions `yaml:"train"`
+	Infer GuardClassActions `yaml:"infer"`
+}
+
+// GuardClassActions: Memory when the job is over its own memory budget on a
+// GPU near full (observe | requeue | cancel), Floor when the job holds a
+// co-runner below its speed floor (observe | suspend | requeue).
+type GuardClassActions struct {
+	Memory string `yaml:"memory"`
+	Floor  string `yaml:"floor"`
+}
+
+// The guard's action words.
+var (
+	GuardMemoryActions = []string{"observe", "requeue", "cancel"}
+	// A floor breach never cancels: the job acted on was placed badly, it did nothing wrong.
+	GuardFloorActions = []string{"observe", "suspend", "requeue"}
+)
 
 // The unknown_profile modes.
 const (
@@ -189,6 +233,13 @@ func Default() Config {
 		MaxProfiles:      5000,
 		Profiling: ProfilingSpec{Enabled: true, Backend: "nvml", Interval: 500 * time.Millisecond, StaleAfter: 30 * 24 * time.Hour,
 			MinRuns: 3, MinUsers: 2, MinRunTime: time.Minute, MaxNewProfilesPerUser: 10},
+		Guard: GuardSpec{Enabled: true, Period: 5 * time.Second, NVMLTimeout: 2 * time.Second, CommandTimeout: 10 * time.Second,
+			EventDir: "/var/lib/coscheml/guard",
+			Actions: GuardActions{
+				HPC:   GuardClassActions{Memory: "requeue", Floor: "suspend"},
+				Train: GuardClassActions{Memory: "requeue", Floor: "suspend"},
+				Infer: GuardClassActions{Memory: "requeue", Floor: "requeue"},
+			}},
 	}
 }
 

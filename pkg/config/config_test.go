@@ -195,6 +195,23 @@ func TestParse(t *testing.T) {
 		{name: "bad partition", yaml: "cluster:\n  partition: \"a b\"\n", wantErr: []string{`"cluster.partition"`}},
 		{name: "merge key", yaml: "base: &b\n  hpc: 0.5\nspeed_floor:\n  <<: *b\n", wantErr: []string{`"base"`}},
 		{name: "all errors reported", yaml: "policy: x\nslots_per_gpu: 0\n", wantErr: []string{`"policy"`, `"slots_per_gpu"`}},
+		{name: "guard defaults", yaml: "", check: func(c Config) bool {
+			g := c.Guard
+			return g.Enabled && !g.DryRun && g.Period == 5*time.Second && g.NVMLTimeout == 2*time.Second && g.CommandTimeout == 10*time.Second &&
+				g.Actions.HPC == GuardClassActions{Memory: "requeue", Floor: "suspend"} && g.Actions.Infer == GuardClassActions{Memory: "requeue", Floor: "requeue"}
+		}},
+		{name: "guard overrides", yaml: "guard:\n  enabled: false\n  dry_run: true\n  period: 30s\n  event_dir: \"\"\n  actions:\n    train:\n      memory: cancel\n      floor: observe\n", check: func(c Config) bool {
+			g := c.Guard
+			return !g.Enabled && g.DryRun && g.Period == 30*time.Second && g.EventDir == "" &&
+				g.Actions.Train == GuardClassActions{Memory: "cancel", Floor: "observe"} && g.Actions.HPC.Memory == "requeue"
+		}},
+		{name: "guard floor never cancels", yaml: "guard:\n  actions:\n    hpc:\n      floor: cancel\n", wantErr: []string{`"guard.actions.hpc.floor"`, "observe or suspend or requeue"}},
+		{name: "guard memory never suspends", yaml: "guard:\n  actions:\n    infer:\n      memory: suspend\n", wantErr: []string{`"guard.actions.infer.memory"`}},
+		{name: "guard period too short", yaml: "guard:\n  period: 100ms\n", wantErr: []string{`"guard.period"`, "1s..10m"}},
+		{name: "guard nvml timeout zero", yaml: "guard:\n  nvml_timeout: 0s\n", wantErr: []string{`"guard.nvml_timeout"`}},
+		{name: "guard command timeout too long", yaml: "guard:\n  command_timeout: 1h\n", wantErr: []string{`"guard.command_timeout"`}},
+		{name: "guard relative event dir", yaml: "guard:\n  event_dir: guard\n", wantErr: []string{`"guard.event_dir"`, "absolute"}},
+		{name: "guard unknown key", yaml: "guard:\n  perod: 5s\n", wantErr: []string{`"guard.perod"`}},
 		{name: "hostile key sanitized", yaml: "\"a\\x1b[31mb\": 1\n", wantErr: []string{`"a?[31mb"`}},
 	}
 	for _, tt := range tests {

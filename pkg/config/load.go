@@ -308,6 +308,8 @@ func (c Config) Validate() error {
 		{"decision_key", c.DecisionKey},
 		{"metrics_file", c.MetricsFile},
 		{"redecide_heartbeat", c.RedecideHeartbeat},
+		{"guard.event_dir", c.Guard.EventDir},
+		{"guard.metrics_file", c.Guard.MetricsFile},
 	} {
 		switch {
 		case p.val == "":
@@ -357,6 +359,12 @@ func (c Config) Validate() error {
 		{"profiling.backend", c.Profiling.Backend, []string{"nvml", "mock"}},
 		{"shard_pinning", c.ShardPinning, []string{PinAuto, PinFirstFit, PinTyped}},
 		{"log_decisions", c.LogDecisions, []string{LogInfo, LogVerbose, LogDebug}},
+		{"guard.actions.hpc.memory", c.Guard.Actions.HPC.Memory, GuardMemoryActions},
+		{"guard.actions.train.memory", c.Guard.Actions.Train.Memory, GuardMemoryActions},
+		{"guard.actions.infer.memory", c.Guard.Actions.Infer.Memory, GuardMemoryActions},
+		{"guard.actions.hpc.floor", c.Guard.Actions.HPC.Floor, GuardFloorActions},
+		{"guard.actions.train.floor", c.Guard.Actions.Train.Floor, GuardFloorActions},
+		{"guard.actions.infer.floor", c.Guard.Actions.Infer.Floor, GuardFloorActions},
 	} {
 		if !contains(e.allowed, e.val) {
 			bad(e.key, "%q is not allowed; want %s", Sanitize(e.val), strings.Join(e.allowed, " or "))
@@ -398,6 +406,15 @@ func (c Config) Validate() error {
 	}
 	if c.Profiling.Interval < 10*time.Millisecond || c.Profiling.Interval > time.Hour {
 		bad("profiling.interval", "%s is out of range: want 10ms..1h", c.Profiling.Interval)
+	}
+	if c.Guard.Period < time.Second || c.Guard.Period > 10*time.Minute {
+		bad("guard.period", "%s is out of range: want 1s..10m", c.Guard.Period)
+	}
+	if c.Guard.NVMLTimeout < 100*time.Millisecond || c.Guard.NVMLTimeout > time.Minute {
+		bad("guard.nvml_timeout", "%s is out of range: want 100ms..1m", c.Guard.NVMLTimeout)
+	}
+	if c.Guard.CommandTimeout < time.Second || c.Guard.CommandTimeout > 5*time.Minute {
+		bad("guard.command_timeout", "%s is out of range: want 1s..5m", c.Guard.CommandTimeout)
 	}
 	if c.Profiling.StaleAfter < 0 {
 		bad("profiling.stale_after", "%s is negative: want 0 (never stale) or more", c.Profiling.StaleAfter)

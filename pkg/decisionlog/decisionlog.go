@@ -34,7 +34,7 @@ const maxLine = 64 << 10
 type Record struct {
 	ID     string    `json:"id"`
 	Time   time.Time `json:"time"`
-	Op     string    `json:"op"`               // submit | modify
+	Op     string    `json:"op"`               // submit | modify | guard (OpGuard)
 	JobID  string    `json:"job_id,omitempty"` // known on modify only
 	UserID uint32    `json:"user_id"`
 	Tag    string    `json:"tag,omitempty"`
@@ -60,6 +60,14 @@ type Record struct {
 	TresIn  string `json:"tres_in,omitempty"`
 	TresOut string `json:"tres_out,omitempty"`
 }
+
+// OpGuard marks a record of the node's runtime guard (`coscheml-node guard`):
+// JobID is the job acted on or observed, Action the guard's action (observe,
+// requeue, cancel, suspend, resume; for the slowed job of a floor action on its
+// co-runner, requeue-co-runner or suspend-co-runner), Outcome what became of it (observed,
+// taken, dry-run, failed), Node and GPU where, Reason why. The guard writes
+// them to its own log per node, not to the plugin's.
+const OpGuard = "guard"
 
 // Writer appends records from a background goroutine.
 type Writer struct {
@@ -372,4 +380,37 @@ func Find(path, id, jobID string) (Record, error) {
 		return Record{}, fmt.Errorf("%s in %s: %w", key, path, ErrNotFound)
 	}
 	return best, nil
+}
+
+// JobRecords returns the records of op for jobID in path and its rotated
+// path.1, oldest first; beyond limit (> 0) only the newest limit. A missing
+// file is no records; unreadable lines are skipped.
+func JobRecords(path, jobID, op string, limit int) ([]Record, error) {
+	var out []Record
+	for _, p := range []string{path + ".1", path} {
+		f, err := safeopen.Regular(p, safeopen.NoFollow)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("decision log: %w", err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 4096), maxLine)
+		for sc.Scan() {
+			var r Record
+			if json.Unmarshal(sc.Bytes(), &r) != nil || r.JobID != jobID || r.Op != op {
+				continue
+			}
+			out = append(out, r)
+			if limit > 0 && len(out) > 2*limit {
+				out = append(out[:0], out[len(out)-limit:]...)
+			}
+		}
+		f.Close()
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[len(out)-limit:]
+	}
+	return out, nil
 }

@@ -167,3 +167,56 @@ func TestLingerBatch(t *testing.T) {
 		t.Fatalf("log holds %v (dropped %d), want %v", ids, w.Dropped(), want)
 	}
 }
+
+// JobRecords returns one job's records of one op, oldest first, across the
+// rotated and the current file, the newest limit of them.
+func TestJobRecords(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "n1.log")
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	rec := func(i int, job, op string) Record {
+		return Record{ID: fmt.Sprintf("g%d", i), Time: t0.Add(time.Duration(i) * time.Minute), Op: op, JobID: job, Outcome: "taken", Action: "requeue", GPU: 0, Reason: "r"}
+	}
+	old := NewWriter(path+".1", 0, 0)
+	old.Log(rec(1, "5", OpGuard))
+	old.Log(rec(2, "6", OpGuard))
+	old.Close()
+	w := NewWriter(path, 0, 0)
+	w.Log(rec(3, "5", "modify"))
+	w.Log(rec(4, "5", OpGuard))
+	w.Log(rec(5, "5", OpGuard))
+	w.Close()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"id":"torn","op":"guard","job_id":"5"`) // a crash mid-line
+	f.Close()
+	tests := []struct {
+		name, path, job, op string
+		limit               int
+		want                []string
+	}{
+		{name: "all of a job, rotated first", path: path, job: "5", op: OpGuard, want: []string{"g1", "g4", "g5"}},
+		{name: "newest within the limit", path: path, job: "5", op: OpGuard, limit: 2, want: []string{"g4", "g5"}},
+		{name: "other op", path: path, job: "5", op: "modify", want: []string{"g3"}},
+		{name: "other job", path: path, job: "6", op: OpGuard, want: []string{"g2"}},
+		{name: "unknown job", path: path, job: "7", op: OpGuard},
+		{name: "no file", path: filepath.Join(dir, "none.log"), job: "5", op: OpGuard},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := JobRecords(tt.path, tt.job, tt.op, tt.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, r := range got {
+				ids = append(ids, r.ID)
+			}
+			if !slices.Equal(ids, tt.want) {
+				t.Errorf("records %v, want %v", ids, tt.want)
+			}
+		})
+	}
+}
