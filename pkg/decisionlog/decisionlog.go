@@ -386,28 +386,9 @@ func Find(path, id, jobID string) (Record, error) {
 // path.1, oldest first; beyond limit (> 0) only the newest limit. A missing
 // file is no records; unreadable lines are skipped.
 func JobRecords(path, jobID, op string, limit int) ([]Record, error) {
-	var out []Record
-	for _, p := range []string{path + ".1", path} {
-		f, err := safeopen.Regular(p, safeopen.NoFollow)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("decision log: %w", err)
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 4096), maxLine)
-		for sc.Scan() {
-			var r Record
-			if json.Unmarshal(sc.Bytes(), &r) != nil || r.JobID != jobID || r.Op != op {
-				continue
-			}
-			out = append(out, r)
-			if limit > 0 && len(out) > 2*limit {
-				out = append(out[:0], out[len(out)-limit:]...)
-			}
-		}
-		f.Close()
+	out, err := readRotated(path, func(r *Record) bool { return r.JobID == jobID && r.Op == op })
+	if err != nil {
+		return nil, err
 	}
 	if limit > 0 && len(out) > limit {
 		out = out[len(out)-limit:]

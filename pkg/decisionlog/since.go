@@ -17,6 +17,12 @@ import (
 // have not started yet). Unreadable lines are skipped, as Find does; a missing log
 // is no records.
 func Since(path string, since time.Time) ([]Record, error) {
+	return readRotated(path, func(rec *Record) bool { return !rec.Time.Before(since) })
+}
+
+// readRotated reads the well-formed records that keep accepts from the rotated
+// file path.1, then path, oldest first; a missing file is no records.
+func readRotated(path string, keep func(*Record) bool) ([]Record, error) {
 	var out []Record
 	for _, p := range []string{path + ".1", path} {
 		f, err := safeopen.Regular(p, safeopen.NoFollow)
@@ -26,7 +32,7 @@ func Since(path string, since time.Time) ([]Record, error) {
 		if err != nil {
 			return nil, fmt.Errorf("decision log: %w", err)
 		}
-		recs, err := readSince(f, since)
+		recs, err := readRecords(f, keep)
 		f.Close()
 		if err != nil {
 			return nil, fmt.Errorf("decision log %s: %w", p, err)
@@ -36,16 +42,16 @@ func Since(path string, since time.Time) ([]Record, error) {
 	return out, nil
 }
 
-// readSince parses JSON lines, keeping the well-formed records at or after since.
+// readRecords parses JSON lines, keeping the well-formed records keep accepts.
 // A line longer than maxLine is skipped with the rest of the file's lines intact.
-func readSince(r io.Reader, since time.Time) ([]Record, error) {
+func readRecords(r io.Reader, keep func(*Record) bool) ([]Record, error) {
 	var out []Record
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
 		line, err := readLine(br)
 		if len(line) > 0 {
 			var rec Record
-			if json.Unmarshal(line, &rec) == nil && !rec.Time.Before(since) {
+			if json.Unmarshal(line, &rec) == nil && keep(&rec) {
 				out = append(out, rec)
 			}
 		}

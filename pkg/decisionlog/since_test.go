@@ -69,7 +69,7 @@ func FuzzReadSince(f *testing.F) {
 	f.Add([]byte(`{"id":"a","time":"2026-01-02T03:04:05Z","gpu":1}` + "\n"))
 	f.Add([]byte("garbage\n\n{\"id\":1}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		recs, err := readSince(bytes.NewReader(data), time.Time{})
+		recs, err := readRecords(bytes.NewReader(data), func(*Record) bool { return true })
 		if err != nil {
 			t.Fatalf("in-memory read failed: %v", err)
 		}
