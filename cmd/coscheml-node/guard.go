@@ -45,8 +45,7 @@ func runGuard(args []string, stderr io.Writer) int {
 	}
 	log := newLogger(stderr, !*noSyslog)
 	defer log.close()
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	explicit := configFlagSet(fs)
 	cfg, err := loadConfig(*cfgPath, explicit)
 	if err != nil {
 		log.printf("guard: %v", err)

@@ -58,6 +58,14 @@ func (l *logger) close() {
 }
 
 // loadConfig reads path; without --config a missing default file means defaults.
+// configFlagSet says whether the command line of fs named --config: only a
+// file the admin named must exist.
+func configFlagSet(fs *flag.FlagSet) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "config" })
+	return set
+}
+
 func loadConfig(path string, explicit bool) (config.Config, error) {
 	if _, err := os.Stat(path); err != nil && !explicit && errors.Is(err, os.ErrNotExist) {
 		return config.Default(), nil
@@ -85,8 +93,7 @@ func runHook(kind string, args []string, environ []string, now func() time.Time)
 		log.close()
 		log.sl = nil
 	}
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	explicit := configFlagSet(fs)
 
 	// A hung shared file system must not hold a job: give up after the timeout.
 	done := make(chan struct{})

@@ -29,8 +29,7 @@ func runReconcile(args []string, stdin io.Reader, stdout, stderr io.Writer, now 
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	explicit := configFlagSet(fs)
 	cfg, err := loadConfig(*cfgPath, explicit)
 	if err != nil {
 		fmt.Fprintln(stderr, "coscheml-node reconcile:", err)
