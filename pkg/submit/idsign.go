@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/coscheml/coscheml/pkg/comment"
 	"github.com/coscheml/coscheml/pkg/safeopen"
@@ -167,10 +166,11 @@ func screen(j JobFields, key []byte, admin bool) (s screened) {
 		return s
 	}
 	// The length limit comes first: no word of an overlong comment is read
-	// as a token, and its tokens go in one pass without splitting it.
+	// as a token (no parse, no MAC); all its token words go, the job's own
+	// too (its earlier decision still counts through the stored comment).
+	keepOwn := s.own
 	if len(j.Comment) > comment.MaxCommentLen {
-		s.comment, s.stripped = stripTokenWords(j.Comment)
-		return s
+		keepOwn = ""
 	}
 	words := strings.Fields(j.Comment)
 	kept := words[:0:0]
@@ -179,7 +179,7 @@ func screen(j JobFields, key []byte, admin bool) (s screened) {
 			kept = append(kept, w)
 			continue
 		}
-		if s.own != "" && w == s.own && !s.ownKept {
+		if keepOwn != "" && w == keepOwn && !s.ownKept {
 			s.ownKept = true
 			kept = append(kept, w)
 			continue
@@ -191,64 +191,6 @@ func screen(j JobFields, key []byte, admin bool) (s screened) {
 	}
 	return s
 }
-
-// stripTokenWords removes every word of c that starts with the token prefix,
-// leaving the rest of c as it is; ok says whether one was removed.
-func stripTokenWords(c string) (string, bool) {
-	var b strings.Builder
-	removed := false
-	for rest := c; ; {
-		i := strings.Index(rest, tokenPrefix)
-		if i < 0 {
-			if !removed {
-				return c, false
-			}
-			b.WriteString(rest)
-			return b.String(), true
-		}
-		if r, _ := utf8.DecodeLastRuneInString(rest[:i]); i > 0 && !unicode.IsSpace(r) {
-			if removed {
-				b.WriteString(rest[:i+1])
-			}
-			rest = rest[i+1:]
-			continue
-		}
-		if !removed {
-			b.Grow(len(c))
-			b.WriteString(c[:len(c)-len(rest)])
-			removed = true
-		}
-		b.WriteString(rest[:i])
-		end := wordEnd(rest, i+len(tokenPrefix))
-		if end == len(rest) {
-			return b.String(), true
-		}
-		rest = rest[end:]
-	}
-}
-
-// wordEnd is the index of the first white space in s from i on (as
-// strings.Fields splits), len(s) when none; ASCII is read byte by byte.
-func wordEnd(s string, i int) int {
-	for i < len(s) {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if asciiSpace[c] {
-				return i
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if unicode.IsSpace(r) {
-			return i
-		}
-		i += size
-	}
-	return i
-}
-
-var asciiSpace = [utf8.RuneSelf]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
 
 // screened is what screen makes of a comment.
 type screened struct {
