@@ -58,3 +58,21 @@ func (p plain) Bound(job *profile.Profile, co []*profile.Profile, _ Query) (spee
 }
 
 func (plain) Revision() uint64 { return 0 }
+
+// Optimistic is the worst case of a wrong model: it says every job runs at full
+// speed next to any co-runner, with no margin. The simulator and the replay use
+// it (--predictor optimistic) to measure what the runtime guard saves when the
+// predictions cannot be trusted at all; it is never a site's default.
+type Optimistic struct{}
+
+// PredictSpeed always answers 1.
+func (Optimistic) PredictSpeed(*profile.Profile, []*profile.Profile) float64 { return 1 }
+
+// Bound answers 1 for the prediction and its lower bound.
+func (Optimistic) Bound(*profile.Profile, []*profile.Profile, Query) (speed, lower float64) { return 1, 1 }
+
+// Revision is 0: the answers never change.
+func (Optimistic) Revision() uint64 { return 0 }
+
+// PredictorNames are the predictors a simulation or a replay can be told to use.
+var PredictorNames = []string{"model", "optimistic"}

@@ -62,3 +62,18 @@ func TestBounds(t *testing.T) {
 		t.Fatalf("the adapter allocates %v times", n)
 	}
 }
+
+func TestOptimisticSaysFullSpeed(t *testing.T) {
+	heavy := &profile.Profile{Tag: "heavy", SMUtil: profile.Stat{Mean: 100}}
+	var o Optimistic
+	b, own := Bounds(o)
+	if !own {
+		t.Fatal("Optimistic is not its own Bounder")
+	}
+	for _, co := range [][]*profile.Profile{nil, {heavy}, {heavy, heavy, heavy}} {
+		s, lo := b.Bound(heavy, co, Query{Floor: 0.9})
+		if s != 1 || lo != 1 || o.PredictSpeed(heavy, co) != 1 {
+			t.Fatalf("%d co-runners: speed %v lower %v, want 1 and 1", len(co), s, lo)
+		}
+	}
+}
