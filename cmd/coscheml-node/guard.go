@@ -22,6 +22,7 @@ import (
 	"github.com/coscheml/coscheml/pkg/hostlist"
 	"github.com/coscheml/coscheml/pkg/metrics"
 	"github.com/coscheml/coscheml/pkg/nvml"
+	"github.com/coscheml/coscheml/pkg/placeconf"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/residency"
 	"github.com/coscheml/coscheml/pkg/version"
@@ -96,22 +97,9 @@ type guardService struct {
 	noted map[string]time.Time // lines logged by note, when
 }
 
-// guardConfig turns the configuration's guard section into pkg/guard's Config:
-// the thresholds stay pkg/guard's defaults, the floors are the site's.
-func guardConfig(cfg config.Config) (guard.Config, error) {
-	g := guard.Default()
-	g.Period = cfg.Guard.Period
-	g.Floors = cfg.SpeedFloor
-	for cl, a := range map[profile.Class]config.GuardClassActions{
-		profile.ClassHPC: cfg.Guard.Actions.HPC, profile.ClassTrain: cfg.Guard.Actions.Train, profile.ClassInfer: cfg.Guard.Actions.Infer,
-	} {
-		g.Actions[cl] = guard.ClassActions{Memory: guard.ActionKind(a.Memory), Floor: guard.ActionKind(a.Floor)}
-	}
-	if err := g.Validate(); err != nil {
-		return g, fmt.Errorf("guard configuration: %w", err)
-	}
-	return g, nil
-}
+// guardConfig is the site's guard configuration (placeconf.Guard, shared with
+// the simulator).
+func guardConfig(cfg config.Config) (guard.Config, error) { return placeconf.Guard(cfg) }
 
 func newGuardService(cfg config.Config, node string, logf func(string, ...any)) (*guardService, error) {
 	// The node name selects residency entries and names the event log file.

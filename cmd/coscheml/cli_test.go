@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/coscheml/coscheml/pkg/inferlatency"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -490,4 +491,23 @@ func TestPlaceStateFIFO(t *testing.T) {
 	if code == exitOK || !strings.Contains(stderr, "FIFO") || !strings.Contains(stderr, fifo) {
 		t.Fatalf("exit %d, stderr %q: want a failure naming the FIFO %s", code, stderr, fifo)
 	}
+}
+
+// latencyBound is the latency speed the placement allows an inference job
+// next to co (inferlatency.FromProfiles over their embedded profiles).
+func latencyBound(t *testing.T, co ...string) float64 {
+	t.Helper()
+	cat, err := embeddedCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps []*profile.Profile
+	for _, c := range co {
+		p, err := cat.Get(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	return inferlatency.FromProfiles(ps)
 }

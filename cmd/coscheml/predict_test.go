@@ -123,7 +123,8 @@ func TestPredictWording(t *testing.T) {
 	if err := os.WriteFile(small, []byte(fmt.Sprintf("profile_dir: %s\ncluster:\n  gpu_memory_mib: 1000\n", filepath.Join(e.dir, "no-profiles"))), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	inferSpeed := speeds(t, "mobilenetv3-bs64", "resnet18-bs32")
+	// An infer job's speed is the lower of the model's and the latency bound.
+	inferSpeed := min(speeds(t, "mobilenetv3-bs64", "resnet18-bs32"), latencyBound(t, "resnet18-bs32"))
 	cases := []struct {
 		name string
 		args []string

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coscheml/coscheml/models"
 	"github.com/coscheml/coscheml/pkg/config"
+	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/placeconf"
 	"github.com/coscheml/coscheml/pkg/placement"
 	"github.com/coscheml/coscheml/pkg/profile"
@@ -75,6 +76,8 @@ func simulateCommand() *cli.Command {
 			&cli.BoolFlag{Name: "demo", Usage: fmt.Sprintf("short preset on the shipped data: %d Philly jobs of at most %s, %dx%d GPUs, load %g, %d seeds", demoJobs, demoMaxDuration, demoNodes, demoGPUsPerNode, demoLoad, demoSeeds)},
 			&cli.BoolFlag{Name: "pair-memory", Value: true, Usage: "coscheml learns from the co-runs that end during the run (pair memory, docs/model.md); --pair-memory=false for the model alone"},
 			&cli.BoolFlag{Name: "warm-memory", Usage: "before each coscheml run, run another sample of the same size (seed + 1000) to fill the pair memory: steady state instead of an empty memory"},
+			&cli.StringFlag{Name: "guard", Value: "on", Usage: "on: the node guard (coscheml-node guard, the config's guard section) watches coscheml's shared GPUs and acts on sustained floor breaches; off: predictions alone (the baselines never have it)"},
+			&cli.StringFlag{Name: "predictor", Value: "model", Usage: "what coscheml predicts with: model (the configured model) or optimistic (every pair at full speed: the worst case of a wrong model)"},
 			&cli.BoolFlag{Name: "quiet", Usage: "no progress on stderr"},
 		},
 		Action: runSimulate,
@@ -231,13 +234,26 @@ func runSimulate(c *cli.Context) error {
 			return jobs, nil
 		}
 	}
+	guardText, err := simGuard(c, cfg, &exp.Config)
+	if err != nil {
+		return err
+	}
+	predictor := c.String("predictor")
 	for _, p := range pols {
-		if p == "coscheml" {
+		if p != "coscheml" {
+			continue
+		}
+		switch predictor {
+		case "model":
 			m, err := loadModel(c)
 			if err != nil {
 				return fmt.Errorf("loading the model for coscheml: %w", err)
 			}
 			exp.Model = m
+		case "optimistic":
+			exp.Model = model.Optimistic{}
+		default:
+			return usageErrorf("--predictor %q: want %s", sanitize(predictor), strings.Join(model.PredictorNames, " or "))
 		}
 	}
 	progress := newProgress(c.App.ErrWriter, c.Bool("quiet"))
@@ -286,6 +302,7 @@ func runSimulate(c *cli.Context) error {
 			fmt.Sprintf("offered load (GPU-time asked / capacity over the submission span): %s", loadText(loads, exp.Seeds)),
 			fmt.Sprintf("queueing: FIFO + EASY backfill, depth %d; seeds %v", c.Int("backfill-depth"), exp.Seeds),
 			fmt.Sprintf("ground truth: %d applications, %d of %d ordered pairs measured (%d samples), others from the 3 nearest measured pairs", tt.Len(), measured, total, samples),
+			fmt.Sprintf("coscheml predicts with: %s; %s", predictorText(predictor), guardText),
 			fmt.Sprintf("classes: hpc %.0f%%, train %.0f%%, infer %.0f%% (labels over DL-training profiles); floors hpc %g, train %g, infer %g",
 				100*exp.Mix.HPC, 100*exp.Mix.Train, 100*exp.Mix.Infer, exp.Options.Floors.HPC, exp.Options.Floors.Train, exp.Options.Floors.Infer),
 			droppedText(runs, nodes*gpn),
@@ -304,6 +321,32 @@ func runSimulate(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "\nReport written to %s/ (%s); docs/evaluation.md explains it.\n", sanitize(dir), strings.Join(report.Files, ", "))
 	}
 	return nil
+}
+
+// simGuard sets the simulated guard from --guard and the configuration's guard
+// section, and words it for the report.
+func simGuard(c *cli.Context, cfg config.Config, sc *sim.Config) (string, error) {
+	switch g := c.String("guard"); g {
+	case "off":
+		return "node guard off", nil
+	case "on":
+		gc, err := placeconf.Guard(cfg)
+		if err != nil {
+			return "", err
+		}
+		sc.Guard = &gc
+		return fmt.Sprintf("node guard on (acts on a floor breach that lasts %s after a %d x %s smoothing window; floor actions hpc %s, train %s, infer %s)",
+			gc.SustainFor, gc.Window, gc.Period, gc.Actions[profile.ClassHPC].Floor, gc.Actions[profile.ClassTrain].Floor, gc.Actions[profile.ClassInfer].Floor), nil
+	default:
+		return "", usageErrorf("--guard %q: want on or off", sanitize(g))
+	}
+}
+
+func predictorText(p string) string {
+	if p == "optimistic" {
+		return "the optimistic predictor (every pair at full speed, no margin)"
+	}
+	return "the model"
 }
 
 func maxDurText(d time.Duration) string {

@@ -236,8 +236,8 @@ func Default() Config {
 		Guard: GuardSpec{Enabled: true, Period: 5 * time.Second, NVMLTimeout: 2 * time.Second, CommandTimeout: 10 * time.Second,
 			EventDir: "/var/lib/coscheml/guard",
 			Actions: GuardActions{
-				HPC:   GuardClassActions{Memory: "requeue", Floor: "suspend"},
-				Train: GuardClassActions{Memory: "requeue", Floor: "suspend"},
+				HPC:   GuardClassActions{Memory: "requeue", Floor: "requeue"},
+				Train: GuardClassActions{Memory: "requeue", Floor: "requeue"},
 				Infer: GuardClassActions{Memory: "requeue", Floor: "requeue"},
 			}},
 	}

@@ -198,7 +198,7 @@ func TestParse(t *testing.T) {
 		{name: "guard defaults", yaml: "", check: func(c Config) bool {
 			g := c.Guard
 			return g.Enabled && !g.DryRun && g.Period == 5*time.Second && g.NVMLTimeout == 2*time.Second && g.CommandTimeout == 10*time.Second &&
-				g.Actions.HPC == GuardClassActions{Memory: "requeue", Floor: "suspend"} && g.Actions.Infer == GuardClassActions{Memory: "requeue", Floor: "requeue"}
+				g.Actions.HPC == GuardClassActions{Memory: "requeue", Floor: "requeue"} && g.Actions.Infer == GuardClassActions{Memory: "requeue", Floor: "requeue"}
 		}},
 		{name: "guard overrides", yaml: "guard:\n  enabled: false\n  dry_run: true\n  period: 30s\n  event_dir: \"\"\n  actions:\n    train:\n      memory: cancel\n      floor: observe\n", check: func(c Config) bool {
 			g := c.Guard

@@ -15,8 +15,10 @@ import (
 //     protected (a lower floor) than the slowed job and uses at least
 //     MinCauseSMUtil of the GPU; among several, the least protected, then the
 //     latest placed. A co-runner placed earlier and as protected is never acted
-//     on: the slowed job was the one placed into the conflict. With no such
-//     co-runner the finding is only observed.
+//     on: when all that slow the job are such, the job itself was placed into
+//     the conflict and is requeued (unless its class only observes) to start
+//     again where its floor holds. With no co-runner using the GPU the finding
+//     is only observed.
 //   - rate limits: a job triggers at most one action per Cooldown and at most one
 //     action on each co-runner; a job the guard holds suspended is not acted on
 //     again.
@@ -28,15 +30,26 @@ func Decide(cfg Config, f Finding, resident []Job, sm map[string]float64, h Hist
 	}
 	var target Job
 	var kind ActionKind
+	self := false
 	switch f.Kind {
 	case MemoryOverBudget:
 		target, kind = f.Job, cfg.actionsFor(f.Job.Class).Memory
 	case SpeedBelowFloor:
 		t, ok := floorTarget(cfg, f.Job, resident, sm)
-		if !ok {
-			return observe(f.Reason + "; no co-runner placed later or less protected is using the GPU, so none is acted on")
+		switch {
+		case ok:
+			target, kind = t, cfg.actionsFor(t.Class).Floor
+		case !causedBy(cfg, f.Job, resident, sm):
+			return observe(f.Reason + "; no co-runner is using the GPU enough to be the cause, so none is acted on")
+		default:
+			// Every co-runner that slows it was there first and is as protected:
+			// the job was placed into the conflict. Requeued, it starts again
+			// where its floor holds; only its own owner's job is touched.
+			if cfg.actionsFor(f.Job.Class).Floor == Observe {
+				return observe(f.Reason + fmt.Sprintf("; it was placed into the conflict and class %q is configured to observe only", classOrNone(f.Job)))
+			}
+			target, kind, self = f.Job, Requeue, true
 		}
-		target, kind = t, cfg.actionsFor(t.Class).Floor
 	default:
 		return observe(fmt.Sprintf("unknown finding %q", f.Kind))
 	}
@@ -58,6 +71,10 @@ func Decide(cfg Config, f Finding, resident []Job, sm map[string]float64, h Hist
 	case MemoryOverBudget:
 		a.Reason = fmt.Sprintf("coscheml guard: %s; %s it", f.Reason, kind)
 	case SpeedBelowFloor:
+		if self {
+			a.Reason = fmt.Sprintf("coscheml guard: %s; every co-runner slowing it was placed earlier or is more protected, so it was placed into the conflict: requeue it to start again elsewhere", f.Reason)
+			break
+		}
 		a.Reason = fmt.Sprintf("coscheml guard: %s; job %s (%s, placed %s) shares the GPU with it", f.Reason,
 			target.ID, classOrNone(target), target.Start.UTC().Format(time.RFC3339))
 		if kind == Suspend {
@@ -75,6 +92,17 @@ func classOrNone(j Job) string {
 		return "no class"
 	}
 	return string(j.Class)
+}
+
+// causedBy reports whether a co-runner of victim uses enough of the GPU to be
+// the cause of its slowdown.
+func causedBy(cfg Config, victim Job, resident []Job, sm map[string]float64) bool {
+	for _, c := range resident {
+		if c.ID != victim.ID && sm[c.ID] >= cfg.MinCauseSMUtil {
+			return true
+		}
+	}
+	return false
 }
 
 // floorTarget picks the co-runner a speed breach of victim acts on.
@@ -104,7 +132,7 @@ func floorTarget(cfg Config, victim Job, resident []Job, sm map[string]float64) 
 		case !a.Start.Equal(b.Start):
 			return b.Start.Compare(a.Start) // later placed first
 		}
-		return compareIDs(b.ID, a.ID)
+		return CompareIDs(b.ID, a.ID)
 	})
 	return cands[0], true
 }

@@ -15,7 +15,7 @@ func speedFinding(victim Job) Finding {
 }
 
 func TestDecideFloorTarget(t *testing.T) {
-	cfg := Default()
+	cfg := suspending(Default())
 	early := job("10", profile.ClassTrain, "alice", 0, 90, 1000, 0)
 	late := job("11", profile.ClassTrain, "bob", time.Hour, 90, 1000, 0)
 	later := job("12", profile.ClassTrain, "carol", 2*time.Hour, 90, 1000, 0)
@@ -39,11 +39,12 @@ func TestDecideFloorTarget(t *testing.T) {
 	}{
 		{"later-placed co-runner is suspended", early, []Job{early, late}, busy("10", "11"), Suspend, "11"},
 		{"the latest of two later-placed", early, []Job{early, late, later}, busy("10", "11", "12"), Suspend, "12"},
-		// An earlier-placed, equally protected co-runner is never acted on.
-		{"earlier-placed co-runner is left alone", late, []Job{early, late}, busy("10", "11"), Observe, "11"},
+		// An earlier-placed, equally protected co-runner is never acted on: the
+		// job placed into the conflict is requeued itself.
+		{"earlier-placed co-runner is left alone, the latecomer requeued", late, []Job{early, late}, busy("10", "11"), Requeue, "11"},
 		// Less protected (lower floor) wins over placement order.
 		{"less protected earlier co-runner", inferLate, []Job{early, inferLate}, busy("10", "21"), Suspend, "10"},
-		{"more protected later co-runner is left alone", early, []Job{early, inferLate}, busy("10", "21"), Observe, "10"},
+		{"more protected later co-runner is left alone", early, []Job{early, inferLate}, busy("10", "21"), Requeue, "10"},
 		{"infer co-runner of infer is requeued", inferEarly, []Job{inferEarly, inferLate}, busy("20", "21"), Requeue, "21"},
 		{"least protected of several", inferLate, []Job{hpcEarly, inferLate, late}, busy("30", "21", "11"), Suspend, "11"},
 		// Trust: an idle co-runner cannot be what slows the victim.
@@ -58,10 +59,25 @@ func TestDecideFloorTarget(t *testing.T) {
 			if a.Reason == "" {
 				t.Error("no reason")
 			}
+			if a.JobID == c.victim.ID && a.Kind != Observe && !strings.Contains(a.Reason, "placed into the conflict") {
+				t.Errorf("self-requeue %+v does not say why", a)
+			}
 			if a.Kind == Suspend && (a.Protects != c.victim.ID || !strings.Contains(a.Reason, "until job "+c.victim.ID+" ends")) {
 				t.Errorf("suspend %+v does not name the protected job", a)
 			}
 		})
+	}
+}
+
+// A job placed into a conflict is requeued only when its class acts on floors.
+func TestDecideSelfRequeueFollowsClassActions(t *testing.T) {
+	cfg := Default()
+	cfg.Actions[profile.ClassTrain] = ClassActions{Memory: Requeue, Floor: Observe}
+	early := job("10", profile.ClassTrain, "alice", 0, 90, 1000, 0)
+	late := job("11", profile.ClassTrain, "bob", time.Hour, 90, 1000, 0)
+	a := Decide(cfg, speedFinding(late), []Job{early, late}, map[string]float64{"10": 50, "11": 50}, NewState(cfg), t0)
+	if a.Kind != Observe || !strings.Contains(a.Reason, "observe only") {
+		t.Fatalf("action %+v, want observe (class train only observes)", a)
 	}
 }
 
@@ -92,7 +108,7 @@ func TestDecideMemoryActsOnOwnJob(t *testing.T) {
 }
 
 func TestDecideRateLimits(t *testing.T) {
-	cfg := Default()
+	cfg := suspending(Default())
 	victim := job("10", profile.ClassTrain, "alice", 0, 90, 1000, 0)
 	a1 := job("11", profile.ClassTrain, "bob", time.Hour, 90, 1000, 0)
 	a2 := job("12", profile.ClassTrain, "carol", 2*time.Hour, 90, 1000, 0)
@@ -245,7 +261,7 @@ func TestGuardRoundSuspendResume(t *testing.T) {
 		job("4", profile.ClassTrain, "carol", time.Hour, 30, 12000, 1),
 	}}
 	act := &recordingActuator{}
-	cfg := Default()
+	cfg := suspending(Default())
 	g, err := New(cfg, mon, src, act, log.logf)
 	if err != nil {
 		t.Fatal(err)
@@ -327,4 +343,12 @@ func TestGuardRoundKeepsGoing(t *testing.T) {
 	if !log.has("would requeue job 3") || res.Actions[0].Kind != Observe {
 		t.Errorf("dry run: %+v, log %q", res.Actions, log.lines)
 	}
+}
+
+// suspending makes hpc and train jobs suspended for a floor breach (the
+// default requeues them), for the tests of suspension and its resume.
+func suspending(cfg Config) Config {
+	cfg.Actions[profile.ClassHPC] = ClassActions{Memory: Requeue, Floor: Suspend}
+	cfg.Actions[profile.ClassTrain] = ClassActions{Memory: Requeue, Floor: Suspend}
+	return cfg
 }

@@ -152,12 +152,12 @@ func memoryFinding(cfg Config, r GPUReading, resident []Job) (Finding, bool) {
 // sortedJobs orders jobs by id so that every decision is deterministic.
 func sortedJobs(js []Job) []Job {
 	out := slices.Clone(js)
-	slices.SortFunc(out, func(a, b Job) int { return compareIDs(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b Job) int { return CompareIDs(a.ID, b.ID) })
 	return out
 }
 
-// compareIDs orders numeric job ids by value, then anything else by text.
-func compareIDs(a, b string) int {
+// CompareIDs orders numeric job ids by value, then anything else by text.
+func CompareIDs(a, b string) int {
 	if len(a) != len(b) {
 		return len(a) - len(b)
 	}

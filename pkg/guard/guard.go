@@ -109,8 +109,8 @@ func Default() Config {
 		MemMarginFrac:       0.10,
 		MemMarginMiB:        1024,
 		SustainFor:          60 * time.Second,
-		BusySMUtil:          90,
-		FairShareFrac:       0.8,
+		BusySMUtil:          60,
+		FairShareFrac:       0.5,
 		MinCauseSMUtil:      10,
 		InferMinDemandFrac:  0.5,
 		Cooldown:            10 * time.Minute,
@@ -118,8 +118,8 @@ func Default() Config {
 		ObservationWindow:   24 * time.Hour,
 		Floors:              floors.Default(),
 		Actions: map[profile.Class]ClassActions{
-			profile.ClassHPC:   {Memory: Requeue, Floor: Suspend},
-			profile.ClassTrain: {Memory: Requeue, Floor: Suspend},
+			profile.ClassHPC:   {Memory: Requeue, Floor: Requeue},
+			profile.ClassTrain: {Memory: Requeue, Floor: Requeue},
 			profile.ClassInfer: {Memory: Requeue, Floor: Requeue},
 		},
 	}

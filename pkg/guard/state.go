@@ -213,7 +213,7 @@ func (s *State) Resumes(jobs []Job) []Action {
 				Reason: fmt.Sprintf("job %s, which job %s was suspended to protect, has ended", sp.protects, id)})
 		}
 	}
-	slices.SortFunc(out, func(a, b Action) int { return compareIDs(a.JobID, b.JobID) })
+	slices.SortFunc(out, func(a, b Action) int { return CompareIDs(a.JobID, b.JobID) })
 	for id := range s.lastAction {
 		if !present[id] {
 			delete(s.lastAction, id)

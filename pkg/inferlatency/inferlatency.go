@@ -19,7 +19,11 @@
 // estimate errs towards protecting inference.
 package inferlatency
 
-import "math"
+import (
+	"math"
+
+	"github.com/coscheml/coscheml/pkg/profile"
+)
 
 // Unmeasured marks a co-runner whose GPU share is not known; Speed counts it as
 // always busy.
@@ -51,4 +55,21 @@ func clampShare(c float64) float64 {
 		return 1
 	}
 	return min(c, 1)
+}
+
+// FromProfiles is the placement's estimate before the jobs run: each
+// co-runner busy as much as its solo profile's mean SM utilization says (a
+// job never uses more of a shared GPU than alone, so this errs towards
+// protecting inference). It does not allocate: placement calls it per
+// candidate GPU.
+func FromProfiles(coRunners []*profile.Profile) float64 {
+	load := 0.0
+	for _, c := range coRunners {
+		u := math.NaN()
+		if c != nil {
+			u = c.SMUtil.Mean
+		}
+		load += clampShare(u / 100)
+	}
+	return 1 / (1 + load)
 }

@@ -3,6 +3,8 @@ package inferlatency
 import (
 	"math"
 	"testing"
+
+	"github.com/coscheml/coscheml/pkg/profile"
 )
 
 func TestSpeed(t *testing.T) {
@@ -57,5 +59,27 @@ func TestSpeedMonotone(t *testing.T) {
 			t.Fatalf("Speed at %v = %v after %v", c, s, prev)
 		}
 		prev = s
+	}
+}
+
+// The placement's estimate reads each co-runner's solo SM utilization; a
+// co-runner without a profile counts as always busy.
+func TestFromProfiles(t *testing.T) {
+	sm := func(u float64) *profile.Profile { return &profile.Profile{SMUtil: profile.Stat{Mean: u}} }
+	cases := []struct {
+		name string
+		co   []*profile.Profile
+		want float64
+	}{
+		{"alone", nil, 1},
+		{"one light co-runner", []*profile.Profile{sm(10)}, 1 / 1.1},
+		{"two busy co-runners", []*profile.Profile{sm(100), sm(100)}, 1.0 / 3},
+		{"no profile counts as busy", []*profile.Profile{nil}, 0.5},
+		{"unmeasured counts as busy", []*profile.Profile{sm(math.NaN())}, 0.5},
+	}
+	for _, c := range cases {
+		if got := FromProfiles(c.co); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("%s: FromProfiles = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

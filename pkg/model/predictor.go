@@ -69,7 +69,9 @@ type Optimistic struct{}
 func (Optimistic) PredictSpeed(*profile.Profile, []*profile.Profile) float64 { return 1 }
 
 // Bound answers 1 for the prediction and its lower bound.
-func (Optimistic) Bound(*profile.Profile, []*profile.Profile, Query) (speed, lower float64) { return 1, 1 }
+func (Optimistic) Bound(*profile.Profile, []*profile.Profile, Query) (speed, lower float64) {
+	return 1, 1
+}
 
 // Revision is 0: the answers never change.
 func (Optimistic) Revision() uint64 { return 0 }

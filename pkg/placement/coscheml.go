@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/coscheml/coscheml/pkg/inferlatency"
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/profile"
 )
@@ -58,6 +59,7 @@ type CoScheML struct {
 type cycle struct {
 	req      uint32   // memo ID of the request's (profile, class); 0: no memo
 	row      *scanRow // the request's results by bucket index; nil: none
+	classNew profile.Class
 	floorNew float64
 	fail     struct { // the closest refusal, for the wait reason
 		gi     int32
@@ -100,8 +102,17 @@ func newCoScheML(name string, pred model.Predictor, opts Options) (*CoScheML, er
 // prediction itself for a predictor without one (the oracle's true speeds).
 // floor is the job's floor: a predictor with a default coverage per floor
 // clears a stricter floor (infer's) at a higher coverage (docs/model.md).
-func (p *CoScheML) predict(job *profile.Profile, co []*profile.Profile, floor float64) (speed, sure float64) {
-	return p.pred.Bound(job, co, model.Query{Coverage: p.opts.FloorConfidence, Floor: floor})
+//
+// For an inference job both are at most the latency speed its co-runners'
+// solo GPU shares allow (inferlatency.FromProfiles): its floor bounds request
+// latency, which time-slicing stretches even where throughput holds.
+func (p *CoScheML) predict(job *profile.Profile, co []*profile.Profile, class profile.Class, floor float64) (speed, sure float64) {
+	speed, sure = p.pred.Bound(job, co, model.Query{Coverage: p.opts.FloorConfidence, Floor: floor})
+	if class == profile.ClassInfer && len(co) > 0 {
+		l := inferlatency.FromProfiles(co)
+		speed, sure = min(speed, l), min(sure, l)
+	}
+	return speed, sure
 }
 
 // Name is "coscheml" or "oracle".
@@ -119,7 +130,8 @@ func (p *CoScheML) Place(c *Cluster, r *Request) Decision {
 		p.revision = v
 		p.memo.forget()
 	}
-	p.cycle = cycle{floorNew: p.opts.Floors.For(classOf(r.Class, r.Profile))}
+	cl := classOf(r.Class, r.Profile)
+	p.cycle = cycle{classNew: cl, floorNew: p.opts.Floors.For(cl)}
 	if c.indexed() {
 		p.memo.use(c.ix)
 		p.cycle.req = p.memo.reqID(r.Profile, classOf(r.Class, r.Profile))
@@ -378,7 +390,7 @@ func (p *CoScheML) compute(res []Resident, r *Request) setResult {
 		co = append(co, res[i].Profile)
 	}
 	p.co = co
-	speed, sure := p.predict(r.Profile, co, p.cycle.floorNew)
+	speed, sure := p.predict(r.Profile, co, p.cycle.classNew, p.cycle.floorNew)
 	out := setResult{speed: speed, minRes: 1}
 	out.cost = 1 - out.speed
 	out.margin = sure - p.cycle.floorNew
@@ -389,14 +401,15 @@ func (p *CoScheML) compute(res []Resident, r *Request) setResult {
 				others = append(others, res[j].Profile)
 			}
 		}
+		cl := classOf(res[i].Class, res[i].Profile)
+		floor := p.opts.Floors.For(cl)
 		before := 1.0
 		if len(others) > 0 {
-			before = p.pred.PredictSpeed(res[i].Profile, others)
+			before, _ = p.predict(res[i].Profile, others, cl, floor)
 		}
 		others = append(others, r.Profile)
 		p.others = others
-		floor := p.opts.Floors.For(classOf(res[i].Class, res[i].Profile))
-		after, sure := p.predict(res[i].Profile, others, floor)
+		after, sure := p.predict(res[i].Profile, others, cl, floor)
 		if k < explained {
 			out.after[k] = after
 		}

@@ -57,7 +57,7 @@ func (p *CoScheML) JudgeShare(jobs []Resident, memMiB float64, slots int) ShareV
 		b := JobBound{Class: classOf(j.Class, j.Profile)}
 		b.Floor = p.opts.Floors.For(b.Class)
 		if j.Profile != nil {
-			b.Speed, b.Lower = p.predict(j.Profile, co, b.Floor)
+			b.Speed, b.Lower = p.predict(j.Profile, co, b.Class, b.Floor)
 		}
 		v.Jobs = append(v.Jobs, b)
 	}

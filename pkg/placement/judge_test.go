@@ -30,8 +30,10 @@ func TestJudgeShare(t *testing.T) {
 			wantShare: true, lower: []float64{0.85, 0.85}},
 		{name: "predictions clear the floor, lower bounds do not", jobs: []Resident{job("a", profile.ClassTrain, 48, 1000), job("b", profile.ClassTrain, 48, 1000)},
 			wantShare: false, reason: "below speed floor", lower: []float64{0.71, 0.71}},
-		{name: "infer's stricter floor", jobs: []Resident{job("a", profile.ClassInfer, 10, 1000), job("b", profile.ClassTrain, 30, 1000)},
-			wantShare: false, reason: "below speed floor", lower: []float64{0.80, 0.90}},
+		// The infer job's bound is its latency speed: 1 / (1 + 0.30) next to a
+		// co-runner busy 30% of the time, below the throughput bound 0.80.
+		{name: "infer's stricter floor, by latency", jobs: []Resident{job("a", profile.ClassInfer, 10, 1000), job("b", profile.ClassTrain, 30, 1000)},
+			wantShare: false, reason: "below speed floor", lower: []float64{1 / 1.3, 0.90}},
 		{name: "memory does not fit", jobs: []Resident{job("a", profile.ClassTrain, 10, 20000), job("b", profile.ClassTrain, 10, 20000)},
 			wantShare: false, reason: "memory", lower: []float64{0.90, 0.90}},
 		{name: "more jobs than max_corunners", jobs: []Resident{job("a", profile.ClassTrain, 5, 100), job("b", profile.ClassTrain, 5, 100), job("c", profile.ClassTrain, 5, 100)},

@@ -83,7 +83,7 @@ func TestCoScheMLScenarios(t *testing.T) {
 			name: "an infer resident is protected even without an idle GPU", nodes: 1, gpu: 1, memMiB: 24000,
 			setup: func(c *Cluster) { put(c, "1", inferX, 0, 0, 2) },
 			req:   req("2", mid, 1), want: ActionWait,
-			reasonHas: []string{"job 1 0.78 (floor 0.90)"},
+			reasonHas: []string{"job 1 0.69 (floor 0.90)"}, // latency: 1 / (1 + 0.45)
 		},
 		{
 			name: "memory overflow is refused", nodes: 1, gpu: 1, memMiB: 24000,
@@ -637,15 +637,17 @@ func TestClassFromProfile(t *testing.T) {
 	put(c, "1", inferX, 0, 0, 2)
 	c.Nodes[0].GPUs[0].Residents[0].Class = "" // resident: infer by its profile
 	c.Reindex()
-	r := &Request{JobID: "2", Profile: lowA, GPUs: 1} // train by its profile
+	light := prof("light", profile.ClassTrain, 8, 4000)
+	r := &Request{JobID: "2", Profile: light, GPUs: 1} // train by its profile
 	d := mustPolicy(t, "coscheml", Options{}).Place(c, r)
-	// lowA: 1-0.15 = 0.85 >= 0.75; inferX: 1-0.1 = 0.9 >= 0.9
-	if d.Action != ActionShare || !strings.Contains(d.Reason, "(low-a, train)") || !strings.Contains(d.Reason, "(infer-x, infer)") {
+	// light: 1-0.15 = 0.85 >= 0.75; inferX: throughput 1-0.04, latency
+	// 1/(1+0.08) = 0.93 >= 0.9
+	if d.Action != ActionShare || !strings.Contains(d.Reason, "(light, train)") || !strings.Contains(d.Reason, "(infer-x, infer)") {
 		t.Fatalf("%v: %s", d.Action, d.Reason)
 	}
 	put(c, "3", nil, 0, 0, 0)
 	c.Remove("3")
-	r.Profile = mid // 1-0.15=0.85 for mid, 1-0.225 = 0.775 for the infer resident
+	r.Profile = lowA // throughput 1-0.1 = 0.9 for the infer resident, latency 1/(1+0.2) = 0.83
 	if d := mustPolicy(t, "coscheml", Options{}).Place(c, r); d.Action != ActionWait {
 		t.Fatalf("infer resident by profile class not protected: %s", d.Reason)
 	}

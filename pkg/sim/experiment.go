@@ -184,6 +184,7 @@ func (e Experiment) one(name string, seed int64, jobs []trace.Job) (*PolicyRun, 
 		// places jobs when they start; only a policy in the plugin decides at
 		// submit.
 		cfg.Submit = nil
+		cfg.Guard = nil // the guard comes with coscheml's node package
 	}
 	res, err := Run(cfg, jobs, e.Truth, pol)
 	if err != nil {
@@ -257,7 +258,7 @@ func StatOf(v []float64) Stat {
 }
 
 // MetricNames are the metrics aggregated across seeds, in report order.
-var MetricNames = []string{"avg_jct", "median_jct", "p95_jct", "avg_queue", "makespan", "gpu_util", "useful_util", "kernel_util", "below_floor", "shared"}
+var MetricNames = []string{"avg_jct", "median_jct", "p95_jct", "avg_queue", "makespan", "gpu_util", "useful_util", "kernel_util", "below_floor", "below_floor_hours", "shared"}
 
 // Value returns metric name of m.
 func (m Metrics) Value(name string) float64 {
@@ -280,6 +281,8 @@ func (m Metrics) Value(name string) float64 {
 		return m.KernelUtil
 	case "below_floor":
 		return float64(m.BelowFloor)
+	case "below_floor_hours":
+		return m.BelowFloorHours
 	case "shared":
 		return float64(m.Shared)
 	}

@@ -25,7 +25,10 @@ type Metrics struct {
 	// truth.GPUUtil) over capacity: what nvidia-smi would have shown, averaged.
 	KernelUtil float64 `json:"kernel_util"`
 	BelowFloor int     `json:"below_floor"` // jobs whose true speed fell under their class floor
-	Shared     int     `json:"shared"`      // jobs that had a co-runner at some time
+	// BelowFloorHours: job-hours spent running below the class floor (a job
+	// on several GPUs counts once).
+	BelowFloorHours float64 `json:"below_floor_hours"`
+	Shared          int     `json:"shared"` // jobs that had a co-runner at some time
 }
 
 // Classes in report order.
@@ -69,6 +72,7 @@ func metricsOf(jobs []JobResult, keep func(JobResult) bool, capacity float64) Me
 		if j.BelowFloor {
 			m.BelowFloor++
 		}
+		m.BelowFloorHours += j.BelowFloorSec / 3600
 		if j.Shared {
 			m.Shared++
 		}

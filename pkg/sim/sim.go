@@ -30,6 +30,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/coscheml/coscheml/pkg/guard"
+	"github.com/coscheml/coscheml/pkg/inferlatency"
 	"github.com/coscheml/coscheml/pkg/placement"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/trace"
@@ -79,6 +81,9 @@ type Config struct {
 	// scheduler that places each job when it starts: see SubmitModel. nil keeps
 	// the idealised model (FIFO + backfill, placement at start).
 	Submit *SubmitModel
+	// Guard, when set, runs the node guard's rules (package guard) on every
+	// shared GPU: see guard.go. nil: no guard.
+	Guard *guard.Config
 }
 
 // SubmitModel is what the plugin really does in slurmctld
@@ -168,6 +173,12 @@ type JobResult struct {
 	MinSpeed   float64       `json:"min_speed"`   // lowest true speed while running
 	Shared     bool          `json:"shared"`      // had a co-runner at some time
 	BelowFloor bool          `json:"below_floor"` // true speed under its class floor at some time
+	// BelowFloorSec is the time the job ran below its floor (suspended time
+	// does not count: the job is not running).
+	BelowFloorSec float64 `json:"below_floor_s"`
+	// Suspended and Requeued count the guard's actions on the job.
+	Suspended int `json:"suspended,omitempty"`
+	Requeued  int `json:"requeued,omitempty"`
 }
 
 // JCT is the job completion time: end minus submission.
@@ -199,11 +210,13 @@ type Result struct {
 	// SubmitModel: Redecided, jobs placed by a re-decision; Redirected, those
 	// that Slurm's first fit started on another GPU than the decision's;
 	// Whole, jobs left to Slurm's queue on a whole GPU (no GPU chosen).
-	Redecided  int           `json:"redecided,omitempty"`
-	Redirected int           `json:"redirected,omitempty"`
-	Whole      int           `json:"whole,omitempty"`
-	Timeline   []Sample      `json:"timeline"`
-	Wall       time.Duration `json:"wall_ns"`
+	Redecided  int `json:"redecided,omitempty"`
+	Redirected int `json:"redirected,omitempty"`
+	Whole      int `json:"whole,omitempty"`
+	// Guard: what the guard did (Config.Guard set).
+	Guard    GuardStats    `json:"guard"`
+	Timeline []Sample      `json:"timeline"`
+	Wall     time.Duration `json:"wall_ns"`
 }
 
 // event is a finish event; stale ones (finishVersion != the job's) are skipped.
@@ -246,6 +259,11 @@ type jobState struct {
 	// whole: in Slurm's queue with a whole-GPU request (SubmitModel), placed by
 	// the exclusive policy, not the one under test.
 	whole bool
+	// suspended: held by the guard (no progress, resources kept).
+	suspended bool
+	// floorSpeed is the speed the job's floor is judged by (floorSpeedOn), since
+	// floorLast.
+	floorSpeed, floorLast float64
 }
 
 type simulator struct {
@@ -281,6 +299,10 @@ type simulator struct {
 	pending               []pendingStart // re-decided jobs Slurm has not started yet
 	delays                *rand.Rand     // their start delays
 	redecided, redirected int
+
+	gd     *simGuard // nil: no guard
+	byID   map[string]int32
+	shares []float64 // scratch: co-runners' GPU shares
 
 	now       float64
 	allocGPUs int       // GPUs with at least one resident
@@ -373,6 +395,11 @@ func Run(cfg Config, jobs []trace.Job, tt *truth.Table, pol placement.Policy) (*
 	}
 	s.tl = newTimeline(cfg.TimelineBuckets, s.jobs)
 	s.noise = rand.New(rand.NewPCG(cfg.Seed, 0x6e6f697365))
+	if cfg.Guard != nil {
+		if s.gd, err = newSimGuard(*cfg.Guard, cfg.Floors, n); err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+	}
 	if err := s.loop(); err != nil {
 		return nil, err
 	}
@@ -384,6 +411,9 @@ func Run(cfg Config, jobs []trace.Job, tt *truth.Table, pol placement.Policy) (*
 	out.Events = s.events
 	out.Decisions = s.decisions
 	out.Redecided, out.Redirected = s.redecided, s.redirected
+	if s.gd != nil {
+		out.Guard = s.gd.stats
+	}
 	for i := range s.st {
 		if s.st[i].whole {
 			out.Whole++
@@ -411,6 +441,9 @@ func (s *simulator) loop() error {
 			t = s.jobs[next].Submit
 		}
 		t = min(t, s.nextTick)
+		if s.gd != nil {
+			t = min(t, s.gd.next())
+		}
 		for _, p := range s.pending {
 			t = min(t, p.t)
 		}
@@ -426,6 +459,9 @@ func (s *simulator) loop() error {
 			}
 			s.events++
 			s.finish(int(e.job))
+		}
+		if s.gd != nil {
+			s.guardChecks()
 		}
 		if s.cfg.Submit != nil {
 			// Slurm's queue (whole-GPU requests, older) first, then each arrival
@@ -474,16 +510,40 @@ func (s *simulator) advance(t float64) {
 	}
 }
 
-// speedOn is job j's true speed on GPU g given the other residents there.
+// speedOn is job j's true speed on GPU g given the other residents there (a
+// job the guard suspended uses no GPU).
 func (s *simulator) speedOn(j int, g int32) float64 {
 	sp := 1.0
 	ti := int(s.st[j].tag)
 	for _, o := range s.gpuOn[g] {
-		if int(o) != j {
+		if int(o) != j && !s.st[o].suspended {
 			sp *= s.tt.Speed(ti, int(s.st[o].tag))
 		}
 	}
 	return sp
+}
+
+// floorSpeedOn is the speed job j's floor is judged by on GPU g, where its true
+// speed is speed: that speed, or for inference its latency speed, which the
+// ground truth does not measure: package inferlatency's time-slicing model
+// applied to the co-runners' true GPU shares (docs/evaluation.md).
+func (s *simulator) floorSpeedOn(j int, g int32, speed float64) float64 {
+	if s.res[j].Class != profile.ClassInfer {
+		return speed
+	}
+	s.shares = s.coShares(j, g, s.shares[:0])
+	return inferlatency.SpeedFromSMUtil(s.shares)
+}
+
+// coShares appends the GPU shares (SM utilization, %) the co-runners of job j
+// on GPU g use: each one's solo utilization times its true speed there.
+func (s *simulator) coShares(j int, g int32, out []float64) []float64 {
+	for _, o := range s.gpuOn[g] {
+		if int(o) != j && !s.st[o].suspended {
+			out = append(out, s.tt.SoloUtil(int(s.st[o].tag))*s.speedOn(int(o), g))
+		}
+	}
+	return out
 }
 
 // refresh brings the jobs on GPUs gs up to date and recomputes their rates and
@@ -492,7 +552,9 @@ func (s *simulator) refresh(gs []int32) {
 	for _, g := range gs {
 		s.apps = s.apps[:0]
 		for _, o := range s.gpuOn[g] {
-			s.apps = append(s.apps, s.st[o].tag)
+			if !s.st[o].suspended {
+				s.apps = append(s.apps, s.st[o].tag)
+			}
 		}
 		k := s.tt.GPUUtil(s.apps) / 100
 		s.kernRate += k - s.kernel[g]
@@ -503,13 +565,31 @@ func (s *simulator) refresh(gs []int32) {
 			s.rerate(int(o))
 		}
 	}
+	if s.gd != nil {
+		for _, g := range gs {
+			s.guardWatch(g)
+		}
+	}
 }
 
 func (s *simulator) rerate(j int) {
 	st := &s.st[j]
-	rate := 1.0
-	for _, g := range st.gpus {
-		rate = min(rate, s.speedOn(j, g))
+	r := &s.res[j]
+	rate, fs := 0.0, 1.0
+	if !st.suspended {
+		rate = 1.0
+		for _, g := range st.gpus {
+			sp := s.speedOn(j, g)
+			rate = min(rate, sp)
+			fs = min(fs, s.floorSpeedOn(j, g, sp))
+		}
+	}
+	if fs != st.floorSpeed {
+		s.closeFloorSpan(j)
+		st.floorSpeed = fs
+		if fs < s.cfg.Floors.For(r.Class)-1e-9 {
+			r.BelowFloor = true
+		}
 	}
 	if st.rate == rate {
 		return
@@ -522,17 +602,26 @@ func (s *simulator) rerate(j int) {
 	s.useRate += (rate - st.rate) * float64(len(st.gpus))
 	st.rate = rate
 	st.finishVersion++
-	r := &s.res[j]
+	if st.suspended {
+		return // no finish until resumed
+	}
 	if rate < r.MinSpeed {
 		r.MinSpeed = rate
 	}
 	if rate < 1 {
 		r.Shared = true
 	}
-	if rate < s.cfg.Floors.For(r.Class)-1e-9 {
-		r.BelowFloor = true
-	}
 	heap.Push(&s.ev, event{t: s.now + st.remaining/rate, job: int32(j), finishVersion: st.finishVersion})
+}
+
+// closeFloorSpan adds the time since job j's floor speed last changed to its
+// time below floor when that speed was below the floor.
+func (s *simulator) closeFloorSpan(j int) {
+	st := &s.st[j]
+	if st.floorSpeed < s.cfg.Floors.For(s.res[j].Class)-1e-9 {
+		s.res[j].BelowFloorSec += s.now - st.floorLast
+	}
+	st.floorLast = s.now
 }
 
 func (s *simulator) start(j int, d placement.Decision) {
@@ -564,6 +653,7 @@ func (s *simulator) start(j int, d placement.Decision) {
 	st.running = true
 	st.rate = 0
 	st.last = s.now
+	st.floorSpeed, st.floorLast = 1, s.now
 	st.estEnd = s.now + s.jobs[j].Duration
 	s.res[j].Start = s.now
 	s.insertByEnd(int32(j))
@@ -571,15 +661,37 @@ func (s *simulator) start(j int, d placement.Decision) {
 }
 
 func (s *simulator) finish(j int) {
+	s.res[j].End = s.now
+	s.coRunsEnd(j)
+	s.release(j)
+	s.st[j].remaining = 0
+	s.done++
+	s.dirty = true
+	for i := range s.pending {
+		if math.IsInf(s.pending[i].t, 1) { // waits for shards: try again now
+			s.pending[i].t = s.now
+		}
+	}
+	if s.cfg.Submit != nil && s.cfg.Submit.Redecide > 0 && len(s.deferred) > 0 {
+		// The loop notices the change at its next pass.
+		r := s.cfg.Submit.Redecide
+		s.nextTick = min(s.nextTick, math.Ceil(s.now/r)*r)
+	}
+	if s.gd != nil {
+		s.guardResumes()
+	}
+}
+
+// release takes running job j off its GPUs and out of the policy's cluster.
+func (s *simulator) release(j int) {
 	st := &s.st[j]
+	s.closeFloorSpan(j)
+	st.floorSpeed = 1
 	st.running = false
-	st.remaining = 0
 	st.finishVersion++
 	s.useRate -= st.rate * float64(len(st.gpus))
 	st.rate = 0
-	s.res[j].End = s.now
 	s.cl.Remove(st.req.JobID)
-	s.coRunsEnd(j)
 	for k, g := range st.gpus {
 		wasOpen := s.isOpen(g)
 		s.used[g] -= st.slots[k]
@@ -598,18 +710,6 @@ func (s *simulator) finish(j int) {
 	}
 	s.removeByEnd(int32(j))
 	s.refresh(st.gpus)
-	s.done++
-	s.dirty = true
-	for i := range s.pending {
-		if math.IsInf(s.pending[i].t, 1) { // waits for shards: try again now
-			s.pending[i].t = s.now
-		}
-	}
-	if s.cfg.Submit != nil && s.cfg.Submit.Redecide > 0 && len(s.deferred) > 0 {
-		// The loop notices the change at its next pass.
-		r := s.cfg.Submit.Redecide
-		s.nextTick = min(s.nextTick, math.Ceil(s.now/r)*r)
-	}
 }
 
 // arrive decides job j at its submission (SubmitModel): placed, it starts now;
