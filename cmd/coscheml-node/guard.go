@@ -22,6 +22,7 @@ import (
 	"github.com/coscheml/coscheml/pkg/hostlist"
 	"github.com/coscheml/coscheml/pkg/metrics"
 	"github.com/coscheml/coscheml/pkg/nvml"
+	"github.com/coscheml/coscheml/pkg/observation"
 	"github.com/coscheml/coscheml/pkg/placeconf"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/residency"
@@ -247,6 +248,7 @@ func (s *guardService) step(now time.Time) bool {
 		s.note(now, "guard: %v", err)
 		return false
 	}
+	s.writeObservations(res.Observations)
 	jobs := map[string]guard.Job{}
 	if len(res.Actions) > 0 {
 		if js, err := s.jobs.Jobs(); err == nil {
@@ -265,6 +267,42 @@ func (s *guardService) step(now time.Time) bool {
 		s.event(now, a, jobs, outcome)
 	}
 	return acted
+}
+
+// writeObservations keeps the round's early observations of pairs as rows in
+// observation_dir, where the pair memory reads them at its next refresh: the
+// same co-location is stopped while the job still runs, not after it ends.
+// Only speed findings next to exactly one co-runner are rows (a measurement
+// next to several is not evidence about any one pair); the round has already
+// applied the per-user cap. A row that cannot be written is logged.
+func (s *guardService) writeObservations(obs []guard.Observation) {
+	if s.cfg.ObservationDir == "" || len(obs) == 0 {
+		return
+	}
+	var rows []observation.Observation
+	for _, o := range obs {
+		if o.Kind != guard.SpeedBelowFloor || len(o.CoTags) != 1 || o.Tag == "" || o.CoTags[0] == "" {
+			continue
+		}
+		row := observation.Observation{Tag: o.Tag, Class: o.Class, CoTags: o.CoTags, Speed: o.Speed,
+			Source: "guard", JobID: o.JobID, Node: s.node, When: o.When.UTC().Truncate(time.Second),
+			UID: strconv.FormatUint(uint64(s.uids.lookup(o.User)), 10)}
+		if err := observation.Sane(row); err != nil {
+			s.note(o.When, "guard: no observation of job %s: %v", o.JobID, err)
+			continue
+		}
+		rows = append(rows, row)
+	}
+	if len(rows) == 0 {
+		return
+	}
+	if err := os.MkdirAll(s.cfg.ObservationDir, 0o755); err != nil {
+		s.note(rows[0].When, "guard: observations: %v", err)
+		return
+	}
+	if err := observation.AppendFile(filepath.Join(s.cfg.ObservationDir, s.node+".csv"), rows...); err != nil {
+		s.note(rows[0].When, "guard: observations: %v", err)
+	}
 }
 
 // outcome says what became of an action: observed, taken, dry-run or failed.

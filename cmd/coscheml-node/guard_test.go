@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 	"github.com/coscheml/coscheml/pkg/decisionlog"
 	"github.com/coscheml/coscheml/pkg/guard"
 	"github.com/coscheml/coscheml/pkg/nvml"
+	"github.com/coscheml/coscheml/pkg/observation"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/residency"
 )
@@ -650,5 +652,34 @@ func TestTrackingActuatorRetry(t *testing.T) {
 		if (err != nil) != tt.wantError || act.failed(guard.Requeue, tt.job) != tt.wantError {
 			t.Errorf("step %d: error %v, failed %v, want failure %v", i, err, act.failed(guard.Requeue, tt.job), tt.wantError)
 		}
+	}
+}
+
+// The round's early observations of pairs become rows in observation_dir that
+// read back from disk; memory findings and findings next to several co-runners
+// do not.
+func TestGuardWritesEarlyObservations(t *testing.T) {
+	cfg := guardTestSetup(t)
+	cfg.ObservationDir = filepath.Join(t.TempDir(), "observations")
+	svc, err := newGuardService(cfg, "n1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.close()
+	when := time.Date(2026, 12, 4, 10, 0, 0, 500, time.UTC)
+	svc.writeObservations([]guard.Observation{
+		{When: when, GPU: 0, Kind: guard.SpeedBelowFloor, JobID: "11", User: "root", Tag: "big", Class: profile.ClassTrain, CoTags: []string{"small"}, Speed: 0.55},
+		{When: when, GPU: 0, Kind: guard.MemoryOverBudget, JobID: "12", User: "root", Tag: "small", CoTags: []string{"big"}, MemMiB: 9000},
+		{When: when, GPU: 1, Kind: guard.SpeedBelowFloor, JobID: "12", User: "root", Tag: "small", CoTags: []string{"big", "small"}, Speed: 0.5},
+		{When: when, GPU: 2, Kind: guard.SpeedBelowFloor, JobID: "13", User: "root", CoTags: []string{"big"}, Speed: 0.5},
+	})
+	obs, problems := observation.ReadDir(cfg.ObservationDir)
+	if len(problems) > 0 {
+		t.Fatalf("reading back: %v", problems)
+	}
+	want := observation.Observation{Tag: "big", Class: profile.ClassTrain, CoTags: []string{"small"}, Speed: 0.55, Source: "guard",
+		JobID: "11", Node: "n1", When: when.Truncate(time.Second), UID: "0"}
+	if len(obs) != 1 || !reflect.DeepEqual(obs[0], want) {
+		t.Fatalf("observations %+v, want only %+v", obs, want)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/coscheml/coscheml/pkg/profile"
 )
 
 // Observation is an early observation: a job seen over its budget next to its
@@ -15,6 +17,7 @@ type Observation struct {
 	JobID  string
 	User   string
 	Tag    string
+	Class  profile.Class
 	CoTags []string
 	Speed  float64 // speed findings
 	MemMiB float64 // memory findings
@@ -94,7 +97,7 @@ func (g *Guard) Round(now time.Time) (RoundResult, error) {
 		slices.Sort(coTags)
 		if g.state.AllowObservation(f.Job, coTags, now) {
 			res.Observations = append(res.Observations, Observation{When: now, GPU: f.GPU, Kind: f.Kind,
-				JobID: f.Job.ID, User: f.Job.User, Tag: f.Job.Tag, CoTags: coTags, Speed: f.Speed, MemMiB: f.MemMiB})
+				JobID: f.Job.ID, User: f.Job.User, Tag: f.Job.Tag, Class: f.Job.Class, CoTags: coTags, Speed: f.Speed, MemMiB: f.MemMiB})
 		} else {
 			res.DroppedObservations++
 		}
