@@ -23,7 +23,6 @@ import (
 	"github.com/coscheml/coscheml/pkg/metrics"
 	"github.com/coscheml/coscheml/pkg/nvml"
 	"github.com/coscheml/coscheml/pkg/observation"
-	"github.com/coscheml/coscheml/pkg/placeconf"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/residency"
 	"github.com/coscheml/coscheml/pkg/version"
@@ -98,9 +97,9 @@ type guardService struct {
 	noted map[string]time.Time // lines logged by note, when
 }
 
-// guardConfig is the site's guard configuration (placeconf.Guard, shared with
+// guardConfig is the site's guard configuration (guard.FromConfig, shared with
 // the simulator).
-func guardConfig(cfg config.Config) (guard.Config, error) { return placeconf.Guard(cfg) }
+func guardConfig(cfg config.Config) (guard.Config, error) { return guard.FromConfig(cfg) }
 
 func newGuardService(cfg config.Config, node string, logf func(string, ...any)) (*guardService, error) {
 	// The node name selects residency entries and names the event log file.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coscheml/coscheml/models"
 	"github.com/coscheml/coscheml/pkg/config"
+	"github.com/coscheml/coscheml/pkg/guard"
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/placeconf"
 	"github.com/coscheml/coscheml/pkg/placement"
@@ -330,7 +331,7 @@ func simGuard(c *cli.Context, cfg config.Config, sc *sim.Config) (string, error)
 	case "off":
 		return "node guard off", nil
 	case "on":
-		gc, err := placeconf.Guard(cfg)
+		gc, err := guard.FromConfig(cfg)
 		if err != nil {
 			return "", err
 		}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/floors"
 	"github.com/coscheml/coscheml/pkg/observation"
 	"github.com/coscheml/coscheml/pkg/profile"
@@ -199,4 +200,22 @@ func Apply(act Actuator, a Action) error {
 		return fmt.Errorf("%s job %s: %w", a.Kind, a.JobID, err)
 	}
 	return nil
+}
+
+// FromConfig turns the configuration's guard section into a Config: the
+// thresholds stay Default's, the period, floors and actions are the site's.
+// The node's guard and the simulator both take theirs from here.
+func FromConfig(cfg config.Config) (Config, error) {
+	g := Default()
+	g.Period = cfg.Guard.Period
+	g.Floors = cfg.SpeedFloor
+	for cl, a := range map[profile.Class]config.GuardClassActions{
+		profile.ClassHPC: cfg.Guard.Actions.HPC, profile.ClassTrain: cfg.Guard.Actions.Train, profile.ClassInfer: cfg.Guard.Actions.Infer,
+	} {
+		g.Actions[cl] = ClassActions{Memory: ActionKind(a.Memory), Floor: ActionKind(a.Floor)}
+	}
+	if err := g.Validate(); err != nil {
+		return g, fmt.Errorf("guard configuration: %w", err)
+	}
+	return g, nil
 }

@@ -9,10 +9,8 @@ import (
 	"fmt"
 
 	"github.com/coscheml/coscheml/pkg/config"
-	"github.com/coscheml/coscheml/pkg/guard"
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/placement"
-	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/slurmconf"
 )
 
@@ -79,22 +77,4 @@ func PolicyNamed(name string, cfg config.Config, pred model.Predictor) (placemen
 		return nil, fmt.Errorf("placement policy from the configuration: %w", err)
 	}
 	return p, nil
-}
-
-// Guard turns the configuration's guard section into pkg/guard's Config: the
-// thresholds stay pkg/guard's defaults, the period, floors and actions are the
-// site's. The node's guard and the simulator's both take it from here.
-func Guard(cfg config.Config) (guard.Config, error) {
-	g := guard.Default()
-	g.Period = cfg.Guard.Period
-	g.Floors = cfg.SpeedFloor
-	for cl, a := range map[profile.Class]config.GuardClassActions{
-		profile.ClassHPC: cfg.Guard.Actions.HPC, profile.ClassTrain: cfg.Guard.Actions.Train, profile.ClassInfer: cfg.Guard.Actions.Infer,
-	} {
-		g.Actions[cl] = guard.ClassActions{Memory: guard.ActionKind(a.Memory), Floor: guard.ActionKind(a.Floor)}
-	}
-	if err := g.Validate(); err != nil {
-		return g, fmt.Errorf("guard configuration: %w", err)
-	}
-	return g, nil
 }
