@@ -5,11 +5,14 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/guard"
+	"github.com/coscheml/coscheml/pkg/hostlist"
 	"github.com/coscheml/coscheml/pkg/residency"
 	"github.com/coscheml/coscheml/pkg/safetext"
 )
@@ -25,6 +28,7 @@ import (
 type slurmActuator struct {
 	timeout time.Duration // each command
 	logf    func(string, ...any)
+	node    string // this node, which RequeueElsewhere excludes
 }
 
 // maxAdminComment bounds the reason written to Slurm (the full one is in the
@@ -34,6 +38,80 @@ const maxAdminComment = 900
 func (s *slurmActuator) Requeue(jobID, reason string) error {
 	return s.act(jobID, reason, "scontrol", "requeue", jobID)
 }
+// RequeueElsewhere requeues the job and adds this node to its excluded nodes
+// (ExcNodeList, merged with the job's own), so that when the re-decide loop
+// places it again it starts away from the co-runner it was acted on for. The
+// node is added only while the job's partition keeps another node it may use;
+// otherwise, or when the update fails, the requeue stands and a line says why.
+func (s *slurmActuator) RequeueElsewhere(jobID, reason string) error {
+	if err := s.Requeue(jobID, reason); err != nil {
+		return err
+	}
+	if err := s.excludeNode(jobID); err != nil && s.logf != nil {
+		s.logf("guard: job %s requeued; node %s not excluded: %v", jobID, s.node, err)
+	}
+	return nil
+}
+
+func (s *slurmActuator) excludeNode(jobID string) error {
+	if s.node == "" {
+		return fmt.Errorf("the guard's node is unknown")
+	}
+	out, err := s.output("scontrol", "show", "job", "-o", jobID)
+	if err != nil {
+		return err
+	}
+	part, exc := jobField(out, "Partition"), jobField(out, "ExcNodeList")
+	var names []string
+	if exc != "" && exc != "(null)" {
+		if names, err = hostlist.Expand(exc); err != nil {
+			return fmt.Errorf("the job's excluded nodes %q: %w", safetext.Limit(exc, 100), err)
+		}
+	}
+	if slices.Contains(names, s.node) {
+		return nil
+	}
+	names = append(names, s.node)
+	if part == "" {
+		return fmt.Errorf("no partition in scontrol's answer")
+	}
+	total, err := s.partitionNodes(part)
+	if err != nil {
+		return err
+	}
+	if len(names) >= total {
+		return fmt.Errorf("partition %s has %d node(s) and the job would exclude %d: none would be left", part, total, len(names))
+	}
+	return s.run("scontrol", "update", "jobid="+jobID, "ExcNodeList="+strings.Join(names, ","))
+}
+
+// partitionNodes counts the nodes of partition part (sinfo, one count per line).
+func (s *slurmActuator) partitionNodes(part string) (int, error) {
+	out, err := s.output("sinfo", "-h", "-p", part, "-o", "%D")
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, f := range strings.Fields(out) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("sinfo's node count %q is not a number", safetext.Limit(f, 20))
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// jobField returns KEY's value in `scontrol show job -o`'s one-line answer.
+func jobField(out, key string) string {
+	for _, f := range strings.Fields(out) {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 func (s *slurmActuator) Cancel(jobID, reason string) error {
 	return s.act(jobID, reason, "scancel", jobID)
 }
@@ -59,6 +137,12 @@ func (s *slurmActuator) act(jobID, reason string, cmd ...string) error {
 
 // run runs one command, killed after the timeout.
 func (s *slurmActuator) run(name string, args ...string) error {
+	_, err := s.output(name, args...)
+	return err
+}
+
+// output runs one command, killed after the timeout, and returns its output.
+func (s *slurmActuator) output(name string, args ...string) (string, error) {
 	timeout := s.timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
@@ -72,13 +156,13 @@ func (s *slurmActuator) run(name string, args ...string) error {
 	c.WaitDelay = time.Second
 	err := c.Run()
 	if ctx.Err() != nil {
-		return fmt.Errorf("%s %s: no answer within %v", name, strings.Join(args[:1], " "), timeout)
+		return "", fmt.Errorf("%s %s: no answer within %v", name, strings.Join(args[:1], " "), timeout)
 	}
 	if err != nil {
 		msg := safetext.Limit(strings.Join(strings.Fields(out.String()), " "), 300)
-		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args[:1], " "), err, msg)
+		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args[:1], " "), err, msg)
 	}
-	return nil
+	return out.String(), nil
 }
 
 // trackingActuator remembers which of a round's actions failed, so that the
@@ -155,6 +239,12 @@ func (t *trackingActuator) do(kind guard.ActionKind, jobID string, run func() er
 
 func (t *trackingActuator) Requeue(id, reason string) error {
 	return t.do(guard.Requeue, id, func() error { return t.inner.Requeue(id, reason) })
+}
+func (t *trackingActuator) RequeueElsewhere(id, reason string) error {
+	if r, ok := t.inner.(guard.ElsewhereRequeuer); ok {
+		return t.do(guard.Requeue, id, func() error { return r.RequeueElsewhere(id, reason) })
+	}
+	return t.Requeue(id, reason)
 }
 func (t *trackingActuator) Cancel(id, reason string) error {
 	return t.do(guard.Cancel, id, func() error { return t.inner.Cancel(id, reason) })

@@ -126,7 +126,7 @@ func newGuardService(cfg config.Config, node string, logf func(string, ...any)) 
 		counts: newGuardCounters(time.Now()), uids: uidCache{m: map[string]uint32{}}, seen: map[string]time.Time{}, noted: map[string]time.Time{}}
 	s.nvml = nvml.WithTimeout(nvml.NewReal(), cfg.Guard.NVMLTimeout)
 	if !cfg.Guard.DryRun {
-		s.act = &trackingActuator{inner: &slurmActuator{timeout: cfg.Guard.CommandTimeout, logf: logf},
+		s.act = &trackingActuator{inner: &slurmActuator{timeout: cfg.Guard.CommandTimeout, logf: logf, node: node},
 			retryAfter: defaultRetryAfter, now: func() time.Time { return s.now() }}
 	}
 	if cfg.Guard.EventDir != "" {

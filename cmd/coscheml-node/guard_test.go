@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,7 +30,8 @@ import (
 
 // standInSlurm puts scontrol and scancel stand-ins on PATH that append their
 // arguments to the returned log; FAKE_FAIL ("scontrol requeue") makes that
-// command fail, FAKE_HANG makes it hang.
+// command fail, FAKE_HANG makes it hang; `scontrol show` prints FAKE_SHOW and
+// sinfo FAKE_SINFO.
 func standInSlurm(t *testing.T) string {
 	t.Helper()
 	bin := t.TempDir()
@@ -39,9 +41,10 @@ name=$(basename "$0")
 echo "$name $*" >> "` + logPath + `"
 case "$FAKE_HANG" in "$name $1") exec sleep 30;; esac
 case "$FAKE_FAIL" in "$name $1") echo "slurm_$1 error: Invalid job id specified" >&2; exit 1;; esac
+case "$name $1" in "scontrol show") echo "$FAKE_SHOW";; "sinfo -h") echo "$FAKE_SINFO";; esac
 exit 0
 `
-	for _, n := range []string{"scontrol", "scancel"} {
+	for _, n := range []string{"scontrol", "scancel", "sinfo"} {
 		if err := os.WriteFile(filepath.Join(bin, n), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -109,6 +112,62 @@ func TestSlurmActuator(t *testing.T) {
 			}
 			if got := readCalls(t, calls); strings.Join(got, "\n") != strings.Join(tt.wantCalls, "\n") {
 				t.Errorf("commands run:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.wantCalls, "\n"))
+			}
+			if tt.wantLog != "" && !logs.has(tt.wantLog) {
+				t.Errorf("no log line with %q: %q", tt.wantLog, logs.lines)
+			}
+		})
+	}
+}
+
+// A requeue for a floor breach adds the guard's node to the job's excluded
+// nodes, merged with the job's own, unless no node of its partition would be
+// left; the requeue stands whatever happens after it.
+func TestRequeueElsewhere(t *testing.T) {
+	const reason = "r"
+	head := []string{"scontrol update jobid=7 admincomment=r", "scontrol requeue 7", "scontrol show job -o 7", "sinfo -h -p gpu -o %D"}
+	tests := []struct {
+		name       string
+		show       string
+		sinfo      string
+		fail       string
+		wantCalls  []string
+		wantErr    string
+		wantLog    string
+		wantUpdate string
+	}{
+		{name: "excluded", show: "JobId=7 Partition=gpu ExcNodeList=(null) NodeList=n1", sinfo: "2\n1",
+			wantUpdate: "scontrol update jobid=7 ExcNodeList=n1"},
+		{name: "merged with the job's own", show: "JobId=7 Partition=gpu ExcNodeList=n[3-4]", sinfo: "4",
+			wantUpdate: "scontrol update jobid=7 ExcNodeList=n3,n4,n1"},
+		{name: "no node would be left", show: "JobId=7 Partition=gpu ExcNodeList=n2", sinfo: "2", wantLog: "none would be left"},
+		{name: "scontrol show fails", show: "", fail: "scontrol show", wantLog: "not excluded",
+			wantCalls: []string{"scontrol update jobid=7 admincomment=r", "scontrol requeue 7", "scontrol show job -o 7"}},
+		{name: "requeue fails", fail: "scontrol requeue", wantErr: "Invalid job id",
+			wantCalls: []string{"scontrol update jobid=7 admincomment=r", "scontrol requeue 7"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls := standInSlurm(t)
+			t.Setenv("FAKE_FAIL", tt.fail)
+			t.Setenv("FAKE_HANG", "")
+			t.Setenv("FAKE_SHOW", tt.show)
+			t.Setenv("FAKE_SINFO", tt.sinfo)
+			var logs logLines
+			act := &trackingActuator{inner: &slurmActuator{timeout: time.Second, logf: logs.logf, node: "n1"}, retryAfter: time.Minute}
+			err := guard.Apply(act, guard.Action{Kind: guard.Requeue, JobID: "7", Reason: reason, Elsewhere: true})
+			if (tt.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("error %v, want %q", err, tt.wantErr)
+			}
+			want := tt.wantCalls
+			if want == nil {
+				want = head
+				if tt.wantUpdate != "" {
+					want = append(slices.Clone(head), tt.wantUpdate)
+				}
+			}
+			if got := readCalls(t, calls); strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("commands run:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 			}
 			if tt.wantLog != "" && !logs.has(tt.wantLog) {
 				t.Errorf("no log line with %q: %q", tt.wantLog, logs.lines)

@@ -66,7 +66,7 @@ func Decide(cfg Config, f Finding, resident []Job, sm map[string]float64, h Hist
 	if h.Suspended(target.ID) {
 		return observe(f.Reason + fmt.Sprintf("; job %s is already suspended by the guard", target.ID))
 	}
-	a := Action{Kind: kind, JobID: target.ID, Trigger: f.Job.ID, GPU: f.GPU}
+	a := Action{Kind: kind, JobID: target.ID, Trigger: f.Job.ID, GPU: f.GPU, Elsewhere: f.Kind == SpeedBelowFloor && kind == Requeue}
 	switch f.Kind {
 	case MemoryOverBudget:
 		a.Reason = fmt.Sprintf("coscheml guard: %s; %s it", f.Reason, kind)

@@ -62,6 +62,9 @@ func TestDecideFloorTarget(t *testing.T) {
 			if a.JobID == c.victim.ID && a.Kind != Observe && !strings.Contains(a.Reason, "placed into the conflict") {
 				t.Errorf("self-requeue %+v does not say why", a)
 			}
+			if (a.Kind == Requeue) != a.Elsewhere {
+				t.Errorf("%+v: a floor requeue, and only it, starts the job elsewhere", a)
+			}
 			if a.Kind == Suspend && (a.Protects != c.victim.ID || !strings.Contains(a.Reason, "until job "+c.victim.ID+" ends")) {
 				t.Errorf("suspend %+v does not name the protected job", a)
 			}

@@ -179,14 +179,28 @@ type Actuator interface {
 	Resume(jobID, reason string) error
 }
 
-// Apply carries out a through an Actuator; Observe does nothing.
+// ElsewhereRequeuer is an Actuator that can also requeue a job away from this
+// node (Slurm: the node joins the job's excluded nodes), so that the job does
+// not start again next to the co-runner it was acted on for.
+type ElsewhereRequeuer interface {
+	RequeueElsewhere(jobID, reason string) error
+}
+
+// Apply carries out a through an Actuator; Observe does nothing. A requeue for
+// a floor breach (Elsewhere) goes through RequeueElsewhere when the actuator
+// has it.
+
 func Apply(act Actuator, a Action) error {
 	var err error
 	switch a.Kind {
 	case Observe:
 		return nil
 	case Requeue:
-		err = act.Requeue(a.JobID, a.Reason)
+		if r, ok := act.(ElsewhereRequeuer); ok && a.Elsewhere {
+			err = r.RequeueElsewhere(a.JobID, a.Reason)
+		} else {
+			err = act.Requeue(a.JobID, a.Reason)
+		}
 	case Cancel:
 		err = act.Cancel(a.JobID, a.Reason)
 	case Suspend:

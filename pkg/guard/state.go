@@ -158,6 +158,9 @@ type Action struct {
 	Reason  string
 	// Protects: for Suspend, the job whose end resumes JobID.
 	Protects string
+	// Elsewhere: for a Requeue of a speed breach, the job should start again on
+	// another node, away from the co-runner (ElsewhereRequeuer).
+	Elsewhere bool
 }
 
 // History is what Decide may know of earlier actions.
