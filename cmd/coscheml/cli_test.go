@@ -77,23 +77,26 @@ func predictWith(t *testing.T, treesOnly bool, job string, co ...string) float64
 	if treesOnly {
 		m = m.WithoutMeasured()
 	}
+	ps := catalogProfiles(t, append([]string{job}, co...)...)
+	return m.PredictSpeed(ps[0], ps[1:])
+}
+
+// catalogProfiles returns the embedded catalog's profiles of tags.
+func catalogProfiles(t *testing.T, tags ...string) []*profile.Profile {
+	t.Helper()
 	cat, err := embeddedCatalog()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ps []*profile.Profile
-	for _, c := range co {
-		p, err := cat.Get(c)
+	for _, tag := range tags {
+		p, err := cat.Get(tag)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ps = append(ps, p)
 	}
-	p, err := cat.Get(job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m.PredictSpeed(p, ps)
+	return ps
 }
 
 // TestPlaceExamples runs place --dry-run on the shipped example states and checks
@@ -497,17 +500,5 @@ func TestPlaceStateFIFO(t *testing.T) {
 // next to co (inferlatency.FromProfiles over their embedded profiles).
 func latencyBound(t *testing.T, co ...string) float64 {
 	t.Helper()
-	cat, err := embeddedCatalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ps []*profile.Profile
-	for _, c := range co {
-		p, err := cat.Get(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps = append(ps, p)
-	}
-	return inferlatency.FromProfiles(ps)
+	return inferlatency.FromProfiles(catalogProfiles(t, co...))
 }
