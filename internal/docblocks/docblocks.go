@@ -142,3 +142,26 @@ var Guides = []Guide{
 	{File: "README.md", Section: "Quick start with the shipped data"},
 	{File: "docs/install.md"},
 }
+
+var (
+	// hostCommandRE finds commands that change the host: packages, services,
+	// installs, reboots.
+	hostCommandRE = regexp.MustCompile(`(^|[\s;&|(])(systemctl|apt|apt-get|dnf|yum|rpm|dpkg|sudo|reboot|shutdown|make\s+(install|uninstall|clean|integration\S*))\b`)
+	// hostPathRE finds the folders of a real installation.
+	hostPathRE = regexp.MustCompile(`/etc/coscheml|/var/lib/coscheml|/var/log/slurm|/usr/libexec/coscheml|/usr/local/|/etc/slurm`)
+)
+
+// HostChange says why a block, after the docs test's path substitutions, must
+// not run on the machine the suite runs on: it changes the host (packages,
+// services, installs) or reaches a real installation's files. "" when it may run.
+// A guide edited without a skip marker thus fails the test instead of touching
+// the host.
+func HostChange(script string) string {
+	if m := hostCommandRE.FindString(script); m != "" {
+		return fmt.Sprintf("runs %q, which changes the host", strings.TrimSpace(m))
+	}
+	if m := hostPathRE.FindString(script); m != "" {
+		return fmt.Sprintf("reaches %s of the host", m)
+	}
+	return ""
+}

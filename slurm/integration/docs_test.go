@@ -17,11 +17,6 @@ import (
 	"github.com/coscheml/coscheml/internal/docblocks"
 )
 
-// hostPathRE finds paths of a real installation in a command about to run: a
-// block the docs test runs must reach only this cluster's files, so a new path
-// in the guide needs its substitution below.
-var hostPathRE = regexp.MustCompile(`/etc/coscheml|/var/lib/coscheml|/var/log/slurm|/usr/libexec/coscheml|/usr/local/|/etc/slurm`)
-
 // loadedInterfaceRE reads the interface number from the plugin's load line, in
 // the guide and in slurmctld's log.
 var loadedInterfaceRE = regexp.MustCompile(`job_submit/coscheml: loaded \S+ \(interface (\d+),`)
@@ -83,8 +78,8 @@ func testDocs(t *testing.T, c *cluster) {
 				continue
 			}
 			script := subst.Replace(b.Text)
-			if m := hostPathRE.FindString(script); m != "" {
-				t.Errorf("%s: the block reaches %s of the host: give it a substitution in testDocs or a skip marker", where, m)
+			if why := docblocks.HostChange(script); why != "" {
+				t.Errorf("%s: %s: give the path a substitution in testDocs or mark the block skipped with the reason", where, why)
 				continue
 			}
 			out, err := runBlock(script, dir, env, 10*time.Minute)
@@ -94,7 +89,7 @@ func testDocs(t *testing.T, c *cluster) {
 			case b.Expect != "" && !strings.Contains(out, b.Expect):
 				t.Errorf("%s: output lacks %q\n--- block as run ---\n%s--- output ---\n%s", where, b.Expect, script, tail([]byte(out), 4000))
 			default:
-				t.Logf("%s: ran (%d lines of output)", where, strings.Count(out, "\n"))
+				t.Logf("%s: ran:\n%s", where, tail([]byte(out), 1500))
 			}
 		}
 	}
