@@ -59,6 +59,7 @@ func TestSlurm(t *testing.T) {
 	sub("exclude", testExclude)
 	sub("drained", testDrained)
 	sub("log_levels", testLogLevels)
+	sub("docs", testDocs)
 	c.reportPins("first-fit, TestSlurm")
 }
 
