@@ -301,6 +301,9 @@ func TestCShim(t *testing.T) {
 		"nulls rc=0 tres=NULL nodes=NULL msg=NULL",
 		"badtag rc=1 tres=gres:gpu:1 nodes=NULL msg=coscheml: invalid tag",
 		"long rc=1 tres=gres:gpu:1 nodes=NULL msg=coscheml: comment of 10000 characters",
+		// A refused directive's code: sbatch prints its text under the plugin's
+		// message, so it must not name another cause (a gres).
+		"badtag code=SLURM_ERROR\n", "long code=SLURM_ERROR\n", "rawshard code=ESLURM_ACCESS_DENIED\n", "untagged code=SLURM_SUCCESS\n",
 		"unknown rc=0 tres=gres:shard:4 nodes=NULL msg=coscheml: warning: unknown application profile 'nosuch'",
 		// --gpus=1 moves to tres_per_node (tres_per_job freed), an array is not
 		// pinned, -x is honoured, --exclusive passes unchanged.

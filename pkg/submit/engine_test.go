@@ -220,6 +220,28 @@ func TestUntagged(t *testing.T) {
 	}
 }
 
+// TestNearMissWarned: a misspelt directive prefix runs the job untouched, with
+// a warning that names the word; plain free text gets none.
+func TestNearMissWarned(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, tc := range []struct{ untagged, comment, tres, warn string }{
+		{"pass", "cosceml:app=resnet18", "", `"cosceml:app=resnet18" in the comment is not a coscheml directive`},
+		{"pass", "nightly coschemel:app=x,class=train", "", `"coschemel:app=x,class=train"`},
+		{"pass", "see ticket:42", "", ""},
+		{"exclusive", "cosceml:app=resnet18", "gres:shard:4", `"cosceml:app=resnet18" in the comment`},
+	} {
+		f.cfg.Untagged = tc.untagged
+		f.e.Reload()
+		r := f.e.Decide(job(tc.comment))
+		if r.TresPerNode != tc.tres || (tc.warn == "") != (r.UserMsg == "") || !strings.Contains(r.UserMsg, tc.warn) {
+			t.Errorf("%s %q: %+v", tc.untagged, tc.comment, r)
+		}
+		if tc.untagged == "pass" && r.Code != Unchanged {
+			t.Errorf("%q: code %v, want unchanged", tc.comment, r.Code)
+		}
+	}
+}
+
 func TestBadInputRejected(t *testing.T) {
 	f := newFixture(t, func(c *config.Config) { c.UnknownProfile = config.UnknownReject })
 	tests := []struct{ comment, msg string }{
