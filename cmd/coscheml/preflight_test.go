@@ -129,7 +129,9 @@ func TestPreflight(t *testing.T) {
 			edit: func(t *testing.T, s preflightSetup) { editFile(t, s.slurmConf, "GresTypes=gpu,shard", "GresTypes=gpu") },
 			code: 1, want: []string{"FAIL  sharing", "GresTypes (\"gpu\") does not list shard"}},
 		{name: "no profiles, bootstrap", ctld: "26.05.3", plugin: "26.05.3", pluginABI: abiVersion, libABI: abiVersion, selectParams: "CR_Core",
-			edit: func(t *testing.T, s preflightSetup) { os.Remove(filepath.Join(s.dir, "profiles", "resnet18"+profile.Ext)) },
+			edit: func(t *testing.T, s preflightSetup) {
+				os.Remove(filepath.Join(s.dir, "profiles", "resnet18"+profile.Ext))
+			},
 			code: 0, want: []string{"warn  profiles", "holds no profile: tagged jobs run alone", "1 warning"}},
 		{name: "no profiles, reject", ctld: "26.05.3", plugin: "26.05.3", pluginABI: abiVersion, libABI: abiVersion, selectParams: "CR_Core",
 			edit: func(t *testing.T, s preflightSetup) {

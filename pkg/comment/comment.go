@@ -205,7 +205,9 @@ func nearMiss(comment string) string {
 	return ""
 }
 
-func asciiSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' || b == '\v' || b == '\f' }
+func asciiSpace(b byte) bool {
+	return b == ' ' || b == '\t' || b == '\n' || b == '\r' || b == '\v' || b == '\f'
+}
 
 // editDistanceFold is the optimal string alignment distance between a (ASCII
 // letters folded to lower case) and the lower-case b, both at most 10 bytes.
