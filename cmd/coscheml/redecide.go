@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/redecide"
+	"github.com/coscheml/coscheml/pkg/safetext"
+	"github.com/coscheml/coscheml/pkg/version"
 	"github.com/urfave/cli/v2"
 )
 
@@ -93,7 +95,20 @@ func runRedecide(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if c.Bool("loop") {
-		return l.Forever(ctx, interval)
+		// The start line says which program and configuration run: its log is
+		// otherwise silent while no job is deferred.
+		standby := "off"
+		if host != "" {
+			standby = "on (this host " + host + ")"
+		}
+		// Its own limit: four paths make it longer than a pass's line may be.
+		fmt.Fprintln(errw, "coscheml: redecide:", safetext.Limit(fmt.Sprintf(
+			"start %s: config %s: wait_defer=%s interval=%s refresh=%s max_per_pass=%d heartbeat=%s standby_check=%s squeue=%s scontrol=%s",
+			version.String(), cmpOr(configPath(c), "(built-in defaults)"), cfg.WaitDefer, interval, l.Refresh, l.MaxPerPass,
+			cmpOr(l.Heartbeat, "(none)"), standby, l.Squeue, l.Scontrol), 4096))
+		err := l.Forever(ctx, interval)
+		l.Log("stopped")
+		return err
 	}
 	n, err := l.Pass(ctx, time.Now())
 	if err != nil {

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/coscheml/coscheml/pkg/version"
 )
 
 // TestRedecideWaitDeferOff: the service starts with slurmctld wherever the plugin
@@ -24,5 +30,71 @@ func TestRedecideWaitDeferOff(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(e.dir, "redecide.alive")); !os.IsNotExist(err) {
 		t.Fatalf("a loop with nothing to do left a heartbeat: %v", err)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe to write from run's goroutine while the
+// test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRedecideLoopStartLine: the loop's log says at once which version runs
+// with which configuration (it is silent otherwise while nothing is deferred),
+// and says when it stops.
+func TestRedecideLoopStartLine(t *testing.T) {
+	e := newEnv(t)
+	hb := filepath.Join(e.dir, "redecide.alive")
+	if err := os.WriteFile(e.config, []byte("wait_defer: 20s\ndecision_log: "+filepath.Join(e.dir, "d.log")+"\nredecide_heartbeat: "+hb+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	squeue := filepath.Join(e.dir, "squeue")
+	if err := os.WriteFile(squeue, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out, errw lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"coscheml", "--config", e.config, "redecide", "--loop", "--interval", "200ms",
+			"--standby-check=false", "--squeue", squeue, "--scontrol", "/bin/true"}, &out, &errw)
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(errw.String(), "coscheml: redecide: start ") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no start line: %q", errw.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The loop has caught SIGTERM since before it wrote the start line.
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("exit %d: %s", code, errw.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the loop did not stop on SIGTERM")
+	}
+	got := errw.String()
+	for _, want := range []string{"start " + version.String() + ": config " + e.config + ": wait_defer=20s interval=200ms refresh=10s max_per_pass=20 heartbeat=" + hb +
+		" standby_check=off squeue=" + squeue + " scontrol=/bin/true\n", "coscheml: redecide: stopped\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log lacks %q:\n%s", want, got)
+		}
 	}
 }

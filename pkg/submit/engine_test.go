@@ -689,3 +689,27 @@ func rel(begin int64, now time.Time) int64 {
 func logOf(r Result) string {
 	return strings.TrimSpace(r.Log + "\n" + r.Line)
 }
+
+// TestReloadLogsApplied: a reload that applies a changed configuration says so
+// in slurmctld's log (with the next job), naming what changed and the settings
+// in effect; a reload that changes nothing, and the first load, say nothing.
+func TestReloadLogsApplied(t *testing.T) {
+	f := newFixture(t, nil)
+	f.e.Decide(job("")) // the first load's notes
+	f.e.Reload()
+	if r := f.e.Decide(job("")); strings.Contains(r.Log, "applied") {
+		t.Fatalf("unchanged reload logged: %q", r.Log)
+	}
+	f.cfg.WaitDefer = 45 * time.Second
+	f.cfg.Untagged = "exclusive"
+	f.e.Reload()
+	r := f.e.Decide(job(""))
+	for _, want := range []string{"applied a new configuration from ", "policy=coscheml ", "untagged=exclusive ", "wait_defer=45s "} {
+		if !strings.Contains(r.Log, want) {
+			t.Errorf("log lacks %q: %q", want, r.Log)
+		}
+	}
+	if r := f.e.Decide(job("")); strings.Contains(r.Log, "applied") {
+		t.Errorf("logged twice: %q", r.Log)
+	}
+}
