@@ -62,7 +62,16 @@ func runStatus(c *cli.Context) error {
 		fmt.Fprintln(c.App.ErrWriter, "coscheml: status: no predictions:", err)
 		m = nil
 	}
-	snap, err := sharestatus.Take(sharestatus.FromConfig(cfg, cat, m), nowFunc())
+	src := sharestatus.FromConfig(cfg, cat, m)
+	if cfg.DecisionLog != "" {
+		// A user who may not read the log reads their own view of it (their
+		// reservations): no "permission denied" warning, nobody else's decisions.
+		var note string
+		if src.DecisionLog, note = decisionSource(cfg.DecisionLog); note != "" {
+			src.DecisionLog = ""
+		}
+	}
+	snap, err := sharestatus.Take(src, nowFunc())
 	if err != nil {
 		return err
 	}
