@@ -267,8 +267,7 @@ func TestWithReach(t *testing.T) {
 }
 
 // TestRejectSummaryWords: a wait reason's counts read as words a user follows,
-// the first-fit count included (it once read "6 out of reach of Slurm's
-// first-fit shard choice").
+// the first-fit count included: what it means and why.
 func TestRejectSummaryWords(t *testing.T) {
 	var e engine
 	e.rejects[rejBusy] = 1
