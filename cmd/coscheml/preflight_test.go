@@ -227,3 +227,26 @@ func TestMayAccess(t *testing.T) {
 		}
 	}
 }
+
+// TestBuiltInLibraryOfRealPlugin: the library folder compiled into the real
+// plugin (the packages build it with COSCHEML_LIBDIR=/usr/lib/coscheml) is what
+// preflight reads from the file, not the format string beside it.
+func TestBuiltInLibraryOfRealPlugin(t *testing.T) {
+	if _, err := os.Stat("/usr/include/slurm/slurm.h"); err != nil {
+		t.Skip("no Slurm headers")
+	}
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not found")
+	}
+	for _, dir := range []string{"/usr/lib/coscheml", "/opt/site/lib/coscheml"} {
+		so := filepath.Join(t.TempDir(), "job_submit_coscheml.so")
+		out, err := exec.Command("gcc", "-O2", "-shared", "-fPIC", "-I../../plugin-c", `-DCOSCHEML_LIBDIR="`+dir+`"`,
+			"-o", so, "../../plugin-c/job_submit_coscheml.c", "-ldl", "-lpthread").CombinedOutput()
+		if err != nil {
+			t.Fatalf("gcc: %v\n%s", err, out)
+		}
+		if got, want := builtInLibrary(so), dir+"/libcoscheml.so"; got != want {
+			t.Errorf("COSCHEML_LIBDIR=%s: builtInLibrary = %q, want %q", dir, got, want)
+		}
+	}
+}
