@@ -673,6 +673,23 @@ func FuzzMentions(f *testing.F) {
 	})
 }
 
+// FuzzColonWord holds queue.c's cq_colon_word to pkg/comment's near-miss
+// test: every untagged comment Go would warn about is sent to Go by the pass
+// window (the C test may send more, never less).
+func FuzzColonWord(f *testing.F) {
+	for _, s := range []string{"", "cosceml:app=a", "run coschemel:app=x", "http://x", "ticket:42", "a\tcoscheemml:x", "COSCEHML:", ":::"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if strings.IndexByte(s, 0) >= 0 {
+			return // a C string ends there; Slurm's comments hold no NUL
+		}
+		if d := comment.ParseComment(s); d.NearMiss != "" && !cqtest.ColonWord(s) {
+			t.Fatalf("%q: Go warns about %q, but cq_colon_word lets it pass in C", s, d.NearMiss)
+		}
+	})
+}
+
 // TestWorkerHandoff drives the real Go worker (worker.go) through queue.c
 // from this process's threads, with the decision replaced (testDecide): the
 // answer's strings written into the request's buffer, at its boundary and
