@@ -25,7 +25,7 @@ import (
 
 // abiVersion is the C interface between the plugin and libcoscheml.so this
 // release speaks (COSCHEML_ABI_VERSION in plugin-c/coscheml_abi.h).
-const abiVersion = 2
+const abiVersion = 4
 
 func preflightCommand() *cli.Command {
 	return &cli.Command{

@@ -103,7 +103,7 @@ func TestPreflight(t *testing.T) {
 		want              []string
 	}{
 		{name: "all good", ctld: "26.05.3", plugin: "26.05.3", pluginABI: abiVersion, libABI: abiVersion, selectParams: "CR_Core",
-			code: 0, want: []string{"ok    plugin", "built for Slurm 26.05.3, slurmctld's release", "speaks interface 2, as the plugin does",
+			code: 0, want: []string{"ok    plugin", "built for Slurm 26.05.3, slurmctld's release", "speaks interface 4, as the plugin does",
 				"first-fit pinning works", "shard_pinning auto, not typed", "counts 4 GPUs under one type",
 				"ok    sharing", "holds 1 profile", "ok    hooks", "all checks passed (0 warning(s))"}},
 		{name: "library where the plugin was built to look", ctld: "26.05.3", plugin: "26.05.3", pluginABI: abiVersion, libABI: abiVersion, selectParams: "CR_Core",
@@ -159,7 +159,7 @@ func TestPreflight(t *testing.T) {
 		{name: "micro upgrade without rebuild", ctld: "24.11.7", plugin: "24.11.6", pluginABI: abiVersion, libABI: abiVersion, selectParams: "CR_Core",
 			code: 1, want: []string{"FAIL  plugin", "built for Slurm 24.11.6 but slurmctld is 24.11.7", "DOES NOT START", "make install"}},
 		{name: "library of another build", ctld: "25.11.7", plugin: "25.11.7", pluginABI: abiVersion, libABI: abiVersion + 1, selectParams: "CR_Core",
-			code: 1, want: []string{"FAIL  library", "speaks interface 3, the plugin 2"}},
+			code: 1, want: []string{"FAIL  library", "speaks interface 5, the plugin 4"}},
 		{name: "plugin before versioning", ctld: "22.05.8", plugin: "22.05.8", pluginABI: 0, libABI: abiVersion, selectParams: "CR_Core",
 			code: 1, want: []string{"FAIL  library", "predates interface versioning"}},
 		{name: "LL_SHARED_GRES", ctld: "23.11.11", plugin: "23.11.11", pluginABI: abiVersion, libABI: abiVersion, selectParams: "CR_Core,LL_SHARED_GRES",
@@ -248,5 +248,18 @@ func TestBuiltInLibraryOfRealPlugin(t *testing.T) {
 		if got, want := builtInLibrary(so), dir+"/libcoscheml.so"; got != want {
 			t.Errorf("COSCHEML_LIBDIR=%s: builtInLibrary = %q, want %q", dir, got, want)
 		}
+	}
+}
+
+// TestABIVersionMatchesHeader: the interface preflight names is the one in
+// plugin-c/coscheml_abi.h.
+func TestABIVersionMatchesHeader(t *testing.T) {
+	b, err := os.ReadFile("../../plugin-c/coscheml_abi.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("#define COSCHEML_ABI_VERSION %du", abiVersion)
+	if !strings.Contains(string(b), want) {
+		t.Errorf("coscheml_abi.h lacks %q: abiVersion is stale", want)
 	}
 }
