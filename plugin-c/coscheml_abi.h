@@ -27,6 +27,7 @@
 enum {
 	COSCHEML_UNCHANGED = 0,
 	COSCHEML_REWRITE = 1,
+	/* Refuse: a bad directive (SLURM_ERROR, "Unspecified error"). */
 	COSCHEML_REJECT = 2,
 	/* Refuse: the request would bypass placement (ESLURM_ACCESS_DENIED). */
 	COSCHEML_DENY = 3,

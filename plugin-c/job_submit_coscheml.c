@@ -464,8 +464,14 @@ static int decide(bool modify, job_desc_msg_t *job_desc, void *job_ptr,
 		break;
 	case COSCHEML_REJECT:
 	case COSCHEML_DENY:
+		/*
+		 * A refused directive gets SLURM_ERROR ("Unspecified error"):
+		 * no Slurm release has an error code for a comment, and any
+		 * specific one (ESLURM_INVALID_GRES was) makes sbatch's last
+		 * line contradict the plugin's message above it.
+		 */
 		rc = (answer == COSCHEML_DENY) ? ESLURM_ACCESS_DENIED :
-						 ESLURM_INVALID_GRES;
+						 SLURM_ERROR;
 		*user_msg = ans.user_msg ? ans.user_msg :
 			strdup("coscheml: job rejected (see slurmctld log)");
 		ans.user_msg = NULL;

@@ -93,6 +93,36 @@ func seesAll(uid int, logPath string) bool {
 	return ok && int(sys.Uid) == uid
 }
 
+// decisionSource is where the caller reads decisions: the log itself for root,
+// its owner and whoever may read it (its group: admins); for anyone else their
+// own per-user view (decisionlog.PublishUserViews, written by the controller's
+// `coscheml redecide --loop`). note says why there is none ("" when there is).
+func decisionSource(logPath string) (path, note string) {
+	uid := callerUID()
+	if seesAll(uid, logPath) {
+		return logPath, ""
+	}
+	if readable(logPath) {
+		return logPath, ""
+	}
+	if p := decisionlog.OpenableUserView(logPath, uint32(uid)); p != "" {
+		return p, ""
+	}
+	return logPath, fmt.Sprintf("no decision of yours is published yet: the decision log is readable by admins only, and the controller's "+
+		"`coscheml redecide --loop` copies each user's decisions to %s within seconds (is coscheml-redecide.service running?)",
+		decisionlog.UserViewPath(logPath, uint32(uid)))
+}
+
+// readable says whether the caller may open path (or it is missing: the
+// readers say so); a variable so tests, which run as root, can play a user.
+var readable = func(path string) bool {
+	f, err := os.Open(path)
+	if err == nil {
+		f.Close()
+	}
+	return !errors.Is(err, os.ErrPermission)
+}
+
 // findDecision looks a record up and hides other users' records from a caller
 // who may not see them (reported exactly as a missing one, so ids of other
 // users' jobs cannot be probed).
@@ -141,13 +171,16 @@ func runExplain(c *cli.Context) error {
 			out.DecisionID = m[1]
 		}
 	}
+	logPath, viewNote := decisionSource(cfg.DecisionLog)
 	if out.DecisionID != "" {
-		rec, err := findDecision(cfg.DecisionLog, out.DecisionID, "")
+		rec, err := findDecision(logPath, out.DecisionID, "")
 		switch {
 		case err == nil:
 			out.Decision = &rec
+		case viewNote != "":
+			out.Note = viewNote
 		case errors.Is(err, decisionlog.ErrNotFound):
-			out.Note = "decision " + out.DecisionID + " is not in " + cfg.DecisionLog + " (rotated away, logged on another controller, or another user's)"
+			out.Note = "decision " + out.DecisionID + " is not in " + logPath + " (rotated away, logged on another controller, or another user's)"
 		case errors.Is(err, os.ErrPermission):
 			out.Note = fmt.Sprintf("cannot read the decision log %s: it is mode 0640 (root, SlurmUser and its group)", cfg.DecisionLog)
 		default:
@@ -155,9 +188,11 @@ func runExplain(c *cli.Context) error {
 		}
 	} else if out.JobID != "" {
 		// Modified jobs are logged under their job id.
-		if rec, err := findDecision(cfg.DecisionLog, "", out.JobID); err == nil {
+		if rec, err := findDecision(logPath, "", out.JobID); err == nil {
 			out.Decision = &rec
 			out.DecisionID = rec.ID
+		} else if viewNote != "" {
+			out.Note = viewNote
 		} else if errors.Is(err, os.ErrPermission) {
 			out.Note = fmt.Sprintf("cannot read the decision log %s: it is mode 0640 (root, SlurmUser and its group)", cfg.DecisionLog)
 		} else {

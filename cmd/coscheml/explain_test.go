@@ -283,3 +283,57 @@ func FuzzParseSqueue(f *testing.F) {
 		}
 	})
 }
+
+// TestExplainUserView: a user who may not read the decision log (mode 0640)
+// reads their own decisions from their per-user view, written by root, and
+// nothing of another user's; status shows their own reservations from it
+// without a "permission denied" warning. Without a view, explain says why.
+func TestExplainUserView(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("publishing the views chowns them: needs root")
+	}
+	cfg := explainEnv(t)
+	dlog := filepath.Join(filepath.Dir(cfg), "decisions.log")
+	w := decisionlog.NewWriter(dlog, 0, 0)
+	now := time.Now()
+	w.Log(decisionlog.Record{ID: "u1-1", Time: now, Op: "submit", JobID: "5001", UserID: 1000, Tag: "light-a", Class: "train", Outcome: "rewrite",
+		Action: "share", Node: "n1", GPU: 1, Shards: 2, PredictedSpeed: 0.97, MinResidentSpeed: 0.96, Reason: "first user's reason"})
+	w.Log(decisionlog.Record{ID: "u2-1", Time: now, Op: "submit", JobID: "5002", UserID: 2000, Tag: "secret-app", Class: "infer", Outcome: "rewrite",
+		Action: "share", Node: "n1", GPU: 2, Shards: 2, PredictedSpeed: 0.95, MinResidentSpeed: 0.94, Reason: "second user's reason"})
+	w.Close()
+	if n, err := decisionlog.PublishUserViews(dlog, decisionlog.MaxUserView); err != nil || n != 2 {
+		t.Fatalf("publish: %d views, %v", n, err)
+	}
+	oldUID, oldReadable := callerUID, readable
+	defer func() { callerUID, readable = oldUID, oldReadable }()
+	readable = func(p string) bool { return p != dlog && p != dlog+".1" } // the log is 0640
+	for _, tc := range []struct {
+		uid      int
+		args     []string
+		code     int
+		want     []string
+		dontWant []string
+	}{
+		{1000, []string{"explain", "--decision", "u1-1"}, 0, []string{"decision u1-1", "first user's reason"}, []string{"second user's"}},
+		{1000, []string{"explain", "--decision", "u2-1"}, exitNotFound, nil, []string{"second user's", "secret-app"}},
+		{3000, []string{"explain", "--decision", "u1-1"}, exitNotFound, []string{"no decision of yours is published yet", "by-user/3000.log"}, []string{"first user's"}},
+		{1000, []string{"status", "--json"}, 0, []string{`"decision_id": "u1-1"`}, []string{"u2-1", "permission denied", "secret-app"}},
+	} {
+		callerUID = func() int { return tc.uid }
+		code, out, errs := runCLI(append([]string{"--config", cfg}, tc.args...)...)
+		got := out + errs
+		if code != tc.code {
+			t.Errorf("uid %d %v: exit %d, want %d:\n%s", tc.uid, tc.args, code, tc.code, got)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("uid %d %v: lacks %q:\n%s", tc.uid, tc.args, w, got)
+			}
+		}
+		for _, w := range tc.dontWant {
+			if strings.Contains(got, w) {
+				t.Errorf("uid %d %v: shows %q:\n%s", tc.uid, tc.args, w, got)
+			}
+		}
+	}
+}

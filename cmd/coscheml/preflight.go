@@ -16,14 +16,16 @@ import (
 
 	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/elfsym"
+	"github.com/coscheml/coscheml/pkg/hostlist"
 	"github.com/coscheml/coscheml/pkg/placeconf"
+	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/slurmconf"
 	"github.com/urfave/cli/v2"
 )
 
 // abiVersion is the C interface between the plugin and libcoscheml.so this
 // release speaks (COSCHEML_ABI_VERSION in plugin-c/coscheml_abi.h).
-const abiVersion = 2
+const abiVersion = 4
 
 func preflightCommand() *cli.Command {
 	return &cli.Command{
@@ -44,7 +46,7 @@ func preflightCommand() *cli.Command {
 			&cli.StringFlag{Name: "slurmctld", Usage: "slurmctld `FILE` (default: slurmctld on PATH, /usr/sbin, /usr/local/sbin)"},
 			&cli.StringFlag{Name: "slurm-conf", Usage: "slurm.conf `FILE` (default: $SLURM_CONF, /etc/slurm/slurm.conf)"},
 			&cli.StringFlag{Name: "plugin", Usage: "job_submit_coscheml.so `FILE` (default: searched in slurm.conf's PluginDir)"},
-			&cli.StringFlag{Name: "lib", Usage: "libcoscheml.so `FILE` (default: $COSCHEML_LIB, beside the plugin, /usr/local/lib/coscheml)"},
+			&cli.StringFlag{Name: "lib", Usage: "libcoscheml.so `FILE` (default: as the plugin looks: $COSCHEML_LIB, beside the plugin, the folder built into it; else /usr/lib/coscheml (packages), /usr/local/lib/coscheml (make install))"},
 			&cli.BoolFlag{Name: "plugin-only", Usage: "only check that --plugin was built for the release of --slurmctld (make install uses this)"},
 		},
 		Action: runPreflight,
@@ -172,6 +174,10 @@ func runPreflight(c *cli.Context) error {
 			slurmUser = sc.Get("SlurmUser")
 		}
 		checkPaths(p, cfg, slurmUser)
+		checkSharing(p, cfg, sc)
+	}
+	if sc != nil {
+		checkNodeHooks(p, sc)
 	}
 
 	// Can placements be pinned with this slurm.conf?
@@ -334,8 +340,14 @@ func findPlugin(sc *slurmconf.Conf) string {
 	return ""
 }
 
+// libraryFolders are where the packages and make install (default PREFIX) put
+// libcoscheml.so, in the order preflight tries them when the plugin names none.
+var libraryFolders = []string{"/usr/lib/coscheml", "/usr/local/lib/coscheml"}
+
 // findLibrary follows the plugin's own search: $COSCHEML_LIB, beside the plugin,
-// then make install's default folder.
+// then the folder compiled into the plugin (COSCHEML_LIBDIR: /usr/lib/coscheml in
+// the package, $PREFIX/lib/coscheml from make install). A plugin whose folder
+// cannot be read falls back to the first of libraryFolders that holds the library.
 func findLibrary(plugin string) string {
 	if p := os.Getenv("COSCHEML_LIB"); p != "" {
 		return p
@@ -345,8 +357,191 @@ func findLibrary(plugin string) string {
 		if _, err := os.Stat(p); err == nil {
 			return p
 		}
+		if p := builtInLibrary(plugin); p != "" {
+			return p
+		}
 	}
-	return "/usr/local/lib/coscheml/libcoscheml.so"
+	for _, d := range libraryFolders {
+		p := filepath.Join(d, "libcoscheml.so")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return filepath.Join(libraryFolders[0], "libcoscheml.so")
+}
+
+// builtInLibrary reads the library path compiled into the plugin: the one
+// NUL-terminated string of its file that is an absolute path ending in
+// /libcoscheml.so (the plugin's other mention of the name is a format string).
+func builtInLibrary(plugin string) string {
+	f, err := os.Open(plugin)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	// A plugin is tens of KiB; the bound keeps a wrong --plugin from costing much.
+	b, err := io.ReadAll(io.LimitReader(f, 64<<20))
+	if err != nil {
+		return ""
+	}
+	const suffix = "/libcoscheml.so\x00"
+	for i := 0; ; {
+		j := strings.Index(string(b[i:]), suffix)
+		if j < 0 {
+			return ""
+		}
+		end := i + j + len(suffix) - 1
+		start := end
+		for start > 0 && b[start-1] >= 0x21 && b[start-1] < 0x7f {
+			start--
+		}
+		if p := string(b[start:end]); strings.HasPrefix(p, "/") && filepath.Clean(p) == p {
+			return p
+		}
+		i = end + 1
+	}
+}
+
+// checkSharing fails a configuration under which the plugin never places a job
+// on a shared GPU, and warns where sharing waits on something (no profile yet).
+func checkSharing(p *preflight, cfg config.Config, sc *slurmconf.Conf) {
+	nodes, err := hostlist.Expand(cfg.Cluster.Nodes)
+	switch {
+	case err != nil:
+		p.fail("sharing", "cluster.nodes %q: %v", sanitize(cfg.Cluster.Nodes), err)
+		return
+	case len(nodes) == 0:
+		p.fail("sharing", "cluster.nodes is empty: the plugin places no job and nothing is ever shared; "+
+			"list the GPU nodes with cluster.nodes, cluster.gpus_per_node and cluster.gpu_memory_mib (docs/configuration.md)")
+		return
+	}
+	if sc != nil {
+		if !containsFoldAll(sc.GresTypes, "shard") {
+			p.fail("sharing", "slurm.conf's GresTypes (%q) does not list shard: Slurm refuses every shared request; add GresTypes=gpu,shard",
+				sanitize(strings.Join(sc.GresTypes, ",")))
+		}
+		shards := nodeShards(sc)
+		var none []string
+		for _, n := range nodes {
+			if shards[n] == 0 {
+				none = append(none, n)
+			}
+		}
+		switch {
+		case len(none) == len(nodes):
+			p.fail("sharing", "none of cluster.nodes (%s) has shards in slurm.conf (NodeName=... Gres=gpu:...,shard:N): no GPU can be shared",
+				sanitize(cfg.Cluster.Nodes))
+		case len(none) > 0:
+			p.warn("sharing", "%d of %d cluster.nodes have no shards in slurm.conf (first %s): jobs placed there cannot start", len(none), len(nodes), sanitize(none[0]))
+		default:
+			p.ok("sharing", "%d node(s) of cluster.nodes have shards in slurm.conf", len(nodes))
+		}
+	}
+	if cfg.ProfileDir == "" {
+		p.warn("profiles", "profile_dir is \"\": the plugin knows no application, every tagged job runs alone")
+		return
+	}
+	if _, err := os.Stat(cfg.ProfileDir); err != nil {
+		return // said under paths
+	}
+	st, err := profile.Open(cfg.ProfileDir)
+	var n int
+	if err == nil {
+		n, err = st.Count()
+	}
+	switch {
+	case err != nil:
+		p.fail("profiles", "%v", err)
+	case n > 0:
+		p.ok("profiles", "%s holds %d profile(s)", cfg.ProfileDir, n)
+	case cfg.UnknownProfile == config.UnknownBootstrap && cfg.Profiling.Enabled:
+		p.warn("profiles", "%s holds no profile: tagged jobs run alone until each application's profile is measured "+
+			"(unknown_profile: bootstrap), or import them: coscheml profile import (docs/profiles.md)", cfg.ProfileDir)
+	default:
+		p.fail("profiles", "%s holds no profile and unknown_profile is %s with profiling.enabled %v: no profile is ever measured and nothing is shared; "+
+			"import profiles (coscheml profile import, docs/profiles.md)", cfg.ProfileDir, cfg.UnknownProfile, cfg.Profiling.Enabled)
+	}
+}
+
+func containsFoldAll(list []string, name string) bool {
+	for _, e := range list {
+		if strings.EqualFold(strings.TrimSpace(e), name) {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeShards maps each host of slurm.conf's NodeName lines to its shard count.
+func nodeShards(sc *slurmconf.Conf) map[string]int64 {
+	out := map[string]int64{}
+	for _, n := range sc.Nodes {
+		var shards int64
+		for _, g := range n.Gres {
+			if g.Name == "shard" {
+				shards += g.Count
+			}
+		}
+		hosts, err := hostlist.Expand(n.Names)
+		if err != nil {
+			continue
+		}
+		for _, h := range hosts {
+			out[h] += shards
+		}
+	}
+	return out
+}
+
+// hookFolders are where the packages and make install (default PREFIX) put the
+// node Prolog/Epilog.
+var hookFolders = []string{"/usr/libexec/coscheml", "/usr/local/libexec/coscheml"}
+
+// checkNodeHooks warns when slurm.conf does not run coscheml's Prolog/Epilog, or
+// names one that is not on this host (it must be on every GPU node; a controller
+// that is not one may lack it, hence a warning).
+func checkNodeHooks(p *preflight, sc *slurmconf.Conf) {
+	for _, h := range []struct{ key, file string }{{"Prolog", "prolog.sh"}, {"Epilog", "epilog.sh"}} {
+		installed := ""
+		for _, d := range hookFolders {
+			if f := filepath.Join(d, h.file); fileExists(f) {
+				installed = f
+				break
+			}
+		}
+		set := sc.Get(h.key)
+		// Newer releases take a comma list; a path with a comma is one path.
+		var ours string
+		entries := strings.Split(set, ",")
+		if fileExists(set) {
+			entries = []string{set}
+		}
+		for _, e := range entries {
+			if strings.Contains(e, "coscheml") {
+				ours = strings.TrimSpace(e)
+			}
+		}
+		switch {
+		case ours == "" && installed != "":
+			p.warn("hooks", "slurm.conf's %s (%q) does not run coscheml's: set %s=%s (no residency, no profiling without it)", h.key, sanitize(set), h.key, installed)
+		case ours == "":
+			p.warn("hooks", "slurm.conf's %s (%q) does not run coscheml's %s (the packages install it in %s, make install in %s)",
+				h.key, sanitize(set), h.file, hookFolders[0], hookFolders[1])
+		case !fileExists(ours):
+			hint := ""
+			if installed != "" {
+				hint = "; this host has " + installed
+			}
+			p.warn("hooks", "slurm.conf's %s names %s, not on this host (it must be on every GPU node)%s", h.key, sanitize(ours), hint)
+		default:
+			p.ok("hooks", "%s %s", h.key, ours)
+		}
+	}
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
 }
 
 // listed reports whether a comma list holds name.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -10,7 +11,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coscheml/coscheml/pkg/decisionlog"
 	"github.com/coscheml/coscheml/pkg/redecide"
+	"github.com/coscheml/coscheml/pkg/safetext"
+	"github.com/coscheml/coscheml/pkg/version"
 	"github.com/urfave/cli/v2"
 )
 
@@ -47,6 +51,7 @@ func redecideCommand() *cli.Command {
 			&cli.StringFlag{Name: "squeue", Value: "squeue", Usage: "squeue `PROGRAM`"},
 			&cli.StringFlag{Name: "scontrol", Value: "scontrol", Usage: "scontrol `PROGRAM`"},
 			&cli.BoolFlag{Name: "standby-check", Value: true, Usage: "on a standby controller host (scontrol ping names another in control) re-decide nothing"},
+			&cli.BoolFlag{Name: "user-views", Value: true, Usage: "with --loop, as root: copy each user's decisions into a file only that user may read (<decision_log folder>/by-user/UID.log), for `coscheml explain` and `status`"},
 		},
 		Action: runRedecide,
 	}
@@ -59,6 +64,17 @@ func runRedecide(c *cli.Context) error {
 	cfg, err := loadConfig(c)
 	if err != nil {
 		return err
+	}
+	views := c.Bool("loop") && c.Bool("user-views") && cfg.DecisionLog != "" && os.Geteuid() == 0
+	if cfg.WaitDefer <= 0 && views {
+		// Nothing to re-decide, but users still need their decisions.
+		ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		fmt.Fprintf(c.App.ErrWriter, "coscheml: redecide: start %s: wait_defer is 0, nothing to re-decide; publishing the per-user decision views in %s only\n",
+			version.String(), decisionlog.UserViewDir(cfg.DecisionLog))
+		publishViews(ctx, cfg.DecisionLog, c.Duration("interval"), c.App.ErrWriter)
+		fmt.Fprintln(c.App.ErrWriter, "coscheml: redecide: stopped")
+		return nil
 	}
 	if cfg.WaitDefer <= 0 {
 		if c.Bool("loop") {
@@ -93,7 +109,28 @@ func runRedecide(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if c.Bool("loop") {
-		return l.Forever(ctx, interval)
+		// The start line says which program and configuration run: its log is
+		// otherwise silent while no job is deferred.
+		standby := "off"
+		if host != "" {
+			standby = "on (this host " + host + ")"
+		}
+		// Its own limit: four paths make it longer than a pass's line may be.
+		fmt.Fprintln(errw, "coscheml: redecide:", safetext.Limit(fmt.Sprintf(
+			"start %s: config %s: wait_defer=%s interval=%s refresh=%s max_per_pass=%d heartbeat=%s standby_check=%s squeue=%s scontrol=%s",
+			version.String(), cmpOr(configPath(c), "(built-in defaults)"), cfg.WaitDefer, interval, l.Refresh, l.MaxPerPass,
+			cmpOr(l.Heartbeat, "(none)"), standby, l.Squeue, l.Scontrol), 4096))
+		if views {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				publishViews(ctx, cfg.DecisionLog, interval, errw)
+			}()
+			defer func() { <-done }()
+		}
+		err := l.Forever(ctx, interval)
+		l.Log("stopped")
+		return err
 	}
 	n, err := l.Pass(ctx, time.Now())
 	if err != nil {
@@ -116,4 +153,49 @@ func runSlurm(ctx context.Context, name string, args ...string) (string, error) 
 		return "", fmt.Errorf("%s %s: %w: %s", name, args[0], err, sanitizeLine(strings.TrimSpace(stderr.String())))
 	}
 	return string(out), nil
+}
+
+// publishViews copies each user's decisions into their own view of the log
+// (decisionlog.PublishUserViews) whenever the log changed, checked every
+// interval, until ctx ends. A failure is logged once per distinct message; the
+// re-decisions go on regardless.
+func publishViews(ctx context.Context, logPath string, interval time.Duration, errw io.Writer) {
+	if interval <= 0 {
+		interval = 2 * time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var last [2]logStamp
+	lastErr := ""
+	for {
+		now := [2]logStamp{stampOf(logPath + ".1"), stampOf(logPath)}
+		if now != last {
+			if _, err := decisionlog.PublishUserViews(logPath, decisionlog.MaxUserView); err != nil {
+				if msg := err.Error(); msg != lastErr {
+					fmt.Fprintln(errw, "coscheml: redecide:", sanitizeLine(msg))
+					lastErr = msg
+				}
+			} else {
+				last, lastErr = now, ""
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+type logStamp struct {
+	mod  time.Time
+	size int64
+}
+
+func stampOf(path string) logStamp {
+	st, err := os.Stat(path)
+	if err != nil {
+		return logStamp{}
+	}
+	return logStamp{st.ModTime(), st.Size()}
 }

@@ -62,7 +62,16 @@ func runStatus(c *cli.Context) error {
 		fmt.Fprintln(c.App.ErrWriter, "coscheml: status: no predictions:", err)
 		m = nil
 	}
-	snap, err := sharestatus.Take(sharestatus.FromConfig(cfg, cat, m), nowFunc())
+	src := sharestatus.FromConfig(cfg, cat, m)
+	if cfg.DecisionLog != "" {
+		// A user who may not read the log reads their own view of it (their
+		// reservations): no "permission denied" warning, nobody else's decisions.
+		var note string
+		if src.DecisionLog, note = decisionSource(cfg.DecisionLog); note != "" {
+			src.DecisionLog = ""
+		}
+	}
+	snap, err := sharestatus.Take(src, nowFunc())
 	if err != nil {
 		return err
 	}
@@ -176,14 +185,16 @@ func printStatus(w io.Writer, s *sharestatus.Snapshot, dir string, all bool) err
 	return nil
 }
 
-// ageText words how long ago something started: seconds under a minute,
-// whole minutes above ("24s", "5m", "2h13m"); a clock behind the start is 0s.
+// ageText words how long ago something started: whole seconds under a minute
+// (truncated, so 59.7 s is "59s", not "1m0s"), whole minutes above ("24s", "5m",
+// "2h13m"). A start later than now (the node's clock ahead of this host's) is
+// said, not shown as a fresh "0s".
 func ageText(d time.Duration) string {
 	switch {
-	case d < 0:
-		return "0s"
+	case d <= -time.Second:
+		return fmt.Sprintf("?(start %s ahead of this clock)", ageText(-d))
 	case d < time.Minute:
-		return d.Round(time.Second).String()
+		return max(d, 0).Truncate(time.Second).String()
 	}
 	return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
 }

@@ -181,3 +181,26 @@ func TestStatusHidesOtherUsers(t *testing.T) {
 		})
 	}
 }
+
+// TestAgeText: seconds under a minute never round up into "1m0s", minutes
+// above, and a start ahead of the clock is said rather than shown as 0s.
+func TestAgeText(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0s"},
+		{400 * time.Millisecond, "0s"},
+		{24*time.Second + 600*time.Millisecond, "24s"},
+		{59*time.Second + 700*time.Millisecond, "59s"},
+		{time.Minute, "1m"},
+		{5*time.Minute + 20*time.Second, "5m"},
+		{2*time.Hour + 13*time.Minute, "2h13m"},
+		{-300 * time.Millisecond, "0s"}, // within a second: the same moment
+		{-24 * time.Second, "?(start 24s ahead of this clock)"},
+	} {
+		if got := ageText(tc.d); got != tc.want {
+			t.Errorf("ageText(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}

@@ -18,7 +18,7 @@ import (
 // abiHeaderSHA256 is the hash of the C headers this package includes from
 // outside its folder: the go command does not see them, so a change to them
 // must change this file for cgo to compile the package again.
-const abiHeaderSHA256 = "00ab68683064baebd258f05eb5f775931ae121203dcf65dd9054931b871ec14a"
+const abiHeaderSHA256 = "db7118f635ffa2e99f0a732bdf42d3060532ae214be0be5b31b66f04f7a3fe97"
 
 // jobFields copies job's fields into a submit.JobFields (its META fields,
 // size and flags, are the caller's). job holds all of them: a shorter job

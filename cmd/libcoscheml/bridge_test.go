@@ -301,6 +301,9 @@ func TestCShim(t *testing.T) {
 		"nulls rc=0 tres=NULL nodes=NULL msg=NULL",
 		"badtag rc=1 tres=gres:gpu:1 nodes=NULL msg=coscheml: invalid tag",
 		"long rc=1 tres=gres:gpu:1 nodes=NULL msg=coscheml: comment of 10000 characters",
+		// A refused directive's code: sbatch prints its text under the plugin's
+		// message, so it must not name another cause (a gres).
+		"badtag code=SLURM_ERROR\n", "long code=SLURM_ERROR\n", "rawshard code=ESLURM_ACCESS_DENIED\n", "untagged code=SLURM_SUCCESS\n",
 		"unknown rc=0 tres=gres:shard:4 nodes=NULL msg=coscheml: warning: unknown application profile 'nosuch'",
 		// --gpus=1 moves to tres_per_node (tres_per_job freed), an array is not
 		// pinned, -x is honoured, --exclusive passes unchanged.
@@ -424,6 +427,9 @@ func TestCQueue(t *testing.T) {
 		"pass shardtask rc=1 worker=1",
 		"pass shardsocket rc=1 worker=1",
 		"pass modify rc=1 worker=1",
+		"pass nearmiss rc=1 worker=1",
+		"pass nearmiss10 rc=0 worker=0",
+		"pass url rc=0 worker=0 log=NULL",
 		"pass expired rc=1",
 		"pass shut rc=1",
 		"timeoutbounds lo=1 hi=10000",
@@ -663,6 +669,23 @@ func FuzzMentions(f *testing.F) {
 		}
 		if d := comment.ParseComment(s); !want && d != (comment.Directive{}) {
 			t.Fatalf("%q: no mention, but it parses as %+v", s, d)
+		}
+	})
+}
+
+// FuzzColonWord holds queue.c's cq_colon_word to pkg/comment's near-miss
+// test: every untagged comment Go would warn about is sent to Go by the pass
+// window (the C test may send more, never less).
+func FuzzColonWord(f *testing.F) {
+	for _, s := range []string{"", "cosceml:app=a", "run coschemel:app=x", "http://x", "ticket:42", "a\tcoscheemml:x", "COSCEHML:", ":::"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if strings.IndexByte(s, 0) >= 0 {
+			return // a C string ends there; Slurm's comments hold no NUL
+		}
+		if d := comment.ParseComment(s); d.NearMiss != "" && !cqtest.ColonWord(s) {
+			t.Fatalf("%q: Go warns about %q, but cq_colon_word lets it pass in C", s, d.NearMiss)
 		}
 	})
 }

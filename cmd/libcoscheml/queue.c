@@ -110,6 +110,39 @@ int cq_mentions(const char *s, const char *word)
 	return 0;
 }
 
+static int cq_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' ||
+	       c == '\f';
+}
+
+/*
+ * cq_colon_word: s has a word of 6 to 10 bytes ending in ':' ("cosceml:",
+ * "coschemel:"): it may be a misspelt directive, which Go answers with a
+ * warning (pkg/comment's nearMiss, whose prefixes are "coscheml" +- 2 edits).
+ * A superset of what Go warns about, cheap enough for every untagged job;
+ * "http:" and "run 3:" stay here.
+ */
+int cq_colon_word(const char *s)
+{
+	size_t n;
+
+	if (!s)
+		return 0;
+	n = strnlen(s, CQ_MAX_INPUT);
+	for (size_t i = 0; i < n; i++) {
+		size_t k = i;
+
+		if (s[i] != ':')
+			continue;
+		while (k > 0 && !cq_space(s[k - 1]) && i - k <= 10)
+			k--;
+		if (i - k >= 6 && i - k <= 10 && (k == 0 || cq_space(s[k - 1])))
+			return 1;
+	}
+	return 0;
+}
+
 /* cq_passes: job is answered "unchanged" without Go (see cq_pass_until). */
 static int cq_passes(const struct coscheml_job *job)
 {
@@ -118,6 +151,7 @@ static int cq_passes(const struct coscheml_job *job)
 	if (!until || !job || job->size < COSCHEML_JOB_SIZE_4_0 || job->modify)
 		return 0;
 	if (cq_mentions(job->comment, "coscheml") ||
+	    cq_colon_word(job->comment) ||
 	    cq_mentions(job->tres_per_node, "shard") ||
 	    cq_mentions(job->tres_per_job, "shard") ||
 	    cq_mentions(job->tres_per_task, "shard") ||

@@ -126,6 +126,7 @@ int cq_get_timeout_ms(void);
 void cq_set_pass_ms(int64_t ms);
 int cq_pass_open(void);
 int cq_mentions(const char *s, const char *word);
+int cq_colon_word(const char *s);
 
 #pragma GCC visibility pop
 

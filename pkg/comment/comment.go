@@ -43,6 +43,11 @@ type Directive struct {
 	Class   profile.Class // "" when the comment names none
 	Err     error         // malformed directive: message safe to show to the user
 
+	// NearMiss (untagged comments only) is a word that looks like a directive
+	// with a misspelt prefix ("cosceml:app=x", "coschemel:app=x"): the job runs
+	// untagged, and the user is told so.
+	NearMiss string
+
 	DecisionID string // from the plugin's own token ("" if none)
 	Shards     int    // shards per GPU the decision asked for (0 = whole GPUs / unknown)
 }
@@ -51,6 +56,7 @@ type Directive struct {
 func ParseComment(comment string) Directive {
 	var d Directive
 	if !containsFold(comment, "coscheml") {
+		d.NearMiss = nearMiss(comment)
 		return d
 	}
 	d.Present = true
@@ -82,7 +88,7 @@ func ParseComment(comment string) Directive {
 			}
 			found = true
 			if err := d.parseBody(w[len(directivePrefix):]); err != nil {
-				d.Err = err
+				d.Err = badTagWithSpaces(w, rest, err)
 				return d
 			}
 		case containsFold(w, "coscheml"):
@@ -133,6 +139,103 @@ func (d *Directive) parseBody(body string) error {
 		return fmt.Errorf("coscheml directive: app=<tag> missing; %s", grammarHint)
 	}
 	return nil
+}
+
+// badTagWithSpaces quotes the whole value of an invalid tag that a space cut
+// short ("coscheml:app=ResNet 18!" is refused as "ResNet 18!", not "ResNet"):
+// when the directive ends in app=<value> and words follow, the error names the
+// value with the words up to the next coscheml word or the end of the comment.
+func badTagWithSpaces(word, rest string, err error) error {
+	i := strings.LastIndexByte(word, ',')
+	last := word[len(directivePrefix):]
+	if i >= len(directivePrefix) {
+		last = word[i+1:]
+	}
+	value, isApp := strings.CutPrefix(last, "app=")
+	if !isApp || profile.ValidateTag(value) == nil || strings.TrimSpace(rest) == "" {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString(value)
+	for n := 0; n < 8; n++ { // a tag is at most 64 characters: a few words say enough
+		var w string
+		if w, rest = nextWord(rest); w == "" || containsFold(w, "coscheml") {
+			break
+		}
+		b.WriteByte(' ')
+		b.WriteString(w)
+	}
+	if whole := profile.ValidateTag(b.String()); whole != nil {
+		return fmt.Errorf("%w (a tag is one word)", whole)
+	}
+	return err
+}
+
+// nearMissMax is the most edits (a letter added, dropped, changed, or two
+// swapped) between a word's prefix and "coscheml" that still reads as a typo.
+const nearMissMax = 2
+
+// nearMiss returns the first word of an untagged comment whose part before a
+// ':' is a few edits from "coscheml" ("cosceml:app=x", "coschemel:app=x"), ""
+// when none. It runs on every untagged job: one IndexByte scan, and an edit
+// distance only for prefixes of a plausible length.
+func nearMiss(comment string) string {
+	const word = "coscheml"
+	for i := 0; i < len(comment); {
+		k := strings.IndexByte(comment[i:], ':')
+		if k < 0 {
+			return ""
+		}
+		c := i + k
+		s := c
+		for s > 0 && !asciiSpace(comment[s-1]) && c-s <= len(word)+nearMissMax {
+			s--
+		}
+		if pre := comment[s:c]; (s == 0 || asciiSpace(comment[s-1])) &&
+			len(pre) >= len(word)-nearMissMax && len(pre) <= len(word)+nearMissMax &&
+			editDistanceFold(pre, word) <= nearMissMax {
+			e := c
+			for e < len(comment) && !asciiSpace(comment[e]) {
+				e++
+			}
+			return comment[s:e]
+		}
+		i = c + 1
+	}
+	return ""
+}
+
+func asciiSpace(b byte) bool {
+	return b == ' ' || b == '\t' || b == '\n' || b == '\r' || b == '\v' || b == '\f'
+}
+
+// editDistanceFold is the optimal string alignment distance between a (ASCII
+// letters folded to lower case) and the lower-case b, both at most 10 bytes.
+func editDistanceFold(a, b string) int {
+	var d [12][12]int
+	for i := 0; i <= len(a); i++ {
+		d[i][0] = i
+	}
+	for j := 0; j <= len(b); j++ {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		ai := a[i-1]
+		if ai >= 'A' && ai <= 'Z' {
+			ai += 'a' - 'A'
+		}
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if ai == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ai == b[j-2] && a[i-2]|0x20 == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }
 
 var errBadToken = errors.New("malformed coscheml-id token (it is written by the plugin; remove it)")

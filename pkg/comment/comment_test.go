@@ -42,6 +42,10 @@ func TestParseComment(t *testing.T) {
 		{"long tag", "coscheml:app=" + strings.Repeat("a", 65), true, "", "", "longer than 64", "", 0},
 		{"bad token", "coscheml:app=a coscheml-id=../x:1", true, "", "", "malformed coscheml-id", "", 0},
 		{"empty tag", "coscheml:app=", true, "", "", "empty", "", 0},
+		// The whole value a space cut short is quoted, not its first word.
+		{"tag with space", "coscheml:app=ResNet 18!", true, "", "", `invalid tag "ResNet 18!": use a-z`, "", 0},
+		{"tag with space, class first", "coscheml:class=train,app=My Model coscheml-id=a-1:2", true, "", "", `invalid tag "My Model"`, "", 0},
+		{"bad tag, one word", "coscheml:app=ResNet18", true, "", "", `invalid tag "ResNet18"`, "", 0},
 	}
 	for _, tc := range tests {
 		d := ParseComment(tc.in)
@@ -89,12 +93,37 @@ func TestWithToken(t *testing.T) {
 	}
 }
 
+// TestNearMiss: a misspelt prefix is found in an untagged comment (the job runs
+// untagged, with a warning), free text with colons is not.
+func TestNearMiss(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"cosceml:app=resnet18", "cosceml:app=resnet18"},
+		{"coschemel:app=resnet18,class=train", "coschemel:app=resnet18,class=train"},
+		{"nightly cosheml:app=x ticket", "cosheml:app=x"},
+		{"COSCEHML:app=x", "COSCEHML:app=x"}, // two letters swapped, upper case
+		{"costume:app=x", ""},
+		{"run 3: see ticket:42 http://x", ""},
+		{"schema:app=x", ""},
+		{"scheml:app=x", "scheml:app=x"}, // two letters dropped
+		{"xcoscheml2:app", ""},
+		{"", ""},
+		{"coscheml:app=x", ""}, // a directive, not a near miss
+	} {
+		if got := ParseComment(tc.in).NearMiss; got != tc.want {
+			t.Errorf("%q: NearMiss %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 func FuzzParseComment(f *testing.F) {
 	for _, s := range []string{"coscheml:app=a,class=hpc", "x coscheml:app=b coscheml-id=a-1:2", "coscheml:app=../x", "CoScheML", "coscheml-id=:"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		d := ParseComment(s)
+		if d.NearMiss != "" && (d.Present || !strings.Contains(s, d.NearMiss) || strings.ContainsAny(d.NearMiss, " \t\n")) {
+			t.Fatalf("%q: near miss %q", s, d.NearMiss)
+		}
 		if d.Err != nil {
 			for _, c := range []byte(d.Err.Error()) {
 				if c < 0x20 || c > 0x7e {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/coscheml/coscheml/pkg/profile"
 )
 
 // maxLabelValues bounds the distinct values one label takes in Counters; more
@@ -50,6 +52,15 @@ var (
 	outcomes = [...]string{"unchanged", "rewrite", "reject"}
 	actions  = [...]string{"share", "exclusive", "wait", "pass"}
 )
+
+// usualDecision marks the outcome/action pairs the plugin writes, exported at
+// 0 before the first one so a rate() on a fresh slurmctld is 0, not "No data".
+var usualDecision = func() (m [len(outcomes)][len(actions)]bool) {
+	for _, p := range [][2]string{{"unchanged", "pass"}, {"rewrite", "share"}, {"rewrite", "exclusive"}, {"rewrite", "wait"}, {"reject", "pass"}} {
+		m[wordIndex(outcomes[:], p[0])][wordIndex(actions[:], p[1])] = true
+	}
+	return m
+}()
 
 func wordIndex(words []string, s string) int {
 	for i, w := range words {
@@ -158,7 +169,7 @@ func (c *Counters) Families(now time.Time) []Family {
 	}
 	for oi, row := range c.known {
 		for ai, n := range row {
-			if n > 0 {
+			if n > 0 || usualDecision[oi][ai] {
 				counts[[2]string{outcomes[oi], actions[ai]}] += n
 			}
 		}
@@ -177,7 +188,7 @@ func (c *Counters) Families(now time.Time) []Family {
 			Samples: []Sample{{Value: float64(c.waits)}}},
 		byLabel("coscheml_rejects_total", "Submissions refused, by reason.", "reason", c.rejects),
 		byLabel("coscheml_passthrough_total", "Jobs let through unchanged without a decision, by reason (loading: first load not finished; stale: the watchdog found the cluster view too old).", "reason", c.passes),
-		byLabel("coscheml_jobs_below_floor_total", "Finished co-located jobs whose measured speed was under their class's speed floor, by class.", "class", c.belowFloor),
+		byLabel("coscheml_jobs_below_floor_total", "Finished co-located jobs whose measured speed was under their class's speed floor, by class.", "class", c.belowFloor, knownClasses...),
 	}
 	h := Family{Name: "coscheml_prediction_abs_error_ratio", Type: Histogram,
 		Help: "Absolute difference between predicted and measured speed (1.0 = as fast as alone) of finished co-located jobs."}
@@ -198,11 +209,23 @@ func (c *Counters) Families(now time.Time) []Family {
 	)
 }
 
-func byLabel(name, help, label string, m map[string]uint64) Family {
+// knownClasses get a sample from the start (0 until a job of theirs is
+// counted): a dashboard's increase() over a series that does not exist yet
+// shows "No data" rather than the healthy 0.
+var knownClasses = []string{string(profile.ClassHPC), string(profile.ClassTrain), string(profile.ClassInfer)}
+
+// byLabel is one counter family by label value; zeros are label values always
+// present, 0 until counted.
+func byLabel(name, help, label string, m map[string]uint64, zeros ...string) Family {
 	f := Family{Name: name, Type: Counter, Help: help}
-	keys := make([]string, 0, len(m))
+	keys := make([]string, 0, len(m)+len(zeros))
 	for k := range m {
 		keys = append(keys, k)
+	}
+	for _, k := range zeros {
+		if _, ok := m[k]; !ok {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	for _, k := range keys {

@@ -83,10 +83,14 @@ func TestCountersFileReadBack(t *testing.T) {
 		`coscheml_decisions_total{outcome="rewrite",action="exclusive"} 1`,
 		`coscheml_decisions_total{outcome="unchanged",action="wait"} 1`,
 		`coscheml_decisions_total{outcome="moved_",action="share"} 1`,
+		`coscheml_decisions_total{outcome="unchanged",action="pass"} 0`, // a usual pair, 0 until counted
 		`coscheml_waits_total 1`,
 		`coscheml_rejects_total{reason="unknown_profile"} 1`,
 		`coscheml_rejects_total{reason="invalid_tag__"} 1`, // sanitized, never raw user text
 		`coscheml_jobs_below_floor_total{class="infer"} 1`,
+		// Known classes are there at 0 before their first breach.
+		`coscheml_jobs_below_floor_total{class="hpc"} 0`,
+		`coscheml_jobs_below_floor_total{class="train"} 0`,
 		`coscheml_prediction_abs_error_ratio_bucket{le="0.05"} 1`,
 		`coscheml_prediction_abs_error_ratio_bucket{le="0.2"} 1`,
 		`coscheml_prediction_abs_error_ratio_bucket{le="0.3"} 2`,

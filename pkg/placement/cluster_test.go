@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/coscheml/coscheml/pkg/profile"
@@ -262,5 +263,19 @@ func TestWithReach(t *testing.T) {
 		if v := plain.WithReach(ReachFirstFit); plain.ix != nil || !v.indexed() {
 			t.Errorf("free %v: view of a never-indexed cluster: source indexed %v, view indexed %v", tc.free, plain.ix != nil, v.indexed())
 		}
+	}
+}
+
+// TestRejectSummaryWords: a wait reason's counts read as words a user follows,
+// the first-fit count included: what it means and why.
+func TestRejectSummaryWords(t *testing.T) {
+	var e engine
+	e.rejects[rejBusy] = 1
+	e.rejects[rejUnreachable] = 6
+	var b strings.Builder
+	e.rejectSummary(&b, " (")
+	want := " (1 busy, 6 unreachable with first-fit pinning (Slurm would give the shards to a lower GPU))"
+	if b.String() != want {
+		t.Errorf("summary %q, want %q", b.String(), want)
 	}
 }

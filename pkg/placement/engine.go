@@ -60,7 +60,8 @@ func (r reject) String() string {
 	case rejThreshold:
 		return "over utilization threshold"
 	case rejUnreachable:
-		return "out of reach of Slurm's first-fit shard choice"
+		// Read after a count: "6 unreachable with first-fit pinning".
+		return "unreachable with first-fit pinning (Slurm would give the shards to a lower GPU)"
 	case rejNode:
 		return "on a node the job may not use"
 	}

@@ -24,6 +24,20 @@ func (s *Snapshot) Metrics() []metrics.Family {
 		Help: "Predicted speed (1.0 = as fast as alone) of a job on a shared GPU next to the GPU's other jobs now."}
 	meas := metrics.Family{Name: "coscheml_job_speed_measured_ratio", Type: metrics.Gauge,
 		Help: "Newest measured speed of the job's tag next to the same co-runner tags (an earlier run)."}
+	// The configured nodes and their GPUs are exported at 0 while idle, so a
+	// dashboard shows 0 rather than "No data" on a healthy idle cluster.
+	used := map[string]bool{}
+	for _, g := range s.GPUs {
+		used[g.Node+"/"+strconv.Itoa(g.Index)] = true
+	}
+	for _, n := range s.nodes {
+		node(n)
+		for i := 0; i < s.gpusPerNode; i++ {
+			if !used[n+"/"+strconv.Itoa(i)] {
+				gpuJobs.Samples = append(gpuJobs.Samples, metrics.Sample{Labels: []metrics.Label{{Name: "node", Value: n}, {Name: "gpu", Value: strconv.Itoa(i)}}})
+			}
+		}
+	}
 	for _, g := range s.GPUs {
 		ns := node(g.Node)
 		ns.inUse++
@@ -51,6 +65,15 @@ func (s *Snapshot) Metrics() []metrics.Family {
 	for _, r := range s.Reservations {
 		node(r.Node).reservations++
 	}
+	sort.SliceStable(gpuJobs.Samples, func(a, b int) bool {
+		la, lb := gpuJobs.Samples[a].Labels, gpuJobs.Samples[b].Labels
+		if la[0].Value != lb[0].Value {
+			return la[0].Value < lb[0].Value
+		}
+		ia, _ := strconv.Atoi(la[1].Value)
+		ib, _ := strconv.Atoi(lb[1].Value)
+		return ia < ib
+	})
 	names := make([]string, 0, len(nodes))
 	for n := range nodes {
 		names = append(names, n)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/decisionlog"
+	"github.com/coscheml/coscheml/pkg/hostlist"
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/observation"
 	"github.com/coscheml/coscheml/pkg/profile"
@@ -39,6 +40,10 @@ type Sources struct {
 	// ReservationTTL: how long the plugin holds a decision whose job has not
 	// started (libcoscheml's default is 15 minutes).
 	ReservationTTL time.Duration
+	// Nodes and GPUsPerNode are the configured inventory (cluster.nodes): their
+	// gauges are exported at 0 while no job holds them.
+	Nodes       []string
+	GPUsPerNode int
 }
 
 // FromConfig fills Sources from a configuration with the plugin's defaults.
@@ -47,7 +52,18 @@ func FromConfig(cfg config.Config, cat profile.Catalog, m *model.Model) Sources 
 		ResidencyDir: cfg.ResidencyDir, DecisionLog: cfg.DecisionLog, ObservationDir: cfg.ObservationDir,
 		Catalog: cat, Model: m, Floors: cfg.SpeedFloor, SlotsPerGPU: cfg.SlotsPerGPU,
 		Grace: 10 * time.Minute, ReservationTTL: 15 * time.Minute,
+		// An unreadable hostlist is the configuration's problem (config load
+		// reports it); status then exports only nodes with jobs.
+		Nodes: nodesOf(cfg.Cluster.Nodes), GPUsPerNode: cfg.Cluster.GPUsPerNode,
 	}
+}
+
+func nodesOf(list string) []string {
+	nodes, err := hostlist.Expand(list)
+	if err != nil {
+		return nil
+	}
+	return nodes
 }
 
 // Job is one job on a GPU.
@@ -103,6 +119,10 @@ type Snapshot struct {
 	StaleEntries int           `json:"stale_entries"` // residency entries past expiry + grace
 	// Problems are the parts that could not be read; the rest is still shown.
 	Problems []string `json:"problems,omitempty"`
+
+	// inventory is Sources' Nodes and GPUsPerNode, for Metrics' zeros.
+	nodes       []string
+	gpusPerNode int
 }
 
 // SharedGPUs counts GPUs with two or more jobs.
@@ -119,7 +139,7 @@ func (s *Snapshot) SharedGPUs() int {
 // Take reads the sources once. It fails only when the residency store, the core
 // of the view, cannot be read; other sources that fail are listed in Problems.
 func Take(src Sources, now time.Time) (Snapshot, error) {
-	snap := Snapshot{Time: now, GPUs: []GPU{}, Reservations: []Reservation{}}
+	snap := Snapshot{Time: now, GPUs: []GPU{}, Reservations: []Reservation{}, nodes: src.Nodes, gpusPerNode: src.GPUsPerNode}
 	if src.ResidencyDir == "" {
 		return snap, errors.New("status: no residency_dir configured")
 	}

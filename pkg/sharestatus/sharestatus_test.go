@@ -10,6 +10,7 @@ import (
 	"github.com/coscheml/coscheml/models"
 	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/decisionlog"
+	"github.com/coscheml/coscheml/pkg/metrics"
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/observation"
 	"github.com/coscheml/coscheml/pkg/profile"
@@ -169,4 +170,56 @@ func deref(p *float64) float64 {
 		return -1
 	}
 	return *p
+}
+
+// TestMetricsZerosForInventory: the configured nodes and their GPUs are
+// exported at 0 while idle, beside the nodes with jobs, so a dashboard of a
+// healthy idle cluster shows 0, not "No data".
+func TestMetricsZerosForInventory(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		busy bool
+		want []string
+	}{
+		{"idle cluster", false, []string{
+			`coscheml_gpus_shared{node="n1"} 0`, `coscheml_gpus_shared{node="n2"} 0`,
+			`coscheml_jobs_sharing{node="n2"} 0`, `coscheml_gpus_in_use{node="n1"} 0`,
+			`coscheml_jobs_predicted_below_floor{node="n2"} 0`, `coscheml_reservations{node="n2"} 0`,
+			`coscheml_gpu_jobs{node="n1",gpu="0"} 0`, `coscheml_gpu_jobs{node="n2",gpu="1"} 0`,
+		}},
+		{"jobs on n1", true, []string{
+			`coscheml_gpus_shared{node="n1"} 1`, `coscheml_gpus_shared{node="n2"} 0`,
+			`coscheml_gpu_jobs{node="n1",gpu="0"} 2`, `coscheml_gpu_jobs{node="n1",gpu="1"} 1`, `coscheml_gpu_jobs{node="n2",gpu="0"} 0`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := fixture(t)
+			if !tc.busy {
+				src.ResidencyDir = filepath.Join(t.TempDir(), "residency")
+				for _, d := range []string{"active", "done"} {
+					if err := os.MkdirAll(filepath.Join(src.ResidencyDir, d), 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+				src.DecisionLog = ""
+			}
+			src.Nodes, src.GPUsPerNode = []string{"n1", "n2"}, 2
+			snap, err := Take(src, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b bytes.Buffer
+			if err := metrics.Write(&b, snap.Metrics()); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !bytes.Contains(b.Bytes(), []byte(w+"\n")) {
+					t.Errorf("lacks %q:\n%s", w, b.String())
+				}
+			}
+			if n := bytes.Count(b.Bytes(), []byte(`coscheml_gpu_jobs{`)); n != 4 {
+				t.Errorf("%d coscheml_gpu_jobs samples, want one per configured GPU (4):\n%s", n, b.String())
+			}
+		})
+	}
 }

@@ -81,10 +81,14 @@ func prepare(q *query) (in placeIn, out outcome, ok bool) {
 
 	if !dir.Present {
 		if cfg.Untagged != "exclusive" || gresErr != nil || !gres.HasGPU() || !partOK || gres.GPUs > 1 || j.Modify && j.TresPerNode == "" || pass != "" {
-			return in, outcome{}, false
+			return in, outcome{res: Result{UserMsg: nearMissWarning(dir)}}, false
 		}
 		r.Action, r.Reason = "exclusive", "untagged job: untagged=exclusive routes it to a whole GPU through shards"
-		return in, exclusiveUnpinned(q, &ask, r), false
+		out := exclusiveUnpinned(q, &ask, r)
+		if w := nearMissWarning(dir); w != "" {
+			out.res.UserMsg = joinMsg(out.res.UserMsg, w)
+		}
+		return in, out, false
 	}
 	if dir.Err != nil {
 		return in, badInput(q, "invalid_tag", cfg.InvalidTag, dir.Err.Error(), &ask, pass, r), false
@@ -141,6 +145,24 @@ func checkPassThrough(q *query, out outcome) outcome {
 		return d
 	}
 	return out
+}
+
+// nearMissWarning tells the user of an untagged job whose comment has a word
+// like a misspelt directive that the job runs untagged ("" when none).
+func nearMissWarning(dir comment.Directive) string {
+	if dir.NearMiss == "" {
+		return ""
+	}
+	return fmt.Sprintf("coscheml: warning: %q in the comment is not a coscheml directive (they start with \"coscheml:\"); "+
+		"the job runs untagged, without placement. To tag it: --comment=coscheml:app=<tag>[,class=hpc|train|infer]",
+		profile.Sanitize(dir.NearMiss))
+}
+
+func joinMsg(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "\n" + b
 }
 
 // known says whether tag has a profile in the snapshot's catalog.

@@ -220,6 +220,28 @@ func TestUntagged(t *testing.T) {
 	}
 }
 
+// TestNearMissWarned: a misspelt directive prefix runs the job untouched, with
+// a warning that names the word; plain free text gets none.
+func TestNearMissWarned(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, tc := range []struct{ untagged, comment, tres, warn string }{
+		{"pass", "cosceml:app=resnet18", "", `"cosceml:app=resnet18" in the comment is not a coscheml directive`},
+		{"pass", "nightly coschemel:app=x,class=train", "", `"coschemel:app=x,class=train"`},
+		{"pass", "see ticket:42", "", ""},
+		{"exclusive", "cosceml:app=resnet18", "gres:shard:4", `"cosceml:app=resnet18" in the comment`},
+	} {
+		f.cfg.Untagged = tc.untagged
+		f.e.Reload()
+		r := f.e.Decide(job(tc.comment))
+		if r.TresPerNode != tc.tres || (tc.warn == "") != (r.UserMsg == "") || !strings.Contains(r.UserMsg, tc.warn) {
+			t.Errorf("%s %q: %+v", tc.untagged, tc.comment, r)
+		}
+		if tc.untagged == "pass" && r.Code != Unchanged {
+			t.Errorf("%q: code %v, want unchanged", tc.comment, r.Code)
+		}
+	}
+}
+
 func TestBadInputRejected(t *testing.T) {
 	f := newFixture(t, func(c *config.Config) { c.UnknownProfile = config.UnknownReject })
 	tests := []struct{ comment, msg string }{
@@ -666,4 +688,28 @@ func rel(begin int64, now time.Time) int64 {
 // decision line (at log_decisions).
 func logOf(r Result) string {
 	return strings.TrimSpace(r.Log + "\n" + r.Line)
+}
+
+// TestReloadLogsApplied: a reload that applies a changed configuration says so
+// in slurmctld's log (with the next job), naming what changed and the settings
+// in effect; a reload that changes nothing, and the first load, say nothing.
+func TestReloadLogsApplied(t *testing.T) {
+	f := newFixture(t, nil)
+	f.e.Decide(job("")) // the first load's notes
+	f.e.Reload()
+	if r := f.e.Decide(job("")); strings.Contains(r.Log, "applied") {
+		t.Fatalf("unchanged reload logged: %q", r.Log)
+	}
+	f.cfg.WaitDefer = 45 * time.Second
+	f.cfg.Untagged = "exclusive"
+	f.e.Reload()
+	r := f.e.Decide(job(""))
+	for _, want := range []string{"applied a new configuration from ", "policy=coscheml ", "untagged=exclusive ", "wait_defer=45s "} {
+		if !strings.Contains(r.Log, want) {
+			t.Errorf("log lacks %q: %q", want, r.Log)
+		}
+	}
+	if r := f.e.Decide(job("")); strings.Contains(r.Log, "applied") {
+		t.Errorf("logged twice: %q", r.Log)
+	}
 }

@@ -67,6 +67,15 @@ func (n *problemNotes) add(key, msg string) bool {
 	return true
 }
 
+// push queues a line to log once (an event, not a problem).
+func (n *problemNotes) push(line string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.pending) < 20 {
+		n.pending = append(n.pending, line)
+	}
+}
+
 // get is the message in effect under key ("" when fine).
 func (n *problemNotes) get(key string) string {
 	n.mu.Lock()

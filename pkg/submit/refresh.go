@@ -3,6 +3,8 @@ package submit
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,7 +74,8 @@ func (e *Engine) Reload() {
 // Caller holds the refresh lock.
 func (e *Engine) reloadLocked(restore bool) {
 	now := e.opts.Now()
-	l := loadSnapshot(&e.src, e.snap.Load(), now, e.metrics.since)
+	prev := e.snap.Load()
+	l := loadSnapshot(&e.src, prev, now, e.metrics.since)
 	e.metrics.countRuns(l)
 	// A policy that panics here panics in decisions too, where each is caught
 	// and the job passes through; the warm-up only must not take Reload down.
@@ -81,6 +84,12 @@ func (e *Engine) reloadLocked(restore bool) {
 		e.note(n.key, n.msg)
 	}
 	e.snap.Store(l)
+	if line := appliedLine(&e.src, prev, l); line != "" {
+		// Logged with the next job, at info: the library writes slurmctld's
+		// log only from the threads that call it.
+		e.notes.push(line)
+		e.publishPass()
+	}
 	if restore {
 		e.restoreLocked(l, now)
 	}
@@ -318,4 +327,44 @@ func (d *decisionLogFile) ensure(path string, maxBytes int64) {
 	if old != nil {
 		old.Close()
 	}
+}
+
+// appliedLine is the line slurmctld's log gets when a reload applies a changed
+// configuration, model or profile store ("" for the first load, an unchanged
+// reload, or a configuration that did not load: its error is logged instead).
+// It names what changed and the settings that decide placement, so an admin
+// sees that (and how) a change took effect.
+func appliedLine(src *Sources, prev, l *Snapshot) string {
+	if prev == nil || l.cfgErr != nil {
+		return ""
+	}
+	var what []string
+	if prev.cfgErr != nil || prev.stamps.config != l.stamps.config || !reflect.DeepEqual(prev.cfg, l.cfg) {
+		what = append(what, "configuration")
+	}
+	if prev.stamps.model != l.stamps.model || (prev.modelErr != nil) != (l.modelErr != nil) {
+		what = append(what, "model")
+	}
+	if prev.stamps.profiles != l.stamps.profiles || len(prev.catalog) != len(l.catalog) {
+		what = append(what, "profiles")
+	}
+	if len(what) == 0 {
+		return ""
+	}
+	c := &l.cfg
+	model := c.ModelPath
+	if model == "" {
+		model = "(embedded)"
+	}
+	if l.modelErr != nil {
+		model += " UNUSABLE"
+	}
+	cfgPath := src.ConfigPath
+	if cfgPath == "" {
+		cfgPath = "(built-in defaults)"
+	}
+	return fmt.Sprintf("applied a new %s from %s: policy=%s model=%s profiles=%d nodes=%d gpus_per_node=%d slots_per_gpu=%d "+
+		"shard_pinning=%s untagged=%s unknown_profile=%s invalid_tag=%s raw_requests=%s wait_defer=%s log_decisions=%s",
+		strings.Join(what, ", "), cfgPath, c.Policy, model, len(l.catalog), len(l.nodes), c.Cluster.GPUsPerNode, c.SlotsPerGPU,
+		c.ShardPinning, c.Untagged, c.UnknownProfile, c.InvalidTag, c.RawRequests, c.WaitDefer, c.LogDecisions)
 }

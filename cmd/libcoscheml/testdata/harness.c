@@ -142,6 +142,23 @@ static const char *s(const char *v)
 	return v ? v : "NULL";
 }
 
+/* The Slurm error code a job gets, by name: sbatch prints its text last. */
+static const char *code_name(int rc)
+{
+	switch (rc) {
+	case SLURM_SUCCESS:
+		return "SLURM_SUCCESS";
+	case SLURM_ERROR:
+		return "SLURM_ERROR";
+	case ESLURM_ACCESS_DENIED:
+		return "ESLURM_ACCESS_DENIED";
+	case ESLURM_INVALID_GRES:
+		return "ESLURM_INVALID_GRES";
+	default:
+		return "other";
+	}
+}
+
 static void show_submit_as(const char *what, const char *comment,
 			   const char *tres, uint32_t uid)
 {
@@ -153,6 +170,7 @@ static void show_submit_as(const char *what, const char *comment,
 	rc = job_submit(&jd, uid, &err);
 	printf("%s rc=%d tres=%s nodes=%s msg=%s\n", what, rc != SLURM_SUCCESS,
 	       s(jd.tres_per_node), s(jd.req_nodes), s(err));
+	printf("%s code=%s\n", what, code_name(rc));
 	slurm_xfree((void **)&err);
 	job_free(&jd);
 }

@@ -327,6 +327,10 @@ int main(void)
 		{"shardtask", "", NULL, NULL, "gres/shard:1", NULL, 0},
 		{"shardsocket", "", NULL, NULL, NULL, "gres/shard:1", 0},
 		{"modify", "nightly", "gres:gpu:1", NULL, NULL, NULL, 1},
+		/* A misspelt directive goes to Go, which warns the user. */
+		{"nearmiss", "run cosceml:app=a", "gres:gpu:1", NULL, NULL, NULL, 0},
+		{"nearmiss10", "coscheemmll:app=a", "gres:gpu:1", NULL, NULL, NULL, 0},
+		{"url", "see http://x ticket 4: y", "gres:gpu:1", NULL, NULL, NULL, 0},
 	};
 	cq_set_pass_ms(60000);
 	for (size_t i = 0; i < sizeof(pj) / sizeof(pj[0]); i++) {

@@ -5,4 +5,4 @@ package cqtest
 // abiHeaderSHA256 is the hash of the C headers this package includes from
 // outside its folder: the go command does not see them, so a change to them
 // must change this file for cgo to compile the package again.
-const abiHeaderSHA256 = "804c7b438e44b470ba6bdba3278f5c18aed3e426573eb50434e020514be6e2f3"
+const abiHeaderSHA256 = "c2fad08b28cca248ae18848452ae92025df1a4f45c7218acbaebc9b85b9244f4"

@@ -14,14 +14,15 @@ package cqtest
 
 #pragma weak coscheml_decide
 #pragma weak cq_mentions
+#pragma weak cq_colon_word
 #pragma weak cq_pass_open
 #pragma weak cq_get_timeout_ms
 #pragma weak cq_set_timeout_ms
 
 static int cqtest_linked(void)
 {
-	return coscheml_decide && cq_mentions && cq_pass_open &&
-	       cq_get_timeout_ms && cq_set_timeout_ms;
+	return coscheml_decide && cq_mentions && cq_colon_word &&
+	       cq_pass_open && cq_get_timeout_ms && cq_set_timeout_ms;
 }
 
 // One coscheml_decide call as the shim makes it: a GPU job with this comment;
@@ -122,6 +123,15 @@ func Mentions(s, word string) bool {
 	defer C.free(unsafe.Pointer(cs))
 	defer C.free(unsafe.Pointer(cw))
 	return C.cq_mentions(cs, cw) != 0
+}
+
+// ColonWord is queue.c's cq_colon_word: s has a word of 6 to 10 bytes ending
+// in ':' (a possible misspelt directive, which the pass window sends to Go).
+func ColonWord(s string) bool {
+	linked()
+	cs := C.CString(s)
+	defer C.free(unsafe.Pointer(cs))
+	return C.cq_colon_word(cs) != 0
 }
 
 // PassOpen says whether queue.c's untagged pass window is open now.
