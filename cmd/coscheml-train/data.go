@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/coscheml/coscheml/models"
@@ -35,13 +36,20 @@ type input struct {
 	digest string
 }
 
-func readInput(c *cli.Context, flag string, builtin []byte, builtinName string) (*input, error) {
+func readInput(c *cli.Context, flag string, builtin func() ([]byte, error), builtinName string) (*input, error) {
 	path := c.String(flag)
 	if path == "" {
 		if builtin == nil {
 			return nil, nil
 		}
-		return newInput("built-in "+builtinName, builtin), nil
+		b, err := builtin()
+		if err != nil {
+			return nil, fmt.Errorf("no --%s given, and the default Lucid data is unavailable: %w", flag, err)
+		}
+		if !models.Embedded {
+			return newInput(filepath.Join(models.LucidDir, filepath.Base(builtinName)), b), nil
+		}
+		return newInput("built-in "+builtinName, b), nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -94,11 +102,11 @@ func excludeFamilies(obs []observation.Observation, fams map[string]bool) (kept 
 // loadData reads profiles and observations from the flags and builds the dataset.
 // Errors name the file.
 func loadData(c *cli.Context) (*trainingData, error) {
-	solo, err := readInput(c, "solo", models.DefaultSoloCSV, "lucid-train/solo_profiles.csv")
+	solo, err := readInput(c, "solo", models.Solo, "lucid-train/solo_profiles.csv")
 	if err != nil {
 		return nil, err
 	}
-	pairs, err := readInput(c, "pairs", models.DefaultPairsCSV, "lucid-train/colocate_pairs.csv")
+	pairs, err := readInput(c, "pairs", models.Pairs, "lucid-train/colocate_pairs.csv")
 	if err != nil {
 		return nil, err
 	}

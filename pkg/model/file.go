@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"slices"
 
 	"github.com/coscheml/coscheml/models"
@@ -169,8 +171,23 @@ func Load(path string) (*Model, error) {
 	return m, nil
 }
 
-// Default decodes the model shipped in the binary (models/default.model).
+// Default returns the default model: the one built into the binary
+// (models/default.model), or, in a build without the Lucid data (tag nolucid),
+// the one the coscheml-model-lucid package installs (models.ModelPath). Without
+// either the error wraps models.ErrNoLucid and says how a site gets a model.
 func Default() (*Model, error) {
+	if !models.Embedded {
+		path := models.ModelPath()
+		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("default model: %w: install coscheml-model-lucid, "+
+				"or train a model from your own profiles and observations (coscheml-train) and set model_path", models.Missing(path))
+		}
+		m, err := Load(path)
+		if err != nil {
+			return nil, fmt.Errorf("default model: %w", err)
+		}
+		return m, nil
+	}
 	m, err := Decode(models.DefaultModel)
 	if err != nil {
 		return nil, fmt.Errorf("embedded default model: %w", err)
