@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # coscheml: interference-aware GPU co-location for Slurm.
 #
 #   make build        programs into bin/, libcoscheml.so and the Slurm plugin into lib/

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package packaging holds the nfpm configurations, systemd units and scripts of
 // `make package`; this test checks them (and the Makefile's help) against the tree.
 package packaging

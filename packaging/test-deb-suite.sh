@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Builds the packages, installs both .deb files on this machine (root, Debian's
 # slurm-wlm), runs the real-daemon integration suite against the installed files
 # (COSCHEML_INSTALLED=/usr), then purges the packages again, also when the suite

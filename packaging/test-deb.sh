@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs the .deb packages from dist/ on this machine (root, Debian/Ubuntu),
 # checks that the files land and the programs run, then purges them again unless
 # KEEP=1. The plugin lands in Debian's Slurm plugin folder, which the integration
