@@ -359,18 +359,23 @@ GO_LICENSES          ?= $(GO) run github.com/google/go-licenses@$(GO_LICENSES_VE
 LICENSES_DISALLOWED  ?= forbidden,restricted,unknown
 LICENSE_PKGS         := $(addprefix ./cmd/,$(PROGRAMS)) ./cmd/libcoscheml
 LICENSES_OUT         ?= build/licenses
+# go-licenses' warnings (non-Go code it cannot inspect, licence URLs it cannot
+# look up offline) go to this log; errors still reach the terminal.
+LICENSES_LOG         ?= build/go-licenses.log
+GO_LICENSES_FLAGS    = --logtostderr=false --stderrthreshold=ERROR --log_file=$(LICENSES_LOG)
 
 licenses-check:
 	@echo "make licenses-check: go-licenses $(GO_LICENSES_VERSION) on $(LICENSE_PKGS) (disallowed: $(LICENSES_DISALLOWED))"
-	$(GO_LICENSES) check --disallowed_types=$(LICENSES_DISALLOWED) $(LICENSE_PKGS)
+	@mkdir -p $(dir $(LICENSES_LOG))
+	$(GO_LICENSES) check $(GO_LICENSES_FLAGS) --disallowed_types=$(LICENSES_DISALLOWED) $(LICENSE_PKGS)
 
 # Each dependency's licence texts (and notices) under LICENSES_OUT/<module>/,
 # the Go distribution's LICENSE (the runtime and standard library are linked in)
 # and dependencies.csv (package, licence URL, licence).
 licenses: licenses-check
 	rm -rf $(LICENSES_OUT)
-	$(GO_LICENSES) save --save_path $(LICENSES_OUT) --ignore github.com/coscheml/coscheml $(LICENSE_PKGS)
-	$(GO_LICENSES) report --ignore github.com/coscheml/coscheml $(LICENSE_PKGS) >$(LICENSES_OUT)/dependencies.csv
+	$(GO_LICENSES) save $(GO_LICENSES_FLAGS) --save_path $(LICENSES_OUT) --ignore github.com/coscheml/coscheml $(LICENSE_PKGS)
+	$(GO_LICENSES) report $(GO_LICENSES_FLAGS) --ignore github.com/coscheml/coscheml $(LICENSE_PKGS) >$(LICENSES_OUT)/dependencies.csv
 	install -d $(LICENSES_OUT)/go.dev/go && install -m 0644 "$$($(GO) env GOROOT)/LICENSE" $(LICENSES_OUT)/go.dev/go/LICENSE
 	@echo "make licenses: $$(find $(LICENSES_OUT) -type f | wc -l) files in $(LICENSES_OUT)"
 
