@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -45,8 +46,11 @@ func readInput(c *cli.Context, flag string, builtin func() ([]byte, error), buil
 			return nil, nil
 		}
 		b, err := builtin()
+		if errors.Is(err, models.ErrNoLucid) {
+			return nil, nil // loadData says what is missing when nothing replaces it
+		}
 		if err != nil {
-			return nil, fmt.Errorf("no --%s given, and the default Lucid data is unavailable: %w", flag, err)
+			return nil, fmt.Errorf("no --%s given, and the default Lucid data is unreadable: %w", flag, err)
 		}
 		if !models.Embedded {
 			return newInput(filepath.Join(models.LucidDir, filepath.Base(builtinName)), b), nil
@@ -120,7 +124,21 @@ func loadData(c *cli.Context) (*trainingData, error) {
 	if err != nil {
 		return nil, err
 	}
-	td := &trainingData{profIn: []*input{solo}, obsIn: []*input{pairs}}
+	// Without the Lucid data (a build without it and no coscheml-model-lucid)
+	// the site's own files are the whole training set.
+	if solo == nil && gen == nil {
+		return nil, fmt.Errorf("no profiles to train on: give --solo or --generic-profiles (%w)", models.Missing(filepath.Join(models.LucidDir, models.SoloFile)))
+	}
+	if pairs == nil && obsIn == nil {
+		return nil, fmt.Errorf("no observations to train on: give --pairs or --obs (%w)", models.Missing(filepath.Join(models.LucidDir, models.PairsFile)))
+	}
+	td := &trainingData{}
+	if solo != nil {
+		td.profIn = append(td.profIn, solo)
+	}
+	if pairs != nil {
+		td.obsIn = append(td.obsIn, pairs)
+	}
 
 	cat := profile.Catalog{}
 	from := map[string]string{}
@@ -137,8 +155,10 @@ func loadData(c *cli.Context) (*trainingData, error) {
 		}
 		return nil
 	}
-	if err := add(solo, profile.ReadLucidSolo); err != nil {
-		return nil, err
+	if solo != nil {
+		if err := add(solo, profile.ReadLucidSolo); err != nil {
+			return nil, err
+		}
 	}
 	if gen != nil {
 		td.profIn = append(td.profIn, gen)
@@ -146,9 +166,11 @@ func loadData(c *cli.Context) (*trainingData, error) {
 			return nil, err
 		}
 	}
-	obs, err := observation.ReadLucidPairs(bytes.NewReader(pairs.data))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", pairs.name, err)
+	var obs []observation.Observation
+	if pairs != nil {
+		if obs, err = observation.ReadLucidPairs(bytes.NewReader(pairs.data)); err != nil {
+			return nil, fmt.Errorf("%s: %w", pairs.name, err)
+		}
 	}
 	pairObs := obs
 	if obsIn != nil {
