@@ -52,7 +52,13 @@ func lucidFile(embedded []byte, name string) ([]byte, error) {
 	if Embedded {
 		return embedded, nil
 	}
-	path := filepath.Join(LucidDir, name)
+	return readLucid(LucidDir, name)
+}
+
+// readLucid reads dir/name, a regular file of at most maxCSVBytes; a missing
+// file is ErrNoLucid (Missing).
+func readLucid(dir, name string) ([]byte, error) {
+	path := filepath.Join(dir, name)
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, Missing(path)

@@ -179,20 +179,25 @@ func Load(path string) (*Model, error) {
 // either the error wraps models.ErrNoLucid and says how a site gets a model.
 func Default() (*Model, error) {
 	if !models.Embedded {
-		path := models.ModelPath()
-		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("default model: %w: install coscheml-model-lucid, "+
-				"or train a model from your own profiles and observations (coscheml-train) and set model_path", models.Missing(path))
-		}
-		m, err := Load(path)
-		if err != nil {
-			return nil, fmt.Errorf("default model: %w", err)
-		}
-		return m, nil
+		return installedDefault(models.ModelPath())
 	}
 	m, err := Decode(models.DefaultModel)
 	if err != nil {
 		return nil, fmt.Errorf("embedded default model: %w", err)
+	}
+	return m, nil
+}
+
+// installedDefault loads the default model a package installed at path; a
+// missing file wraps models.ErrNoLucid and says what a site can do instead.
+func installedDefault(path string) (*Model, error) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("default model: %w: install coscheml-model-lucid, "+
+			"or train a model from your own profiles and observations (coscheml-train) and set model_path", models.Missing(path))
+	}
+	m, err := Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("default model: %w", err)
 	}
 	return m, nil
 }
