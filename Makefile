@@ -99,8 +99,10 @@ vet:
 	$(GO) vet ./...
 
 # The C tests of cmd/libcoscheml (abi.c, harness.c) load the freshly built library.
+# The NoLucid tests run built like the packaged programs (-tags nolucid).
 unit: libcoscheml
 	LIBCOSCHEML_SO=$(CURDIR)/lib/libcoscheml.so $(GO) test ./...
+	$(GO) test -tags nolucid -run NoLucid ./cmd/coscheml-train
 
 # The shim compiled with -Wall -Wextra -Werror against every Slurm release's public
 # headers (../shared/slurm/headers/<version>/, developers and CI only), the C
