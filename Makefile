@@ -234,7 +234,7 @@ install: build install-data
 			install -m 0644 "$$f" "$(DESTDIR)$(DOCDIR)/slurm/"; \
 		fi; \
 	done
-	install -m 0644 README.md CHANGELOG.md "$(DESTDIR)$(DOCDIR)/"
+	install -m 0644 README.md CHANGELOG.md LICENSE NOTICE "$(DESTDIR)$(DOCDIR)/"
 	@for f in docs/*.md models/README.md models/data/*/LICENSE*; do \
 		[ -f "$$f" ] || continue; \
 		d="$(DESTDIR)$(DOCDIR)/$$(dirname $$f)"; install -d "$$d"; install -m 0644 "$$f" "$$d/"; \

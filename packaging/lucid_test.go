@@ -159,3 +159,54 @@ func TestPackagedBinariesHaveNoLucidData(t *testing.T) {
 		})
 	}
 }
+
+// When make package has run, the .deb files in dist/ split as documented: the
+// programs' package lists no Lucid file and its binaries hold no Lucid data;
+// coscheml-model-lucid holds the data.
+func TestDebPackagesSplitLucid(t *testing.T) {
+	if _, err := exec.LookPath("dpkg-deb"); err != nil {
+		t.Skip("no dpkg-deb")
+	}
+	debs := map[string]string{}
+	for _, pattern := range []string{"coscheml_*.deb", "coscheml-model-lucid_*.deb"} {
+		m, _ := filepath.Glob(filepath.Join("..", "dist", pattern))
+		if len(m) == 0 {
+			t.Skipf("no dist/%s (make package)", pattern)
+		}
+		debs[pattern] = m[len(m)-1]
+	}
+	list := func(deb string) string {
+		out, err := exec.Command("dpkg-deb", "-c", deb).Output()
+		if err != nil {
+			t.Fatalf("dpkg-deb -c %s: %v", deb, err)
+		}
+		return string(out)
+	}
+	if l := list(debs["coscheml_*.deb"]); strings.Contains(l, "/lucid") || strings.Contains(l, "default.model") ||
+		strings.Contains(l, "colocate_pairs") || strings.Contains(l, "solo_profiles") {
+		t.Errorf("%s lists Lucid files:\n%s", debs["coscheml_*.deb"], l)
+	}
+	l := list(debs["coscheml-model-lucid_*.deb"])
+	for _, f := range []string{"usr/share/coscheml/lucid/default.model", "usr/share/coscheml/lucid/solo_profiles.csv",
+		"usr/share/coscheml/lucid/colocate_pairs.csv", "usr/share/coscheml/lucid/LICENSE.txt"} {
+		if !strings.Contains(l, f) {
+			t.Errorf("%s lacks %s", debs["coscheml-model-lucid_*.deb"], f)
+		}
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("dpkg-deb", "-x", debs["coscheml_*.deb"], dir).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb -x: %v\n%s", err, out)
+	}
+	markers := lucidMarkers(t)
+	for _, bin := range []string{"usr/bin/coscheml", "usr/bin/coscheml-train", "usr/bin/coscheml-node", "usr/lib/coscheml/libcoscheml.so"} {
+		b, err := os.ReadFile(filepath.Join(dir, bin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for f, m := range markers {
+			if bytes.Contains(b, m) {
+				t.Errorf("packaged /%s contains Lucid data (%s)", bin, f)
+			}
+		}
+	}
+}
