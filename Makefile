@@ -102,7 +102,7 @@ vet:
 # The NoLucid tests run built like the packaged programs (-tags nolucid).
 unit: libcoscheml
 	LIBCOSCHEML_SO=$(CURDIR)/lib/libcoscheml.so $(GO) test ./...
-	$(GO) test -tags nolucid -run NoLucid ./cmd/coscheml-train
+	$(GO) test -tags nolucid -run NoLucid ./cmd/coscheml ./cmd/coscheml-train
 
 # The shim compiled with -Wall -Wextra -Werror against every Slurm release's public
 # headers (../shared/slurm/headers/<version>/, developers and CI only), the C

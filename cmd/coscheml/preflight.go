@@ -174,6 +174,7 @@ func runPreflight(c *cli.Context) error {
 			slurmUser = sc.Get("SlurmUser")
 		}
 		checkPaths(p, cfg, slurmUser)
+		checkModel(p, cfg)
 	}
 
 	// Can placements be pinned with this slurm.conf?
