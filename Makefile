@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # coscheml: interference-aware GPU co-location for Slurm.
 #
 #   make build        programs into bin/, libcoscheml.so and the Slurm plugin into lib/
@@ -20,7 +21,9 @@
 #   make check-slurm-release  is lib/job_submit_coscheml.so built for the installed slurmctld? (part of install)
 #   make install-data the /var/lib/coscheml tree with its owners and modes (part of install)
 #   make uninstall    removes what install put in place, keeps /etc/coscheml
-#   make package      .deb and .rpm packages into dist/ (nfpm; docs/packaging.md)
+#   make package      .deb and .rpm packages into dist/: programs, plugin, Lucid model (nfpm; docs/packaging.md)
+#   make licenses     the Go dependencies' licence texts into build/licenses (go-licenses; docs/licensing.md)
+#   make licenses-check  fails on a Go dependency with a forbidden, restricted or unknown licence (part of CI)
 #   make test-deb-suite  install the .debs here, run the integration suite on them, purge (root)
 #   make clean
 #   make help         this list
@@ -58,7 +61,7 @@ PROGRAMS := coscheml coscheml-train coscheml-node
 BINS     := $(addprefix bin/,$(PROGRAMS))
 
 .PHONY: e2e-parallel all build programs libcoscheml plugin test vet unit race fuzz-short integration integration-matrix integration-repeat \
-        shim-check bench fuzz demo e2e e2e-sim install install-data uninstall package test-deb-suite clean help
+        shim-check bench fuzz demo e2e e2e-sim install install-data uninstall package package-binaries licenses licenses-check test-deb-suite clean help
 
 all: build
 
@@ -96,8 +99,10 @@ vet:
 	$(GO) vet ./...
 
 # The C tests of cmd/libcoscheml (abi.c, harness.c) load the freshly built library.
+# The NoLucid tests run built like the packaged programs (-tags nolucid).
 unit: libcoscheml
 	LIBCOSCHEML_SO=$(CURDIR)/lib/libcoscheml.so $(GO) test ./...
+	$(GO) test -tags nolucid -run NoLucid ./cmd/coscheml ./cmd/coscheml-train
 
 # The shim compiled with -Wall -Wextra -Werror against every Slurm release's public
 # headers (../shared/slurm/headers/<version>/, developers and CI only), the C
@@ -229,7 +234,7 @@ install: build install-data
 			install -m 0644 "$$f" "$(DESTDIR)$(DOCDIR)/slurm/"; \
 		fi; \
 	done
-	install -m 0644 README.md CHANGELOG.md "$(DESTDIR)$(DOCDIR)/"
+	install -m 0644 README.md CHANGELOG.md LICENSE NOTICE "$(DESTDIR)$(DOCDIR)/"
 	@for f in docs/*.md models/README.md models/data/*/LICENSE*; do \
 		[ -f "$$f" ] || continue; \
 		d="$(DESTDIR)$(DOCDIR)/$$(dirname $$f)"; install -d "$$d"; install -m 0644 "$$f" "$$d/"; \
@@ -294,31 +299,87 @@ uninstall:
 # Packages: the programs, library and plugin are built again with the packages'
 # paths (/usr, the distribution's Slurm plugin folder) into build/package, then
 # nfpm (a build tool, fetched through the Go module proxy at a pinned version;
-# NFPM=nfpm uses one on PATH) writes dist/*.deb and dist/*.rpm.
+# NFPM=nfpm uses one on PATH) writes dist/*.deb and dist/*.rpm: coscheml (the
+# programs, without the Lucid data: PKG_TAGS), coscheml-slurm-plugin (for one
+# Slurm release, depending on it) and coscheml-model-lucid (the Lucid data and
+# default model under their non-commercial licence; docs/licensing.md).
 NFPM_VERSION  ?= v2.45.2
 NFPM          ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
 PKG_ARCH      ?= $(shell $(GO) env GOARCH)
 DEB_PLUGINDIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/slurm-wlm
 RPM_PLUGINDIR ?= /usr/lib64/slurm
 PKGBUILD      := build/package
+# The packaged programs leave the Lucid data out and read it from LUCID_DIR,
+# where coscheml-model-lucid installs it.
+PKG_TAGS      ?= nolucid
+LUCID_DIR     ?= /usr/share/coscheml/lucid
+PKG_GOFLAGS   ?= -trimpath -tags $(PKG_TAGS) -ldflags "-X github.com/coscheml/coscheml/pkg/version.Version=$(VERSION) -X github.com/coscheml/coscheml/models.LucidDir=$(LUCID_DIR)"
+# The distribution package of slurmctld the plugin depends on (the plugin only
+# loads into the release it was built for); SLURM_DEPENDS=no for a Slurm that
+# was not installed from packages.
+DEB_SLURM_PACKAGE ?= slurmctld
+RPM_SLURM_PACKAGE ?= slurm-slurmctld
+SLURM_DEPENDS     ?= yes
+
+# The programs and the library as the packages ship them, into $(PKGBUILD)
+# (packaging/packaging_test.go checks them for Lucid data).
+package-binaries:
+	@mkdir -p $(PKGBUILD)/bin $(PKGBUILD)/lib
+	$(GO) build $(PKG_GOFLAGS) -o $(PKGBUILD)/bin/ $(addprefix ./cmd/,$(PROGRAMS))
+	$(GO) build $(PKG_GOFLAGS) -buildmode=c-shared -o $(PKGBUILD)/lib/libcoscheml.so ./cmd/libcoscheml
 
 package:
 	@release=$$(packaging/slurm-release.sh "$(SLURM_INCLUDE)") || exit 1; \
 	set -e; \
-	rm -rf $(PKGBUILD) && mkdir -p $(PKGBUILD)/bin $(PKGBUILD)/lib $(PKGBUILD)/plugin dist; \
 	echo "make package: coscheml $(VERSION), plugin for Slurm $$release"; \
-	$(GO) build $(GOFLAGS_BUILD) -o $(PKGBUILD)/bin/ $(addprefix ./cmd/,$(PROGRAMS)); \
-	$(GO) build $(GOFLAGS_BUILD) -buildmode=c-shared -o $(PKGBUILD)/lib/libcoscheml.so ./cmd/libcoscheml; \
+	GO='$(GO)' NFPM='$(NFPM)' NFPM_VERSION=$(NFPM_VERSION) GO_LICENSES='$(GO_LICENSES)' GO_LICENSES_VERSION=$(GO_LICENSES_VERSION) \
+		packaging/fetch-note.sh; \
+	rm -rf $(PKGBUILD) && mkdir -p $(PKGBUILD)/plugin dist; \
+	$(MAKE) --no-print-directory package-binaries; \
 	$(MAKE) -C plugin-c SLURM_INCLUDE="$(SLURM_INCLUDE)" COSCHEML_LIBDIR=/usr/lib/coscheml \
 		OUT="$(abspath $(PKGBUILD))/plugin/job_submit_coscheml.so" STAMP="$(abspath $(PKGBUILD))/plugin/.flags"; \
 	packaging/stage.sh $(PKGBUILD)/stage $(PKGBUILD)/bin; \
+	$(MAKE) --no-print-directory licenses LICENSES_OUT=$(PKGBUILD)/licenses; \
+	packaging/plugin-config.sh "$$release" "$(SLURM_DEPENDS)" >$(PKGBUILD)/nfpm-slurm-plugin.yaml; \
 	export PKG_VERSION="$(VERSION)" PKG_ARCH="$(PKG_ARCH)" SLURM_RELEASE="$$release" \
-		DEB_PLUGINDIR="$(DEB_PLUGINDIR)" RPM_PLUGINDIR="$(RPM_PLUGINDIR)"; \
+		DEB_PLUGINDIR="$(DEB_PLUGINDIR)" RPM_PLUGINDIR="$(RPM_PLUGINDIR)" \
+		DEB_SLURM_PACKAGE="$(DEB_SLURM_PACKAGE)" RPM_SLURM_PACKAGE="$(RPM_SLURM_PACKAGE)"; \
 	for fmt in deb rpm; do \
 		$(NFPM) package --config packaging/nfpm-coscheml.yaml --packager $$fmt --target dist/; \
-		$(NFPM) package --config packaging/nfpm-slurm-plugin.yaml --packager $$fmt --target dist/; \
+		$(NFPM) package --config $(PKGBUILD)/nfpm-slurm-plugin.yaml --packager $$fmt --target dist/; \
+		$(NFPM) package --config packaging/nfpm-model-lucid.yaml --packager $$fmt --target dist/; \
 	done; \
 	ls -l dist/
+
+# The licences of the Go modules in the programs and the library, checked and
+# written by google/go-licenses (fetched through the Go module proxy at a pinned
+# version like nfpm; GO_LICENSES=go-licenses uses one on PATH). licenses-check
+# fails on a licence go-licenses classes as forbidden or restricted (e.g. GPL:
+# the Go code is Apache-2.0) or cannot classify; CI runs it (.ci/run).
+GO_LICENSES_VERSION  ?= v1.6.0
+GO_LICENSES          ?= $(GO) run github.com/google/go-licenses@$(GO_LICENSES_VERSION)
+LICENSES_DISALLOWED  ?= forbidden,restricted,unknown
+LICENSE_PKGS         := $(addprefix ./cmd/,$(PROGRAMS)) ./cmd/libcoscheml
+LICENSES_OUT         ?= build/licenses
+# go-licenses' warnings (non-Go code it cannot inspect, licence URLs it cannot
+# look up offline) go to this log; errors still reach the terminal.
+LICENSES_LOG         ?= build/go-licenses.log
+GO_LICENSES_FLAGS    = --logtostderr=false --stderrthreshold=ERROR --log_file=$(LICENSES_LOG)
+
+licenses-check:
+	@echo "make licenses-check: go-licenses $(GO_LICENSES_VERSION) on $(LICENSE_PKGS) (disallowed: $(LICENSES_DISALLOWED))"
+	@mkdir -p $(dir $(LICENSES_LOG))
+	$(GO_LICENSES) check $(GO_LICENSES_FLAGS) --disallowed_types=$(LICENSES_DISALLOWED) $(LICENSE_PKGS)
+
+# Each dependency's licence texts (and notices) under LICENSES_OUT/<module>/,
+# the Go distribution's LICENSE (the runtime and standard library are linked in)
+# and dependencies.csv (package, licence URL, licence).
+licenses: licenses-check
+	rm -rf $(LICENSES_OUT)
+	$(GO_LICENSES) save $(GO_LICENSES_FLAGS) --save_path $(LICENSES_OUT) --ignore github.com/coscheml/coscheml $(LICENSE_PKGS)
+	$(GO_LICENSES) report $(GO_LICENSES_FLAGS) --ignore github.com/coscheml/coscheml $(LICENSE_PKGS) >$(LICENSES_OUT)/dependencies.csv
+	install -d $(LICENSES_OUT)/go.dev/go && install -m 0644 "$$($(GO) env GOROOT)/LICENSE" $(LICENSES_OUT)/go.dev/go/LICENSE
+	@echo "make licenses: $$(find $(LICENSES_OUT) -type f | wc -l) files in $(LICENSES_OUT)"
 
 # The packages installed here (root, Debian's slurm-wlm) and the integration suite
 # run against them (COSCHEML_INSTALLED=/usr), under the suite's lock; purged after.

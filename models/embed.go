@@ -1,10 +1,19 @@
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build !nolucid
+
 // Package models ships the default interference model and the Lucid training data
-// it was trained on inside the binaries, so the CLIs and the demo work with no
-// files. See README.md here for provenance and the data's license (S-Lab License
-// 1.0: non-commercial use only).
+// it was trained on, so the CLIs and the demo work with no files. See README.md
+// here for provenance and the data's license (S-Lab License 1.0: non-commercial
+// use only). A build with the tag nolucid (the packaged programs) leaves them out
+// and reads them from LucidDir, where the coscheml-model-lucid package installs
+// them (lucid.go).
 package models
 
 import _ "embed"
+
+// Embedded says whether this binary carries the Lucid data and the default model.
+const Embedded = true
 
 // DefaultModel is models/default.model: the interference model trained on the
 // Lucid data below (decode with model.Default).
@@ -21,10 +30,3 @@ var DefaultSoloCSV []byte
 //
 //go:embed data/lucid-train/colocate_pairs.csv
 var DefaultPairsCSV []byte
-
-// PhillyCSV is data/philly/philly.csv: 82,247 jobs of Microsoft's Philly trace
-// (Apache-2.0 file from the Pollux artifact, derived from CC BY 4.0 traces), the
-// simulator's default trace.
-//
-//go:embed data/philly/philly.csv
-var PhillyCSV []byte

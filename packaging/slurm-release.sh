@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Prints the Slurm release (e.g. 22.05.8) of the headers in $1 (default
 # /usr/include), from SLURM_VERSION_NUMBER in slurm/slurm_version.h: the plugin is
 # stamped with that number and only loads into that release.

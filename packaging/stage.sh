@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Stages the generated files of the packages into $1 (make package calls it):
 # man pages from the programs' own command trees, shell completions, and the node
 # hooks with the packages' paths (/usr/bin, /usr/libexec) instead of make install's

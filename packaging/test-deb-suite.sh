@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Builds the packages, installs both .deb files on this machine (root, Debian's
 # slurm-wlm), runs the real-daemon integration suite against the installed files
 # (COSCHEML_INSTALLED=/usr), then purges the packages again, also when the suite
@@ -23,12 +24,13 @@ shift
 
 main=$(ls dist/coscheml_*.deb 2>/dev/null | tail -1)
 plugin=$(ls dist/coscheml-slurm-plugin_*+slurm*.deb 2>/dev/null | tail -1)
-if [ -z "$main" ] || [ -z "$plugin" ]; then
-	echo "test-deb-suite: no dist/coscheml_*.deb or dist/coscheml-slurm-plugin_*.deb (run make package)" >&2
+lucid=$(ls dist/coscheml-model-lucid_*.deb 2>/dev/null | tail -1)
+if [ -z "$main" ] || [ -z "$plugin" ] || [ -z "$lucid" ]; then
+	echo "test-deb-suite: no dist/coscheml_*.deb, dist/coscheml-slurm-plugin_*.deb or dist/coscheml-model-lucid_*.deb (run make package)" >&2
 	exit 2
 fi
 # Never purge an installation this script did not make.
-for p in coscheml coscheml-slurm-plugin; do
+for p in coscheml coscheml-slurm-plugin coscheml-model-lucid; do
 	if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
 		echo "test-deb-suite: $p is already installed here; remove it first (this script purges what it installs)" >&2
 		exit 2
@@ -36,17 +38,19 @@ for p in coscheml coscheml-slurm-plugin; do
 done
 
 purge() {
-	echo "test-deb-suite: dpkg --purge coscheml-slurm-plugin coscheml"
-	dpkg --purge coscheml-slurm-plugin coscheml >/dev/null || echo "test-deb-suite: purge FAILED" >&2
+	echo "test-deb-suite: dpkg --purge coscheml-slurm-plugin coscheml coscheml-model-lucid"
+	dpkg --purge coscheml-slurm-plugin coscheml coscheml-model-lucid >/dev/null || echo "test-deb-suite: purge FAILED" >&2
 }
 trap purge EXIT
 trap 'exit 130' INT TERM HUP
 
-echo "test-deb-suite: dpkg -i $main $plugin"
-dpkg -i "$main" "$plugin"
+# The suite's configurations use the default model (model_path ""), which the
+# packaged programs read from coscheml-model-lucid.
+echo "test-deb-suite: dpkg -i $main $plugin $lucid"
+dpkg -i "$main" "$plugin" "$lucid"
 
 start=$(date +%s)
 rc=0
 COSCHEML_INSTALLED=/usr $go test -tags integration -count=1 -timeout 40m -v ./slurm/integration/... "$@" || rc=$?
-echo "test-deb-suite: suite exit $rc after $(($(date +%s) - start))s against the installed $(basename "$main") $(basename "$plugin")"
+echo "test-deb-suite: suite exit $rc after $(($(date +%s) - start))s against the installed $(basename "$main") $(basename "$plugin") $(basename "$lucid")"
 exit "$rc"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 OR GPL-2.0-or-later */
 /*
  * coscheml_abi.h: the C interface between the job_submit/coscheml shim
  * (plugin-c/) and libcoscheml.so (cmd/libcoscheml). Both sides include this

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * job_submit/coscheml: the thin C shim between slurmctld and libcoscheml.so.
  *

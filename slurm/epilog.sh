@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # coscheml node Epilog. slurm.conf:  Epilog=/usr/local/libexec/coscheml/epilog.sh
 #
 # Removes the job from the GPU residency store, stops its sampler and collects

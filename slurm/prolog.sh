@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # coscheml node Prolog. slurm.conf:  Prolog=/usr/local/libexec/coscheml/prolog.sh
 #
 # Records which GPUs the job holds (the residency store the job_submit plugin

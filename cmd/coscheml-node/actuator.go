@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -38,6 +40,7 @@ const maxAdminComment = 900
 func (s *slurmActuator) Requeue(jobID, reason string) error {
 	return s.act(jobID, reason, "scontrol", "requeue", jobID)
 }
+
 // RequeueElsewhere requeues the job and adds this node to its excluded nodes
 // (ExcNodeList, merged with the job's own), so that when the re-decide loop
 // places it again it starts away from the co-runner it was acted on for. The

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command coscheml-node is the node side of coscheml: the Slurm Prolog and Epilog
 // entry points (GPU residency and profiling), the residency reconciler, the
 // detached NVML sampler and the detached finisher that keeps a job's run only

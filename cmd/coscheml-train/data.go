@@ -1,12 +1,16 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/coscheml/coscheml/models"
@@ -35,13 +39,23 @@ type input struct {
 	digest string
 }
 
-func readInput(c *cli.Context, flag string, builtin []byte, builtinName string) (*input, error) {
+func readInput(c *cli.Context, flag string, builtin func() ([]byte, error), builtinName string) (*input, error) {
 	path := c.String(flag)
 	if path == "" {
 		if builtin == nil {
 			return nil, nil
 		}
-		return newInput("built-in "+builtinName, builtin), nil
+		b, err := builtin()
+		if errors.Is(err, models.ErrNoLucid) {
+			return nil, nil // loadData says what is missing when nothing replaces it
+		}
+		if err != nil {
+			return nil, fmt.Errorf("no --%s given, and the default Lucid data is unreadable: %w", flag, err)
+		}
+		if !models.Embedded {
+			return newInput(filepath.Join(models.LucidDir, filepath.Base(builtinName)), b), nil
+		}
+		return newInput("built-in "+builtinName, b), nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -94,11 +108,11 @@ func excludeFamilies(obs []observation.Observation, fams map[string]bool) (kept 
 // loadData reads profiles and observations from the flags and builds the dataset.
 // Errors name the file.
 func loadData(c *cli.Context) (*trainingData, error) {
-	solo, err := readInput(c, "solo", models.DefaultSoloCSV, "lucid-train/solo_profiles.csv")
+	solo, err := readInput(c, "solo", models.Solo, "lucid-train/solo_profiles.csv")
 	if err != nil {
 		return nil, err
 	}
-	pairs, err := readInput(c, "pairs", models.DefaultPairsCSV, "lucid-train/colocate_pairs.csv")
+	pairs, err := readInput(c, "pairs", models.Pairs, "lucid-train/colocate_pairs.csv")
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +124,21 @@ func loadData(c *cli.Context) (*trainingData, error) {
 	if err != nil {
 		return nil, err
 	}
-	td := &trainingData{profIn: []*input{solo}, obsIn: []*input{pairs}}
+	// Without the Lucid data (a build without it and no coscheml-model-lucid)
+	// the site's own files are the whole training set.
+	if solo == nil && gen == nil {
+		return nil, fmt.Errorf("no profiles to train on: give --solo or --generic-profiles (%w)", models.Missing(filepath.Join(models.LucidDir, models.SoloFile)))
+	}
+	if pairs == nil && obsIn == nil {
+		return nil, fmt.Errorf("no observations to train on: give --pairs or --obs (%w)", models.Missing(filepath.Join(models.LucidDir, models.PairsFile)))
+	}
+	td := &trainingData{}
+	if solo != nil {
+		td.profIn = append(td.profIn, solo)
+	}
+	if pairs != nil {
+		td.obsIn = append(td.obsIn, pairs)
+	}
 
 	cat := profile.Catalog{}
 	from := map[string]string{}
@@ -127,8 +155,10 @@ func loadData(c *cli.Context) (*trainingData, error) {
 		}
 		return nil
 	}
-	if err := add(solo, profile.ReadLucidSolo); err != nil {
-		return nil, err
+	if solo != nil {
+		if err := add(solo, profile.ReadLucidSolo); err != nil {
+			return nil, err
+		}
 	}
 	if gen != nil {
 		td.profIn = append(td.profIn, gen)
@@ -136,9 +166,11 @@ func loadData(c *cli.Context) (*trainingData, error) {
 			return nil, err
 		}
 	}
-	obs, err := observation.ReadLucidPairs(bytes.NewReader(pairs.data))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", pairs.name, err)
+	var obs []observation.Observation
+	if pairs != nil {
+		if obs, err = observation.ReadLucidPairs(bytes.NewReader(pairs.data)); err != nil {
+			return nil, fmt.Errorf("%s: %w", pairs.name, err)
+		}
 	}
 	pairObs := obs
 	if obsIn != nil {

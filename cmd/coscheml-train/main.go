@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command coscheml-train trains, cross-validates and evaluates coscheml's
 // interference model (pkg/model) from application profiles and observations of
 // co-located runs. With no data flags it uses the Lucid data built into the binary.

@@ -1,6 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -269,7 +272,11 @@ func keepKnown(cat profile.Catalog, obs []observation.Observation, what string, 
 // the shipped Lucid pairs. It returns where the set came from, for messages.
 func readHoldout(dir, obsDir string, stderr io.Writer) ([]observation.Observation, string, error) {
 	if dir == "" {
-		obs, err := observation.ReadLucidPairs(strings.NewReader(string(models.DefaultPairsCSV)))
+		b, err := models.Pairs()
+		if err != nil {
+			return nil, "", fmt.Errorf("retrain: no --holdout-dir, and the shipped Lucid pairs are unavailable: %w", err)
+		}
+		obs, err := observation.ReadLucidPairs(bytes.NewReader(b))
 		if err != nil {
 			return nil, "", fmt.Errorf("retrain: shipped Lucid pairs: %w", err)
 		}

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -90,25 +92,39 @@ func loadCatalog(c *cli.Context) (profile.Catalog, error) {
 			if len(cat) > 0 {
 				return cat, nil
 			}
-			fmt.Fprintf(stderr, "coscheml: profile store %s has no profiles; using the embedded Lucid catalog\n", dir)
+			fmt.Fprintf(stderr, "coscheml: profile store %s has no profiles; using %s\n", dir, lucidCatalogName())
 		case err == nil:
 			return nil, fmt.Errorf("profile_dir %s: not a folder", dir)
 		case errors.Is(err, fs.ErrNotExist):
-			fmt.Fprintf(stderr, "coscheml: profile store %s does not exist; using the embedded Lucid catalog\n", dir)
+			fmt.Fprintf(stderr, "coscheml: profile store %s does not exist; using %s\n", dir, lucidCatalogName())
 		default:
 			return nil, fmt.Errorf("profile_dir: %w", err)
 		}
 	} else {
-		fmt.Fprintln(stderr, "coscheml: no profile_dir configured; using the embedded Lucid catalog")
+		fmt.Fprintln(stderr, "coscheml: no profile_dir configured; using", lucidCatalogName())
 	}
 	return embeddedCatalog()
 }
 
-// embeddedCatalog decodes the Lucid solo profiles shipped in the binary.
+// lucidCatalogName names the fallback catalog in messages.
+func lucidCatalogName() string {
+	if models.Embedded {
+		return "the embedded Lucid catalog"
+	}
+	return "the Lucid catalog of " + models.LucidDir
+}
+
+// embeddedCatalog decodes the Lucid solo profiles: built into the binary, or
+// installed by the coscheml-model-lucid package.
 func embeddedCatalog() (profile.Catalog, error) {
-	ps, err := profile.ReadLucidSolo(bytes.NewReader(models.DefaultSoloCSV))
+	b, err := models.Solo()
 	if err != nil {
-		return nil, fmt.Errorf("embedded Lucid catalog: %w", err)
+		return nil, fmt.Errorf("no profiles of your own, and no Lucid catalog to fall back on: %w; "+
+			"import or record profiles (coscheml profile import, or the bootstrap of new applications)", err)
+	}
+	ps, err := profile.ReadLucidSolo(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("Lucid catalog (%s): %w", models.Source(), err)
 	}
 	return profile.CatalogOf(ps), nil
 }

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command coscheml is the admin and user CLI of coscheml.
 package main
 

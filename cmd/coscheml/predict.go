@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -6,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/coscheml/coscheml/models"
 	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/placeconf"
@@ -287,8 +290,12 @@ func slowdown(speed float64) string {
 
 // modelName names a model file for output ("" = the embedded default).
 func modelName(path string) string {
-	if path == "" {
+	switch {
+	case path != "":
+		return path
+	case models.Embedded:
 		return "embedded default (models/default.model)"
+	default:
+		return "default (" + models.ModelPath() + ", coscheml-model-lucid)"
 	}
-	return path
 }

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -175,6 +177,7 @@ func runPreflight(c *cli.Context) error {
 		}
 		checkPaths(p, cfg, slurmUser)
 		checkSharing(p, cfg, sc)
+		checkModel(p, cfg)
 	}
 	if sc != nil {
 		checkNodeHooks(p, sc)

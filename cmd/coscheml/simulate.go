@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -383,8 +385,14 @@ func parsePolicies(s string) ([]string, error) {
 
 // loadTruth builds the ground truth from the embedded Lucid data or --solo/--pairs.
 func loadTruth(c *cli.Context) (*truth.Table, error) {
-	solo := models.DefaultSoloCSV
-	if p := c.String("solo"); p != "" {
+	var solo []byte
+	if p := c.String("solo"); p == "" {
+		b, err := models.Solo()
+		if err != nil {
+			return nil, fmt.Errorf("no --solo given: %w", err)
+		}
+		solo = b
+	} else {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return nil, fmt.Errorf("--solo: %w", err)
@@ -413,8 +421,14 @@ func loadTruth(c *cli.Context) (*truth.Table, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", sanitize(p), err)
 		}
-	} else if pairs, err = truth.ReadLucidPairs(bytes.NewReader(models.DefaultPairsCSV)); err != nil {
-		return nil, fmt.Errorf("embedded pairs: %w", err)
+	} else {
+		b, err := models.Pairs()
+		if err != nil {
+			return nil, fmt.Errorf("no --pairs given: %w", err)
+		}
+		if pairs, err = truth.ReadLucidPairs(bytes.NewReader(b)); err != nil {
+			return nil, fmt.Errorf("Lucid pairs (%s): %w", models.Source(), err)
+		}
 	}
 	return truth.New(profiles, pairs, truth.Options{})
 }

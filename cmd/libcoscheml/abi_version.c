@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The interface this library speaks, as data: `coscheml preflight` reads it
  * from the ELF file without loading the library (coscheml_abi_version() is

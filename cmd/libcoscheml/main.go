@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command libcoscheml is the c-shared bridge that the job_submit/coscheml plugin
 // loads into slurmctld:
 //

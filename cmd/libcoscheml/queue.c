@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * queue.c: coscheml_decide as slurmctld's threads call it, in C, and the queue
  * that hands each job to the library's Go worker (queue.h says why).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * queue.h: the hand-off between slurmctld's threads and the library's Go
  * worker (queue.c). A thread that calls coscheml_decide never enters Go: it

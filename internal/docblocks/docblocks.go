@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package docblocks reads the fenced code blocks of a Markdown guide and the
 // doctest markers in front of them, so that the docs test (slurm/integration,
 // TestSlurm/docs) can run every shell command the install guide and the quick

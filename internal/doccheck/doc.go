@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package doccheck holds the repository-wide checks of the documentation and
 // of what comments may say: no line names the project's history by number
 // (numbered issues, passes or sessions; CHANGELOG.md describes changes

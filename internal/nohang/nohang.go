@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package nohang runs a call that must not block (an open of a FIFO, a read of a
 // hung folder) so that a regression fails the test cleanly instead of hanging it.
 // The bound is generous and never a speed assertion.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package promcheck lints a Prometheus text-format file with Prometheus' own
 // promtool, for the tests of every package that writes metrics.
 package promcheck

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build !race
 
 // Package racebuild says whether the race detector is compiled in: it adds

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The plugin is installed where slurmctld runs: enable the re-decide loop with
 # slurmctld there (WantedBy=slurmctld.service), so that "wait" answers are
 # re-decided as GPUs free up (docs/install.md). It starts with slurmctld's next

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Stop and disable the re-decide loop when the plugin goes away (not on upgrade).
 case "${1:-}" in
 upgrade | 1) exit 0 ;; # deb upgrade; rpm: a version remains

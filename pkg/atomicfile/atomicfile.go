@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package atomicfile replaces a file so that readers see the old or the new content,
 // never a mix, even across a crash: temp file beside it, fsync, rename, fsync folder.
 package atomicfile

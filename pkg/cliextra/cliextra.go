@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cliextra gives the urfave/cli programs of coscheml what every program
 // is expected to have and that is the same for all of them: --version, shell
 // completion (`PROG completion bash|zsh`) and a man page generated from the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package comment is the grammar of the job comment that carries a coscheml
 // directive and the plugin's decision token. It is its own package so that the node
 // hooks can read a comment without linking the decision engine.

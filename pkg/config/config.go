@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package config loads etc/coscheml.yaml: every knob, with safe defaults.
 //
 // Loading is strict because a typo in a scheduler's configuration must not silently

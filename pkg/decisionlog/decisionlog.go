@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package decisionlog keeps the placement decisions of libcoscheml so that
 // `coscheml explain JOBID` can show them later.
 //

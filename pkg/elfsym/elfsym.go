@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package elfsym reads the value of a constant exported by a shared object
 // without loading it: coscheml preflight learns which Slurm release a
 // job_submit plugin was built for (plugin_version) and which C interface the

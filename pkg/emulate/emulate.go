@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package emulate is the emulated GPU job of the end-to-end replay (make e2e):
 // a process that Slurm starts like any batch job, that finds out which GPU it was
 // given and which jobs share that GPU, and that advances a fixed amount of work

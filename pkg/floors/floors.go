@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package floors is the one definition of the speed floors: the lowest predicted
 // speed sharing may push a job of each class to. The configuration reads them
 // (speed_floor in etc/coscheml.yaml) and the placement policies apply them; both use

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package guard is the core of the node-side runtime guard: it watches the GPUs
 // that hold two or more co-located coscheml jobs, compares each job with its
 // budget (memory: its profile's peak plus a margin; speed: its share of the GPU

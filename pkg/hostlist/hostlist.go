@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package hostlist expands Slurm host lists such as "n[1-4,7],gpu[01-02]".
 package hostlist
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package inferlatency estimates how much an inference job's request latency
 // stretches when it shares a time-sliced GPU. The guard uses it to judge an
 // infer job against its floor; the placement can use the same estimate, so the

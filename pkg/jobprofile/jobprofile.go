@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package jobprofile turns a job's run on a node into a profile (NVML sampling
 // between Prolog and Epilog) and into an observation for retraining.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package metrics writes coscheml's metrics in the Prometheus text exposition
 // format (version 0.0.4) to a file for node_exporter's textfile collector: the
 // file is replaced atomically (pkg/atomicfile: temp file + rename), so the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package model
 
 import (
@@ -6,6 +8,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"slices"
 
 	"github.com/coscheml/coscheml/models"
@@ -169,11 +173,31 @@ func Load(path string) (*Model, error) {
 	return m, nil
 }
 
-// Default decodes the model shipped in the binary (models/default.model).
+// Default returns the default model: the one built into the binary
+// (models/default.model), or, in a build without the Lucid data (tag nolucid),
+// the one the coscheml-model-lucid package installs (models.ModelPath). Without
+// either the error wraps models.ErrNoLucid and says how a site gets a model.
 func Default() (*Model, error) {
+	if !models.Embedded {
+		return installedDefault(models.ModelPath())
+	}
 	m, err := Decode(models.DefaultModel)
 	if err != nil {
 		return nil, fmt.Errorf("embedded default model: %w", err)
+	}
+	return m, nil
+}
+
+// installedDefault loads the default model a package installed at path; a
+// missing file wraps models.ErrNoLucid and says what a site can do instead.
+func installedDefault(path string) (*Model, error) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("default model: %w: install coscheml-model-lucid, "+
+			"or train a model from your own profiles and observations (coscheml-train) and set model_path", models.Missing(path))
+	}
+	m, err := Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("default model: %w", err)
 	}
 	return m, nil
 }

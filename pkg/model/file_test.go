@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package model
 
 import (
@@ -221,4 +223,49 @@ func FuzzDecodeBody(f *testing.F) {
 		}
 		_ = m.Explain(job, []*profile.Profile{job})
 	})
+}
+
+// installedDefault is the default model of a build without the embedded one:
+// the coscheml-model-lucid package's file, or an error that says what to do.
+func TestInstalledDefault(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "default.model")
+	if err := os.WriteFile(good, models.DefaultModel, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.model")
+	if err := os.WriteFile(bad, []byte("not a model"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		path    string
+		noLucid bool
+		errHas  []string
+	}{
+		{"installed", good, false, nil},
+		{"not installed", filepath.Join(dir, "missing.model"), true, []string{"coscheml-model-lucid", "model_path", "missing.model"}},
+		{"corrupt", bad, false, []string{"default model", "bad.model"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := installedDefault(tc.path)
+			if tc.errHas == nil {
+				if err != nil || m == nil {
+					t.Fatalf("installedDefault = %v, %v", m, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, s := range tc.errHas {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not say %q", err, s)
+				}
+			}
+			if errors.Is(err, models.ErrNoLucid) != tc.noLucid {
+				t.Errorf("errors.Is(err, ErrNoLucid) = %v, want %v", !tc.noLucid, tc.noLucid)
+			}
+		})
+	}
 }

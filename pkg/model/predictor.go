@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package model predicts how fast a job runs when it shares a GPU with co-runners.
 package model
 

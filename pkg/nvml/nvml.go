@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package nvml samples the GPU metrics a profile needs through NVIDIA's go-nvml,
 // behind a small interface so that tests and GPU-less nodes can use go-nvml's own
 // mocks (pkg/nvml/mock, mock/dgxh200) instead of the driver.

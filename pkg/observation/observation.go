@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package observation is the training data of the interference model: measured
 // speeds of jobs that shared a GPU with given co-runners.
 package observation

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package pairmem is the pair memory: measured co-located speeds (the Epilog's
 // observations) aggregated per ordered application pair, with evidence counts
 // and a confidence of their own, and a model.Bounder that lets them override

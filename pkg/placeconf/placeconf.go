@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package placeconf is the one adapter from the configuration (pkg/config) to the
 // placement pipeline (pkg/placement): policy options, the policy itself and how
 // Slurm reaches a GPU. slurmctld's library, the CLI and the simulator all build

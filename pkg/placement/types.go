@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package placement decides on which GPU a job runs and whether it shares it.
 // One code path serves slurmctld (through libcoscheml) and the simulator.
 package placement

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package policyname is the registry of placement policy names: the one list the
 // configuration validates against, the CLI offers and pkg/placement builds from. It
 // holds names only, so the configuration can check a name without linking the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package profile describes how one GPU application behaves when it runs alone on
 // one GPU (its NVML metric summary), and validates the tags that name applications.
 package profile

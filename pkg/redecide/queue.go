@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package redecide is the controller-side loop that re-decides deferred "wait"
 // jobs: the plugin answers a tagged job that nothing fits with its whole-GPU
 // fail-safe request and a begin time a little ahead (wait_defer); this loop lists

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package replay prepares, measures and reports the end-to-end trace replay on a
 // real Slurm cluster (make e2e, docs/evaluation.md "On real Slurm: trace
 // replay"): the job list (sampled and time-compressed the way the simulator's is,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package report writes a simulation comparison for people and for programs: a
 // Markdown summary, CSV and JSON of every figure, and SVG plots drawn by hand (JCT
 // CDF per policy, GPU utilization and kernel-busy fraction over time, change

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package residency records which jobs hold which GPUs right now.
 //
 // Writers are the node Prolog (job start) and Epilog (job end); the reader is

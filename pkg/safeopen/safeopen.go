@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package safeopen opens files that slurmctld's library and the CLI read from
 // shared or user-writable folders: regular files only, without ever blocking.
 //

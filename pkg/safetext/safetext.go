@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package safetext makes untrusted text (tags, comments, file contents) safe to put
 // in a log line, an error or a user's terminal: printable ASCII only, bounded length.
 package safetext

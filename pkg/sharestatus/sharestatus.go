@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sharestatus builds a view of GPU sharing now, from the files coscheml
 // keeps: the residency store (which jobs hold which GPUs), the decision log (the
 // plugin's decisions, including those whose jobs have not started: reservations)

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sim is an event-driven simulator of a GPU cluster (nodes x GPUs with
 // sharing slots) that replays a job trace through a placement.Policy, the same code
 // slurmctld runs, with FIFO plus EASY backfill queueing like Slurm's. Jobs progress

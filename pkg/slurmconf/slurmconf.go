@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package slurmconf reads the parts of slurm.conf that decide whether coscheml
 // can steer Slurm's GPU choice: SelectTypeParameters and the GRES of each
 // NodeName line. It reads, never writes, and takes the file as outside input:

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package submit is the decision logic of the job_submit plugin: it reads a job's
 // comment and GPU request, asks the placement policy where the job should run, and
 // turns the answer into a Slurm rewrite (a shard request pinned to a node). It is pure

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package trace reads GPU cluster job traces (Philly, Alibaba GPU v2023 pod list, a
 // generic CSV) into one job list for the simulator, gives jobs that lack one an
 // application and a class by a seeded rule, and subsamples or compresses a trace so

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package truth is the simulator's ground truth: measured speeds of applications
 // sharing one GPU, kept apart from the model so that the model is judged against
 // measurements, never against its own predictions.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package version reports the release of the coscheml programs. The build sets
 // it with -ldflags "-X github.com/coscheml/coscheml/pkg/version.Version=1.2.3"
 // (make does); a plain `go build` or `go install pkg@v1.2.3` falls back to the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package integration tests coscheml against real Slurm daemons: one slurmctld with
 // the job_submit/coscheml plugin and four slurmd with fake GPUs (gres/gpu and
 // gres/shard), all on loopback, driven through the real sbatch, scontrol and squeue.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * abi: drives libcoscheml.so's C interface directly, without Slurm's headers,
  * the way any shim must: version check first, then init, decide, reconfigure,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * abi4_layout: the structs of interface 4 as its first release had them,
  * frozen here; every field of theirs must keep its offset and size in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * callcost: what one coscheml_decide costs the calling C thread, measured as
  * that thread's CPU time (CLOCK_THREAD_CPUTIME_ID) and wall time, for an

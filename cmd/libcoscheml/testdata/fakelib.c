@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fakelib: a libcoscheml.so of another build, for the shim's version check.
  * With -DFAKE_ABI=N it claims interface N; with -DNO_ABI it predates interface

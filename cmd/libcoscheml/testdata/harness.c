@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * harness: plays slurmctld for the job_submit/coscheml shim. Compiled against
  * one release's public Slurm headers (-I.../headers/<version>), it loads the

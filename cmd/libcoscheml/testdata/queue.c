@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * queue: drives ../queue.c (coscheml_decide's hand-off to the worker) with a
  * worker written in C after worker.go's protocol (the same atomics on the

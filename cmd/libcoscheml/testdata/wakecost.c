@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wakecost: what a hand-off between two threads costs on this machine, with
  * no Go in it: the floor under queue.c's hand-off (a slurmctld thread wakes

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package training fits the interference models that package model loads and
 // evaluates: Train grows a regression tree or a bagged forest (the splits chosen
 // by golearn's CART regressor), and KFold and LeaveAppsOut cross-validate it.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package csvtab reads header-driven CSV files: the header names the columns, rows
 // are read by column name, and every error names the line and the column. It
 // serves the importers of pkg/profile and pkg/observation.

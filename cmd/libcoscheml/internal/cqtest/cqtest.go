@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cqtest reaches libcoscheml's C side (queue.c, coscheml_decide) from
 // its tests, which cannot use cgo themselves. Only tests import it, so these
 // calls never reach the shipped libcoscheml.so: its C symbols are declared
