@@ -65,6 +65,7 @@ func testDocs(t *testing.T, c *cluster) {
 			subst = strings.NewReplacer(
 				"/etc/coscheml/coscheml.yaml", c.cfgPath,
 				"/var/log/slurm/slurmctld.log", c.ctldLog,
+				"/usr/share/coscheml/lucid/", filepath.Join(repo, "models", "data", "lucid-train")+"/",
 				"/usr/share/coscheml/data/", filepath.Join(repo, "models", "data")+"/")
 			checkLoadLine(t, c, g.File, string(text))
 		default:
