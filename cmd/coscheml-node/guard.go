@@ -101,6 +101,8 @@ type guardService struct {
 func guardConfig(cfg config.Config) (guard.Config, error) {
 	g := guard.Default()
 	g.Period = cfg.Guard.Period
+	g.Window = cfg.Guard.Window
+	g.SustainFor = cfg.Guard.SustainFor
 	g.Floors = cfg.SpeedFloor
 	for cl, a := range map[profile.Class]config.GuardClassActions{
 		profile.ClassHPC: cfg.Guard.Actions.HPC, profile.ClassTrain: cfg.Guard.Actions.Train, profile.ClassInfer: cfg.Guard.Actions.Infer,
