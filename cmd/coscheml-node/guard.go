@@ -99,7 +99,8 @@ type guardService struct {
 }
 
 // guardConfig turns the configuration's guard section into pkg/guard's Config:
-// the thresholds stay pkg/guard's defaults, the floors are the site's.
+// the thresholds stay pkg/guard's defaults but for the window and sustain time,
+// the floors are the site's.
 func guardConfig(cfg config.Config) (guard.Config, error) {
 	g := guard.Default()
 	g.Period = cfg.Guard.Period

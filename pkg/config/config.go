@@ -132,8 +132,8 @@ type ProfilingSpec struct {
 }
 
 // GuardSpec configures the node's runtime guard, `coscheml-node guard`
-// (docs/guard.md). Its thresholds are pkg/guard's defaults; what a site sets
-// here is whether it runs, how often, how long it waits on the driver and on
+// (docs/guard.md). Its thresholds are pkg/guard's defaults but for the window
+// and sustain time; what a site sets here is whether it runs, how often, how long it waits on the driver and on
 // Slurm's commands, where its events and metrics go and what it does per class.
 type GuardSpec struct {
 	Enabled bool `yaml:"enabled"`
