@@ -512,11 +512,19 @@ func replayOnce(t *testing.T, a artifacts, o replayOptions, setup string, share 
 // logGuardFigures says how long the jobs ran below their floors and what the
 // guard did (its event logs, one per node).
 func logGuardFigures(t *testing.T, c *cluster, setup string, rs []emulate.Result, guardOn bool) {
-	below, shared := 0, 0
+	// The guard cannot act before it has judged a breach: window readings and
+	// the sustain time, a round to act; a job below its floor longer than that
+	// was below it beyond the guard's reach of it.
+	g := replayGuardTiming
+	reach := time.Duration(g.window+2)*g.period + g.sustain
+	below, beyond, shared := 0, 0, 0
 	var belowS, stoppedS float64
 	for _, r := range rs {
 		if r.BelowFloor {
 			below++
+		}
+		if r.BelowFloorS > reach.Seconds() {
+			beyond++
 		}
 		if r.Shared {
 			shared++
@@ -537,8 +545,8 @@ func logGuardFigures(t *testing.T, c *cluster, setup string, rs []emulate.Result
 			}
 		}
 	}
-	t.Logf("GUARD FIGURES %s (guard %v): %d of %d jobs below floor at some time, %.1f job-s below floor in all; %d shared; %.1f job-s suspended; guard events %v",
-		setup, guardOn, below, len(rs), belowS, shared, stoppedS, actions)
+	t.Logf("GUARD FIGURES %s (guard %v): %d of %d jobs below floor at some time, %d below it for more than %v (the guard's reaction), %.1f job-s below floor in all; %d shared; %.1f job-s suspended; guard events %v",
+		setup, guardOn, below, len(rs), beyond, reach, belowS, shared, stoppedS, actions)
 }
 
 // lastDecisionID is the plugin's latest decision token in a comment (a job the
