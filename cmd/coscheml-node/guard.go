@@ -85,7 +85,7 @@ type guardService struct {
 	nvml     nvml.Backend
 	procRoot string
 	mapper   guard.ProcessMapper // nil: the cgroups under procRoot
-	emulated *nvml.DirBackend // set with guard.emulated_metrics_dir
+	emulated *nvml.DirBackend    // set with guard.emulated_metrics_dir
 	jobs     guard.JobSource
 	act      *trackingActuator // nil: dry run
 	events   *decisionlog.Writer

@@ -208,7 +208,9 @@ func TestParse(t *testing.T) {
 		{name: "guard floor never cancels", yaml: "guard:\n  actions:\n    hpc:\n      floor: cancel\n", wantErr: []string{`"guard.actions.hpc.floor"`, "observe or suspend or requeue"}},
 		{name: "guard memory never suspends", yaml: "guard:\n  actions:\n    infer:\n      memory: suspend\n", wantErr: []string{`"guard.actions.infer.memory"`}},
 		{name: "guard period too short", yaml: "guard:\n  period: 100ms\n", wantErr: []string{`"guard.period"`, "1s..10m"}},
-		{name: "optimistic predictor", yaml: "predictor: optimistic\n", check: func(c Config) bool { return c.Predictor == PredictorOptimistic && Default().Predictor == PredictorModel }},
+		{name: "optimistic predictor", yaml: "predictor: optimistic\n", check: func(c Config) bool {
+			return c.Predictor == PredictorOptimistic && Default().Predictor == PredictorModel
+		}},
 		{name: "unknown predictor", yaml: "predictor: oracle\n", wantErr: []string{`"predictor"`, "evaluation only"}},
 		{name: "guard window and sustain", yaml: "guard:\n  window: 2\n  sustain_for: 2s\n", check: func(c Config) bool { return c.Guard.Window == 2 && c.Guard.SustainFor == 2*time.Second }},
 		{name: "guard window zero", yaml: "guard:\n  window: 0\n", wantErr: []string{`"guard.window"`, "1..100"}},

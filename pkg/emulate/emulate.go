@@ -84,9 +84,9 @@ type Result struct {
 	// was stopped (suspended), doing no work.
 	BelowFloorS float64 `json:"below_floor_s"`
 	StoppedS    float64 `json:"stopped_s,omitempty"`
-	Shared     bool          `json:"shared"`      // had a co-runner at some time
-	Unknown    int           `json:"unknown"`     // co-runner sightings without a known tag (ignored)
-	History    []Phase       `json:"history"`
+	Shared      bool    `json:"shared"`  // had a co-runner at some time
+	Unknown     int     `json:"unknown"` // co-runner sightings without a known tag (ignored)
+	History     []Phase `json:"history"`
 }
 
 // Job describes the run.
