@@ -87,6 +87,8 @@ type guardService struct {
 	// parked goroutine per retry.
 	nvml     nvml.Backend
 	procRoot string
+	mapper   guard.ProcessMapper // nil: the cgroups under procRoot
+	emulated *nvml.DirBackend    // set with guard.emulated_metrics_dir
 	jobs     guard.JobSource
 	act      *trackingActuator // nil: dry run
 	events   *decisionlog.Writer
@@ -127,6 +129,15 @@ func newGuardService(cfg config.Config, node string, logf func(string, ...any)) 
 		jobs:   newResidencyJobs(store, profiles, node, time.Now, logf),
 		counts: newGuardCounters(time.Now()), uids: uidCache{m: map[string]uint32{}}, seen: map[string]time.Time{}, noted: map[string]time.Time{}}
 	s.nvml = nvml.WithTimeout(nvml.NewReal(), cfg.Guard.NVMLTimeout)
+	if d := cfg.Guard.EmulatedMetricsDir; d != "" {
+		// Evaluation only (make e2e): the emulated jobs' readings stand in for
+		// NVML, and they name their own jobs. DirBackend.Init refuses a folder
+		// an ordinary user could write.
+		dir := nvml.NewDirBackend(d, node)
+		s.emulated = dir
+		s.nvml = nvml.WithTimeout(dir, cfg.Guard.NVMLTimeout)
+		s.mapper = dirMapper{dir}
+	}
 	if !cfg.Guard.DryRun {
 		s.act = &trackingActuator{inner: &slurmActuator{timeout: cfg.Guard.CommandTimeout, logf: logf, node: node},
 			retryAfter: defaultRetryAfter, now: func() time.Time { return s.now() }}
@@ -158,6 +169,9 @@ func (s *guardService) run(ctx context.Context) {
 		version.String(), s.node, c.Enabled, c.DryRun, c.Period, c.NVMLTimeout, c.CommandTimeout, s.eventPath(), c.MetricsFile,
 		c.Actions.HPC.Memory, c.Actions.HPC.Floor, c.Actions.Train.Memory, c.Actions.Train.Floor, c.Actions.Infer.Memory, c.Actions.Infer.Floor,
 		s.gcfg.Floors.HPC, s.gcfg.Floors.Train, s.gcfg.Floors.Infer)
+	if c.EmulatedMetricsDir != "" {
+		s.logf("guard: EVALUATION ONLY: reading emulated GPUs from %s instead of NVML (guard.emulated_metrics_dir); never on a production node", c.EmulatedMetricsDir)
+	}
 	if !c.Enabled {
 		// Waiting, not exiting: a unit that exits would be restarted or reported failed.
 		s.logf("guard: disabled (guard.enabled: false); idle until stopped")
@@ -230,7 +244,11 @@ func (s *guardService) step(now time.Time) bool {
 		// The guard's own lines go through note: an action retried every period
 		// after a failure says so once per 10 minutes, not every period.
 		glog := func(format string, args ...any) { s.note(s.now(), format, args...) }
-		mon := guard.NewMonitor(b, guard.CgroupMapper{Root: s.procRoot}, s.logf)
+		var mapper guard.ProcessMapper = guard.CgroupMapper{Root: s.procRoot}
+		if s.mapper != nil {
+			mapper = s.mapper
+		}
+		mon := guard.NewMonitor(b, mapper, s.logf)
 		g, err := guard.New(s.gcfg, mon, s.jobs, act, glog)
 		if err != nil {
 			s.note(now, "guard: %v", err)
@@ -243,6 +261,11 @@ func (s *guardService) step(now time.Time) bool {
 		s.act.reset()
 	}
 	res, err := s.g.Round(now)
+	if s.emulated != nil {
+		for _, p := range s.emulated.Problems() {
+			s.logf("guard: %s", p)
+		}
+	}
 	s.counts.round(false)
 	s.counts.gpuReads(res.GPUs, res.Unhealthy)
 	if err != nil {
@@ -465,4 +488,14 @@ func (r *residencyJobs) profile(tag string, now time.Time) *profile.Profile {
 	}
 	r.cache[tag] = cachedProfile{p: p, at: now}
 	return p
+}
+
+// dirMapper maps the processes of emulated GPUs to the jobs their readings name.
+type dirMapper struct{ b *nvml.DirBackend }
+
+func (m dirMapper) JobOf(pid uint32) (string, error) {
+	if id, ok := m.b.JobOf(pid); ok {
+		return id, nil
+	}
+	return "", fmt.Errorf("pid %d: no emulated reading names it: %w", pid, guard.ErrUnmapped)
 }

@@ -744,3 +744,75 @@ func TestGuardWritesEarlyObservations(t *testing.T) {
 		t.Fatalf("observations %+v, want only %+v", obs, want)
 	}
 }
+
+// With guard.emulated_metrics_dir the guard reads the emulated jobs' readings
+// instead of NVML and acts through the same Actuator; a folder an ordinary user
+// could write is refused, and nothing is acted on.
+func TestGuardEmulatedMetrics(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		mode      os.FileMode
+		wantCalls []string
+		wantLog   string
+	}{
+		{name: "trusted folder", mode: 0o755, wantCalls: []string{"scontrol update", "scontrol requeue 11"}, wantLog: "EVALUATION ONLY"},
+		{name: "world-writable folder", mode: 0o777, wantLog: "writable by group or others"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := standInSlurm(t)
+			t.Setenv("FAKE_FAIL", "")
+			t.Setenv("FAKE_HANG", "")
+			cfg := guardTestSetup(t)
+			dir := filepath.Join(t.TempDir(), "metrics")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			const mib = 1 << 20
+			for _, r := range []struct {
+				job string
+				pid int
+				mem uint64
+			}{{"11", os.Getpid(), 125000}, {"12", os.Getppid(), 15000}} {
+				if err := nvml.WriteDirReading(dir, "n1", 0, nvml.DirReading{JobID: r.job, PID: uint32(r.pid),
+					MemBytes: r.mem * mib, MemTotal: 144384 * mib, SMUtil: 40, Busy: true, At: time.Now().UnixMicro()}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Chmod(dir, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			cfg.Guard.EmulatedMetricsDir = dir
+			var logs logLines
+			svc, err := newGuardService(cfg, "n1", logs.logf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc.cfg.Guard.Period = 5 * time.Millisecond
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); svc.run(ctx) }()
+			deadline := time.After(10 * time.Second)
+			for !logs.has(tc.wantLog) || (tc.wantCalls != nil && len(readCalls(t, calls)) < len(tc.wantCalls)) {
+				select {
+				case <-deadline:
+					cancel()
+					t.Fatalf("no %q (calls %q); log: %q", tc.wantLog, readCalls(t, calls), logs.lines)
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			time.Sleep(50 * time.Millisecond) // rounds enough to act, had the folder been read
+			cancel()
+			<-done
+			svc.close()
+			got := readCalls(t, calls)
+			if len(got) != len(tc.wantCalls) {
+				t.Fatalf("commands %q, want %q", got, tc.wantCalls)
+			}
+			for i, w := range tc.wantCalls {
+				if !strings.HasPrefix(got[i], w) {
+					t.Errorf("command %d %q, want %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}

@@ -10,7 +10,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/emulate"
+	"github.com/coscheml/coscheml/pkg/nvml"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/residency"
 	"github.com/urfave/cli/v2"
@@ -38,6 +40,8 @@ func e2eJobCommand() *cli.Command {
 			&cli.StringFlag{Name: "pairs", Usage: "ground-truth pair CSV (default: the embedded Lucid pairs)"},
 			&cli.StringFlag{Name: "pairs-format", Value: "lucid", Usage: "format of --pairs: lucid or generic"},
 			&cli.StringFlag{Name: "solo", Usage: "solo-profile CSV (Lucid format) for --pairs"},
+			&cli.Float64Flag{Name: "grow-mem-mib", Usage: "after --grow-after, report this much GPU memory (MiB) instead of the profile's: a job that grows past its budget"},
+			&cli.DurationFlag{Name: "grow-after", Usage: "when --grow-mem-mib takes effect, from the job's start"},
 		},
 		Action: runE2EJob,
 	}
@@ -78,14 +82,100 @@ func runE2EJob(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	grow := c.Float64("grow-mem-mib")
+	if !(grow >= 0 && grow <= 1<<24) {
+		return usageErrorf("--grow-mem-mib %v: want 0..16777216", grow)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	j := emulate.Job{JobID: jobID, Node: node, GPU: gpu, Tag: tag, Class: class, Work: c.Float64("work"),
 		Floor: cfg.SpeedFloor.For(class)}
+	interval := c.Duration("interval")
+	if interval <= 0 {
+		interval = 500 * time.Millisecond
+	}
+	opts := emulate.Options{Interval: interval, Stopped: stoppedSignal(interval)}
+	var skip func(string) bool
+	if dir := cfg.Guard.EmulatedMetricsDir; dir != "" {
+		// The guard reads what this job reports as NVML would report its
+		// process; a co-runner the guard suspended is stopped and slows no one.
+		skip = emulate.StoppedInDir(dir, node, gpu)
+		rep, err := newReadingWriter(cfg, dir, node, gpu, jobID, tag, grow, c.Duration("grow-after"))
+		if err != nil {
+			return err
+		}
+		defer rep.remove()
+		opts.Report = rep.report
+	}
 	res, err := emulate.Run(ctx, j, emulate.TruthSpeeds{T: tt},
-		emulate.ResidencyCoRunners(store, node, gpu, jobID, time.Minute), emulate.Options{Interval: c.Duration("interval")})
+		emulate.ResidencyCoRunnersExcept(store, node, gpu, jobID, time.Minute, skip), opts)
 	if err != nil {
 		return err
 	}
 	return emulate.Write(c.String("results"), res)
 }
+
+// stoppedSignal is emulate.Options.Stopped for a process Slurm may suspend
+// (SIGSTOP, later SIGCONT): it reports a SIGCONT seen, or a gap between two
+// calls far longer than the interval (the SIGCONT not delivered yet).
+func stoppedSignal(interval time.Duration) func() bool {
+	cont := make(chan os.Signal, 1)
+	signal.Notify(cont, syscall.SIGCONT)
+	maxGap := 4*interval + 2*time.Second
+	last := time.Now()
+	return func() bool {
+		now := time.Now()
+		gap := now.Sub(last) > maxGap
+		last = now
+		select {
+		case <-cont:
+			return true
+		default:
+			return gap
+		}
+	}
+}
+
+// readingWriter writes the job's reading for the guard (nvml.DirReading):
+// its SM share as the ground truth says it runs (speed x its profile's solo SM
+// utilization) and its memory (the profile's, or --grow-mem-mib once grown).
+type readingWriter struct {
+	dir, node, jobID string
+	gpu              int
+	soloSM, memMiB   float64
+	totalMiB         float64
+	grow             float64
+	growAt           time.Time
+	failed           bool
+}
+
+func newReadingWriter(cfg config.Config, dir, node string, gpu int, jobID, tag string, grow float64, growAfter time.Duration) (*readingWriter, error) {
+	ps, err := profile.Open(cfg.ProfileDir)
+	if err != nil {
+		return nil, fmt.Errorf("e2e-job: profiles: %w", err)
+	}
+	p, err := ps.Get(tag)
+	if err != nil {
+		return nil, fmt.Errorf("e2e-job: profile of %s: %w", tag, err)
+	}
+	return &readingWriter{dir: dir, node: node, gpu: gpu, jobID: jobID, soloSM: p.SMUtil.Mean, memMiB: p.MemUsedMiB,
+		totalMiB: cfg.Cluster.GPUMemoryMiB, grow: grow, growAt: time.Now().Add(growAfter)}, nil
+}
+
+func (w *readingWriter) report(now time.Time, speed float64, co []string) {
+	mem := w.memMiB
+	if w.grow > 0 && !now.Before(w.growAt) {
+		mem = w.grow
+	}
+	const mib = 1 << 20
+	r := nvml.DirReading{JobID: w.jobID, PID: uint32(os.Getpid()), MemBytes: uint64(min(mem, w.totalMiB) * mib),
+		MemTotal: uint64(w.totalMiB * mib), SMUtil: min(100, max(0, speed*w.soloSM)),
+		Busy: len(co) > 0 && speed < 1, At: nvml.ReadingNow(now)}
+	if err := nvml.WriteDirReading(w.dir, w.node, w.gpu, r); err != nil && !w.failed {
+		// Said once: the run itself goes on (its result is still measured).
+		w.failed = true
+		fmt.Fprintf(os.Stderr, "e2e-job: %v\n", err)
+	}
+}
+
+func (w *readingWriter) remove() { _ = nvml.RemoveDirReading(w.dir, w.node, w.gpu, w.jobID) }

@@ -93,6 +93,11 @@ type Config struct {
 	// which no job's runs create a new profile.
 	MaxProfiles int `yaml:"max_profiles"`
 
+	// Predictor is the speed predictor placement uses: "model" (model_path) or,
+	// for evaluation only, "optimistic" (model.Optimistic: every pair at full
+	// speed, the worst case of a wrong model, to measure the guard against).
+	Predictor string `yaml:"predictor"`
+
 	Cluster   ClusterSpec   `yaml:"cluster"`
 	Profiling ProfilingSpec `yaml:"profiling"`
 	Guard     GuardSpec     `yaml:"guard"`
@@ -129,8 +134,8 @@ type ProfilingSpec struct {
 }
 
 // GuardSpec configures the node's runtime guard, `coscheml-node guard`
-// (docs/guard.md). Its thresholds are pkg/guard's defaults; what a site sets
-// here is whether it runs, how often, how long it waits on the driver and on
+// (docs/guard.md). Its thresholds are pkg/guard's defaults but for the window
+// and sustain time; what a site sets here is whether it runs, how often, how long it waits on the driver and on
 // Slurm's commands, where its events and metrics go and what it does per class.
 type GuardSpec struct {
 	Enabled bool `yaml:"enabled"`
@@ -147,7 +152,21 @@ type GuardSpec struct {
 	// MetricsFile: the guard's action counters, Prometheus text format ("" = off).
 	MetricsFile string       `yaml:"metrics_file"`
 	Actions     GuardActions `yaml:"actions"`
+	// Window is the smoothing window in rounds; SustainFor how long a speed
+	// breach must hold before it is acted on (guard.Config's fields).
+	Window     int           `yaml:"window"`
+	SustainFor time.Duration `yaml:"sustain_for"`
+	// EmulatedMetricsDir, for evaluation only: read the per-process readings the
+	// replay's emulated jobs write there (nvml.DirBackend) instead of NVML. It
+	// must be owned by root (or the guard's user) and writable by no one else.
+	EmulatedMetricsDir string `yaml:"emulated_metrics_dir"`
 }
+
+// The predictor names.
+const (
+	PredictorModel      = "model"
+	PredictorOptimistic = "optimistic"
+)
 
 // GuardActions says what the guard does to a job of each class.
 type GuardActions struct {
@@ -233,10 +252,11 @@ func Default() Config {
 		DecideTimeout:    500 * time.Millisecond,
 		LogDecisions:     LogVerbose,
 		MaxProfiles:      5000,
+		Predictor:        PredictorModel,
 		Profiling: ProfilingSpec{Enabled: true, Backend: "nvml", Interval: 500 * time.Millisecond, StaleAfter: 30 * 24 * time.Hour,
 			MinRuns: 3, MinUsers: 2, MinRunTime: time.Minute, MaxNewProfilesPerUser: 10},
 		Guard: GuardSpec{Enabled: true, Period: 5 * time.Second, NVMLTimeout: 2 * time.Second, CommandTimeout: 10 * time.Second,
-			EventDir: "/var/lib/coscheml/guard",
+			EventDir: "/var/lib/coscheml/guard", Window: 6, SustainFor: time.Minute,
 			Actions: GuardActions{
 				HPC:   GuardClassActions{Memory: "requeue", Floor: "requeue"},
 				Train: GuardClassActions{Memory: "requeue", Floor: "requeue"},

@@ -210,6 +210,14 @@ func TestParse(t *testing.T) {
 		{name: "guard floor never cancels", yaml: "guard:\n  actions:\n    hpc:\n      floor: cancel\n", wantErr: []string{`"guard.actions.hpc.floor"`, "observe or suspend or requeue"}},
 		{name: "guard memory never suspends", yaml: "guard:\n  actions:\n    infer:\n      memory: suspend\n", wantErr: []string{`"guard.actions.infer.memory"`}},
 		{name: "guard period too short", yaml: "guard:\n  period: 100ms\n", wantErr: []string{`"guard.period"`, "1s..10m"}},
+		{name: "optimistic predictor", yaml: "predictor: optimistic\n", check: func(c Config) bool {
+			return c.Predictor == PredictorOptimistic && Default().Predictor == PredictorModel
+		}},
+		{name: "unknown predictor", yaml: "predictor: oracle\n", wantErr: []string{`"predictor"`, "evaluation only"}},
+		{name: "guard window and sustain", yaml: "guard:\n  window: 2\n  sustain_for: 2s\n", check: func(c Config) bool { return c.Guard.Window == 2 && c.Guard.SustainFor == 2*time.Second }},
+		{name: "guard window zero", yaml: "guard:\n  window: 0\n", wantErr: []string{`"guard.window"`, "1..100"}},
+		{name: "guard sustain too long", yaml: "guard:\n  sustain_for: 2h\n", wantErr: []string{`"guard.sustain_for"`, "0s..1h"}},
+		{name: "emulated metrics dir relative", yaml: "guard:\n  emulated_metrics_dir: tmp/m\n", wantErr: []string{`"guard.emulated_metrics_dir"`, "absolute"}},
 		{name: "guard nvml timeout zero", yaml: "guard:\n  nvml_timeout: 0s\n", wantErr: []string{`"guard.nvml_timeout"`}},
 		{name: "guard command timeout too long", yaml: "guard:\n  command_timeout: 1h\n", wantErr: []string{`"guard.command_timeout"`}},
 		{name: "guard relative event dir", yaml: "guard:\n  event_dir: guard\n", wantErr: []string{`"guard.event_dir"`, "absolute"}},

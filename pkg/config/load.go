@@ -312,6 +312,7 @@ func (c Config) Validate() error {
 		{"redecide_heartbeat", c.RedecideHeartbeat},
 		{"guard.event_dir", c.Guard.EventDir},
 		{"guard.metrics_file", c.Guard.MetricsFile},
+		{"guard.emulated_metrics_dir", c.Guard.EmulatedMetricsDir},
 	} {
 		switch {
 		case p.val == "":
@@ -408,6 +409,15 @@ func (c Config) Validate() error {
 	}
 	if c.Profiling.Interval < 10*time.Millisecond || c.Profiling.Interval > time.Hour {
 		bad("profiling.interval", "%s is out of range: want 10ms..1h", c.Profiling.Interval)
+	}
+	if c.Predictor != PredictorModel && c.Predictor != PredictorOptimistic {
+		bad("predictor", "%q is not a predictor; want %s or %s (evaluation only)", Sanitize(c.Predictor), PredictorModel, PredictorOptimistic)
+	}
+	if c.Guard.Window < 1 || c.Guard.Window > 100 {
+		bad("guard.window", "%d is out of range: want 1..100 rounds", c.Guard.Window)
+	}
+	if c.Guard.SustainFor < 0 || c.Guard.SustainFor > time.Hour {
+		bad("guard.sustain_for", "%s is out of range: want 0s..1h", c.Guard.SustainFor)
 	}
 	if c.Guard.Period < time.Second || c.Guard.Period > 10*time.Minute {
 		bad("guard.period", "%s is out of range: want 1s..10m", c.Guard.Period)

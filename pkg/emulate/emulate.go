@@ -82,9 +82,13 @@ type Result struct {
 	MinSpeed   float64       `json:"min_speed"`
 	Floor      float64       `json:"floor"`       // the class's speed floor
 	BelowFloor bool          `json:"below_floor"` // true speed under Floor at some time
-	Shared     bool          `json:"shared"`      // had a co-runner at some time
-	Unknown    int           `json:"unknown"`     // co-runner sightings without a known tag (ignored)
-	History    []Phase       `json:"history"`
+	// BelowFloorS is the time (s) the job ran below Floor; StoppedS the time it
+	// was stopped (suspended), doing no work.
+	BelowFloorS float64 `json:"below_floor_s"`
+	StoppedS    float64 `json:"stopped_s,omitempty"`
+	Shared      bool    `json:"shared"`  // had a co-runner at some time
+	Unknown     int     `json:"unknown"` // co-runner sightings without a known tag (ignored)
+	History     []Phase `json:"history"`
 }
 
 // Job describes the run.
@@ -108,6 +112,13 @@ type Options struct {
 	Now      func() time.Time // clock (default time.Now)
 	// Sleep waits d or until ctx ends (default: a timer); tests replace it.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Stopped reports, and forgets, whether the process was stopped since the
+	// last call (SIGCONT seen: Slurm's scontrol suspend stops a job's
+	// processes): the stretch since the previous tick then does no work.
+	Stopped func() bool
+	// Report, when set, gets the job's state every tick (its speed and
+	// co-runners), e.g. to write the readings the guard reads.
+	Report func(now time.Time, speed float64, coRunners []string)
 }
 
 // MaxHistory bounds the phases kept in a result (a job that sees its co-runners
@@ -136,7 +147,7 @@ func Run(ctx context.Context, j Job, sp Speeds, corun CoRunnerFunc, o Options) (
 		Floor: j.Floor, Start: unixSeconds(start), MinSpeed: 1}
 	p := Progress{Work: j.Work, At: start, Speed: 1}
 	var cur []string
-	first := true
+	first, pendingStop := true, false
 	for {
 		now := o.Now()
 		if tags, err := corun(); err == nil {
@@ -144,7 +155,22 @@ func Run(ctx context.Context, j Job, sp Speeds, corun CoRunnerFunc, o Options) (
 		}
 		speed, unknown := SpeedNext(sp, j.Tag, cur)
 		res.Unknown += unknown
+		stopped := pendingStop || (o.Stopped != nil && o.Stopped())
+		pendingStop = false
+		if stopped {
+			// Stopped: the stretch since the last tick did no work and does
+			// not count as time below the floor.
+			if dt := now.Sub(p.At).Seconds(); dt > 0 {
+				res.StoppedS += dt
+			}
+			p.At = now
+		} else if dt := now.Sub(p.At).Seconds(); dt > 0 && p.Speed < j.Floor-1e-9 {
+			res.BelowFloorS += dt
+		}
 		p.Advance(now, speed)
+		if o.Report != nil {
+			o.Report(now, speed, cur)
+		}
 		if first || !slices.Equal(cur, res.lastCoRunners()) || speed != res.lastSpeed() {
 			res.addPhase(now, cur, speed)
 			first = false
@@ -163,8 +189,14 @@ func Run(ctx context.Context, j Job, sp Speeds, corun CoRunnerFunc, o Options) (
 		if err := o.Sleep(ctx, wait); err != nil {
 			return res, fmt.Errorf("emulate: job %s stopped with %.1f of %.1f s of work done: %w", j.JobID, p.Done, p.Work, err)
 		}
-		// The last stretch: done exactly when the remaining work is.
-		if now2 := o.Now(); p.Done+now2.Sub(p.At).Seconds()*p.Speed >= p.Work-1e-9 {
+		// The last stretch: done exactly when the remaining work is (unless the
+		// process was stopped meanwhile: the next tick accounts for that).
+		if o.Stopped != nil && o.Stopped() {
+			pendingStop = true
+		} else if now2 := o.Now(); p.Done+now2.Sub(p.At).Seconds()*p.Speed >= p.Work-1e-9 {
+			if p.Speed < j.Floor-1e-9 {
+				res.BelowFloorS += now2.Sub(p.At).Seconds()
+			}
 			p.Advance(now2, p.Speed)
 			break
 		}

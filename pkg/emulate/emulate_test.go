@@ -243,3 +243,74 @@ func FuzzParseGPUIndex(f *testing.F) {
 		}
 	})
 }
+
+// A stretch during which the process was stopped (scontrol suspend) does no
+// work and is not time below the floor (the whole tick it fell in is lost, at
+// most one interval of work); time at a speed under the floor is
+// counted.
+func TestRunStoppedAndBelowFloorTime(t *testing.T) {
+	sp := fakeSpeeds{{"a", "b"}: 0.5}
+	for _, tc := range []struct {
+		name         string
+		seen         []string
+		stopAtTick   int     // the tick at which Stopped reports true (0: never)
+		stopFor      float64 // seconds the clock jumps while stopped
+		wantDur      float64
+		wantBelowS   float64
+		wantStoppedS float64
+		wantReports  bool
+	}{
+		{name: "alone, never stopped", wantDur: 2, wantReports: true},
+		{name: "below floor the whole time", seen: []string{"b"}, wantDur: 4, wantBelowS: 4},
+		{name: "stopped 10 s mid-run", stopAtTick: 3, stopFor: 10, wantDur: 12.5, wantStoppedS: 10.5},
+		{name: "stopped below the floor", seen: []string{"b"}, stopAtTick: 3, stopFor: 10, wantDur: 14.5, wantBelowS: 4, wantStoppedS: 10.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &fakeClock{t: time.Unix(1000, 0)}
+			ticks, reports := 0, 0
+			o := Options{Interval: 500 * time.Millisecond, Now: clk.now,
+				Sleep: func(ctx context.Context, d time.Duration) error {
+					ticks++
+					if tc.stopAtTick != 0 && ticks == tc.stopAtTick {
+						d += time.Duration(tc.stopFor * float64(time.Second))
+					}
+					return clk.sleep(ctx, d)
+				},
+				Stopped: func() bool { return tc.stopAtTick != 0 && ticks == tc.stopAtTick },
+				Report:  func(time.Time, float64, []string) { reports++ },
+			}
+			res, err := Run(context.Background(), Job{JobID: "1", Tag: "a", Work: 2, Floor: 0.75}, sp,
+				func() ([]string, error) { return tc.seen, nil }, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := res.End - res.Start; math.Abs(d-tc.wantDur) > 1e-6 {
+				t.Errorf("duration %v, want %v", d, tc.wantDur)
+			}
+			if math.Abs(res.BelowFloorS-tc.wantBelowS) > 1e-6 || math.Abs(res.StoppedS-tc.wantStoppedS) > 1e-6 {
+				t.Errorf("below floor %v s, stopped %v s; want %v, %v", res.BelowFloorS, res.StoppedS, tc.wantBelowS, tc.wantStoppedS)
+			}
+			if reports == 0 {
+				t.Error("Report was never called")
+			}
+		})
+	}
+}
+
+func TestProcStopped(t *testing.T) {
+	for _, tc := range []struct {
+		stat string
+		want bool
+	}{
+		{"123 (coscheml) S 1 2 3", false},
+		{"123 (coscheml) T 1 2 3", true},
+		{"123 (a) b) t 1", true},
+		{"123 (x) R 1", false},
+		{"garbage", false},
+		{"1 (x)", false},
+	} {
+		if got := ProcStopped([]byte(tc.stat)); got != tc.want {
+			t.Errorf("%q: %v, want %v", tc.stat, got, tc.want)
+		}
+	}
+}

@@ -3,12 +3,15 @@
 package emulate
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/coscheml/coscheml/pkg/nvml"
 	"github.com/coscheml/coscheml/pkg/residency"
 	"github.com/coscheml/coscheml/pkg/truth"
 )
@@ -33,6 +36,12 @@ func (s TruthSpeeds) Pair(a, b string) (float64, bool) {
 // the tags of the jobs other than self that hold GPU gpu of node. Records past
 // their expiry (+ grace) are ignored, as the plugin ignores them.
 func ResidencyCoRunners(store *residency.Store, node string, gpu int, self string, grace time.Duration) CoRunnerFunc {
+	return ResidencyCoRunnersExcept(store, node, gpu, self, grace, nil)
+}
+
+// ResidencyCoRunnersExcept is ResidencyCoRunners leaving out the jobs skip
+// names (nil: none), e.g. co-runners that are stopped and use no GPU time.
+func ResidencyCoRunnersExcept(store *residency.Store, node string, gpu int, self string, grace time.Duration, skip func(jobID string) bool) CoRunnerFunc {
 	r := store.NewReader()
 	return func() ([]string, error) {
 		res, err := r.Read(time.Now(), grace)
@@ -42,6 +51,9 @@ func ResidencyCoRunners(store *residency.Store, node string, gpu int, self strin
 		var tags []string
 		for _, e := range res.Entries {
 			if e.Node != node || e.JobID == self || !slices.Contains(e.GPUs, gpu) {
+				continue
+			}
+			if skip != nil && skip(e.JobID) {
 				continue
 			}
 			tags = append(tags, e.Tag)
@@ -86,4 +98,33 @@ func clip(s string) string {
 		s = s[:32] + "..."
 	}
 	return strconv.Quote(s)
+}
+
+// StoppedInDir reports whether a job on GPU gpu of node is stopped (Slurm's
+// scontrol suspend stops its processes): its reading in the emulated metrics
+// folder dir names a process in state T. A job without a reading (not started
+// yet, no folder) counts as running.
+func StoppedInDir(dir, node string, gpu int) func(jobID string) bool {
+	return func(jobID string) bool {
+		r, err := nvml.ReadDirReading(dir, node, gpu, jobID)
+		if err != nil {
+			return false
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", r.PID))
+		if err != nil {
+			return false
+		}
+		return ProcStopped(b)
+	}
+}
+
+// ProcStopped reads the state field of a /proc/PID/stat line: T (stopped by a
+// signal) or t (stopped by a tracer).
+func ProcStopped(stat []byte) bool {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return false
+	}
+	st := stat[i+2]
+	return st == 'T' || st == 't'
 }

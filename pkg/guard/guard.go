@@ -219,11 +219,14 @@ func Apply(act Actuator, a Action) error {
 }
 
 // FromConfig turns the configuration's guard section into a Config: the
-// thresholds stay Default's, the period, floors and actions are the site's.
+// thresholds stay Default's, the period, window, sustain time, floors and
+// actions are the site's.
 // The node's guard and the simulator both take theirs from here.
 func FromConfig(cfg config.Config) (Config, error) {
 	g := Default()
 	g.Period = cfg.Guard.Period
+	g.Window = cfg.Guard.Window
+	g.SustainFor = cfg.Guard.SustainFor
 	g.Floors = cfg.SpeedFloor
 	for cl, a := range map[profile.Class]config.GuardClassActions{
 		profile.ClassHPC: cfg.Guard.Actions.HPC, profile.ClassTrain: cfg.Guard.Actions.Train, profile.ClassInfer: cfg.Guard.Actions.Infer,

@@ -301,3 +301,33 @@ func TestEngineCountsRunsOnceAcrossPartialLoads(t *testing.T) {
 		t.Errorf("after a partial load and a complete one: %v runs counted, want 1", got)
 	}
 }
+
+// predictor: optimistic replaces the model in placement (every pair at full
+// speed), still under the pair memory, and says so as a problem note.
+func TestSnapshotOptimisticPredictor(t *testing.T) {
+	for _, tc := range []struct {
+		predictor  string
+		optimistic bool
+	}{{config.PredictorModel, false}, {config.PredictorOptimistic, true}} {
+		t.Run(tc.predictor, func(t *testing.T) {
+			s := newMemSite(t)
+			s.cfg.Predictor = tc.predictor
+			l := loadSnapshot(&s.src, nil, time.Now(), time.Time{})
+			if l.degraded() != "" || l.policy == nil {
+				t.Fatalf("snapshot degraded: %q", l.degraded())
+			}
+			got := l.pred.PredictSpeed(s.a, []*profile.Profile{s.b})
+			bare := s.m.PredictSpeed(s.a, []*profile.Profile{s.b})
+			if tc.optimistic && got != 1 {
+				t.Errorf("optimistic predictor predicts %.4f, want 1", got)
+			}
+			if !tc.optimistic && got != bare {
+				t.Errorf("model predictor predicts %.4f, want the model's %.4f", got, bare)
+			}
+			msg := noteOf(l, "predictor")
+			if tc.optimistic != strings.Contains(msg, "EVALUATION ONLY") {
+				t.Errorf("predictor note %q (optimistic: %v)", msg, tc.optimistic)
+			}
+		})
+	}
+}

@@ -203,6 +203,14 @@ func loadSnapshot(src *Sources, prev *Snapshot, now, runsSince time.Time) *Snaps
 	} else {
 		l.notes = append(l.notes, note{"model", ""})
 	}
+	predictorNote := ""
+	if cfg.Predictor == config.PredictorOptimistic {
+		// Evaluation only: placement then ignores the model entirely, so it is
+		// said as a problem, at every load, not as an info line.
+		l.bare, l.modelErr = model.Optimistic{}, nil
+		predictorNote = "predictor: optimistic is set (EVALUATION ONLY): every pair is predicted at full speed, the model is ignored; set predictor: model for production"
+	}
+	l.notes = append(l.notes, note{"predictor", predictorNote})
 	l.catalog, l.badProfs, err = src.LoadCatalog(cfg.ProfileDir, cfg.MaxProfiles)
 	if err != nil {
 		l.catErr = fmt.Errorf("profiles unusable, tagged jobs pass through unchanged: %w", err)

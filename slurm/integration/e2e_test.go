@@ -51,6 +51,10 @@ type replayOptions struct {
 	// waitDefer is coscheml's wait_defer; with it the re-decide loop runs
 	// beside slurmctld every redecide (0: a "wait" runs on a whole GPU).
 	waitDefer, redecide time.Duration
+	// guard runs coscheml-node guard on every node over the emulated jobs'
+	// readings (E2E_GUARD=on); predictor is the plugin's (E2E_PREDICTOR).
+	guard     bool
+	predictor string
 }
 
 // Defaults of make e2e (docs/evaluation.md says how they were chosen): the
@@ -63,7 +67,7 @@ type replayOptions struct {
 func defaultReplay() replayOptions {
 	return replayOptions{jobs: 200, seeds: []int64{1, 2, 3}, setups: replay.Setups, compress: 500, load: 2,
 		minWork: 2, maxDur: 24 * 3600, slack: 3, typed: true, trace: "philly",
-		waitDefer: config.Default().WaitDefer, redecide: time.Second}
+		waitDefer: config.Default().WaitDefer, redecide: time.Second, predictor: config.PredictorModel}
 }
 
 // replayFromEnv reads E2E_JOBS, E2E_SEEDS (count), E2E_FIRST_SEED (1: seeds
@@ -144,6 +148,20 @@ func replayFromEnv(t *testing.T, o replayOptions) replayOptions {
 	}
 	if v := os.Getenv("E2E_TRACE"); v != "" {
 		o.trace = v
+	}
+	switch v := os.Getenv("E2E_GUARD"); v {
+	case "", "off":
+	case "on":
+		o.guard = true
+	default:
+		t.Fatalf("E2E_GUARD=%q: want on or off", v)
+	}
+	switch v := os.Getenv("E2E_PREDICTOR"); v {
+	case "":
+	case config.PredictorModel, config.PredictorOptimistic:
+		o.predictor = v
+	default:
+		t.Fatalf("E2E_PREDICTOR=%q: want %s or %s", v, config.PredictorModel, config.PredictorOptimistic)
 	}
 	return o
 }
@@ -266,8 +284,20 @@ func replayClusterConfig(o replayOptions) func(*config.Config) {
 			cfg.ShardTypePrefix = "g"
 		}
 		cfg.WaitDefer = o.waitDefer
+		if o.predictor != "" {
+			cfg.Predictor = o.predictor
+		}
+		if o.guard {
+			guardConfig(replayGuardTiming)(cfg)
+		}
 	}
 }
+
+// replayGuardTiming is the guard's clock in a replay: its jobs last tens of
+// seconds, so the guard reads every second, smooths over two readings and acts
+// on a breach held two seconds (the defaults, 5 s, 6 and 1 min, are for jobs
+// of hours).
+var replayGuardTiming = fastGuard
 
 // slurmVersionNumber is SLURM_VERSION_NUMBER of a release as slurmctld -V
 // prints it ("22.05.8"); 0 when it does not parse (unknown: as 22.05).
@@ -332,7 +362,8 @@ func runReplay(t *testing.T, a artifacts, o replayOptions, save func(replay.Repo
 	}
 	rep := replay.Report{
 		Command: "E2E=1 E2E_JOBS=" + strconv.Itoa(o.jobs) + " E2E_SEEDS=" + strconv.Itoa(len(o.seeds)) +
-			" E2E_COMPRESS=" + strconv.FormatFloat(o.compress, 'g', -1, 64) + " E2E_WAIT_DEFER=" + o.waitDefer.String() + " make e2e",
+			" E2E_COMPRESS=" + strconv.FormatFloat(o.compress, 'g', -1, 64) + " E2E_WAIT_DEFER=" + o.waitDefer.String() +
+			" E2E_GUARD=" + map[bool]string{true: "on", false: "off"}[o.guard] + " E2E_PREDICTOR=" + cmp.Or(o.predictor, config.PredictorModel) + " make e2e",
 		Date: time.Now().UTC().Format(time.RFC3339),
 		Setup: []string{
 			fmt.Sprintf("Slurm %s; cluster: %d nodes x %d GPUs x %d shards (fake GPUs, real slurmctld/slurmd/munge), shard_pinning %s", a.slurm.version, numNodes, gpusPerNode, shardsPerGPU, pin),
@@ -340,6 +371,13 @@ func runReplay(t *testing.T, a artifacts, o replayOptions, save func(replay.Repo
 			fmt.Sprintf("time compression %gx (trace seconds per real second), work at least %g s, time limit ceil(%g x work) min, OverTimeLimit=UNLIMITED", o.compress, o.minWork, o.slack),
 			fmt.Sprintf("setups (every job --comment=coscheml:app=TAG,class=CLASS): exclusive = plugin off, --gres=gpu:1; blind = plugin off, --gres=shard:%d (Slurm picks the GPU); coscheml = plugin on, --gres=gpu:1, %s", share, loop),
 		},
+	}
+	if o.predictor == config.PredictorOptimistic {
+		rep.Setup = append(rep.Setup, "predictor: optimistic (evaluation only): the plugin predicts every pair at full speed; the simulator twin keeps the shipped model")
+	}
+	if o.guard {
+		g := replayGuardTiming
+		rep.Setup = append(rep.Setup, fmt.Sprintf("guard on: coscheml-node guard on every node over the emulated jobs' readings (guard.emulated_metrics_dir), period %s, window %d, sustain %s, default actions", g.period, g.window, g.sustain))
 	}
 	for _, seed := range o.seeds {
 		jobs, err := replay.Prepare(tr.Jobs, tt.Tags(), replay.Spec{Jobs: o.jobs, Seed: seed, MaxDuration: o.maxDur,
@@ -387,6 +425,9 @@ func runReplay(t *testing.T, a artifacts, o replayOptions, save func(replay.Repo
 func replayOnce(t *testing.T, a artifacts, o replayOptions, setup string, share int, jobs []trace.Job) (replay.Run, float64) {
 	plugin := setup == replay.CoScheML
 	c := newClusterTopo(t, a, plugin, replayTopology(o), replayClusterConfig(o))
+	if o.guard {
+		t.Cleanup(c.startGuards())
+	}
 	results := c.path("jobs", "results")
 	c.mkdirs(filepath.Join("jobs", "results"), filepath.Join("jobs", "out"))
 	bin := filepath.Join(a.binDir, "coscheml")
@@ -466,7 +507,48 @@ func replayOnce(t *testing.T, a artifacts, o replayOptions, setup string, share 
 		t.Errorf("result record: %v", p)
 	}
 	run.Results = rs
+	logGuardFigures(t, c, setup, rs, o.guard)
 	return run, wall
+}
+
+// logGuardFigures says how long the jobs ran below their floors and what the
+// guard did (its event logs, one per node).
+func logGuardFigures(t *testing.T, c *cluster, setup string, rs []emulate.Result, guardOn bool) {
+	// The guard cannot act before it has judged a breach: window readings and
+	// the sustain time, a round to act; a job below its floor longer than that
+	// was below it beyond the guard's reach of it.
+	g := replayGuardTiming
+	reach := time.Duration(g.window+2)*g.period + g.sustain
+	below, beyond, shared := 0, 0, 0
+	var belowS, stoppedS float64
+	for _, r := range rs {
+		if r.BelowFloor {
+			below++
+		}
+		if r.BelowFloorS > reach.Seconds() {
+			beyond++
+		}
+		if r.Shared {
+			shared++
+		}
+		belowS += r.BelowFloorS
+		stoppedS += r.StoppedS
+	}
+	actions := map[string]int{}
+	if guardOn {
+		ents, _ := os.ReadDir(c.cfg.Guard.EventDir)
+		for _, e := range ents {
+			b, _ := os.ReadFile(filepath.Join(c.cfg.Guard.EventDir, e.Name()))
+			for _, line := range strings.Split(string(b), "\n") {
+				var rec struct{ Action, Outcome string }
+				if json.Unmarshal([]byte(line), &rec) == nil && rec.Action != "" {
+					actions[rec.Action+"/"+rec.Outcome]++
+				}
+			}
+		}
+	}
+	t.Logf("GUARD FIGURES %s (guard %v): %d of %d jobs below floor at some time, %d below it for more than %v (the guard's reaction), %.1f job-s below floor in all; %d shared; %.1f job-s suspended; guard events %v",
+		setup, guardOn, below, len(rs), beyond, reach, belowS, shared, stoppedS, actions)
 }
 
 // lastDecisionID is the plugin's latest decision token in a comment (a job the
