@@ -19,6 +19,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/coscheml/coscheml/pkg/inferlatency"
 	"github.com/coscheml/coscheml/pkg/profile"
 )
 
@@ -148,6 +149,7 @@ func Run(ctx context.Context, j Job, sp Speeds, corun CoRunnerFunc, o Options) (
 	p := Progress{Work: j.Work, At: start, Speed: 1}
 	var cur []string
 	first, pendingStop := true, false
+	floorSpeed := 1.0 // the speed the floor judges since the last tick
 	for {
 		now := o.Now()
 		if tags, err := corun(); err == nil {
@@ -164,10 +166,11 @@ func Run(ctx context.Context, j Job, sp Speeds, corun CoRunnerFunc, o Options) (
 				res.StoppedS += dt
 			}
 			p.At = now
-		} else if dt := now.Sub(p.At).Seconds(); dt > 0 && p.Speed < j.Floor-1e-9 {
+		} else if dt := now.Sub(p.At).Seconds(); dt > 0 && floorSpeed < j.Floor-1e-9 {
 			res.BelowFloorS += dt
 		}
 		p.Advance(now, speed)
+		floorSpeed = FloorSpeed(sp, j.Class, j.Tag, cur, speed)
 		if o.Report != nil {
 			o.Report(now, speed, cur)
 		}
@@ -179,7 +182,7 @@ func Run(ctx context.Context, j Job, sp Speeds, corun CoRunnerFunc, o Options) (
 			res.Shared = true
 		}
 		res.MinSpeed = min(res.MinSpeed, speed)
-		if speed < j.Floor-1e-9 {
+		if floorSpeed < j.Floor-1e-9 {
 			res.BelowFloor = true
 		}
 		if p.Finished() {
@@ -194,7 +197,7 @@ func Run(ctx context.Context, j Job, sp Speeds, corun CoRunnerFunc, o Options) (
 		if o.Stopped != nil && o.Stopped() {
 			pendingStop = true
 		} else if now2 := o.Now(); p.Done+now2.Sub(p.At).Seconds()*p.Speed >= p.Work-1e-9 {
-			if p.Speed < j.Floor-1e-9 {
+			if floorSpeed < j.Floor-1e-9 {
 				res.BelowFloorS += now2.Sub(p.At).Seconds()
 			}
 			p.Advance(now2, p.Speed)
@@ -224,6 +227,39 @@ func (r *Result) addPhase(now time.Time, co []string, speed float64) {
 		return
 	}
 	r.History = append(r.History, Phase{At: unixSeconds(now), CoRunners: append([]string{}, co...), Speed: speed})
+}
+
+// SoloShares is a Speeds that also knows each application's solo SM
+// utilization (%), for an inference job's latency speed.
+type SoloShares interface {
+	SoloSM(tag string) (float64, bool)
+}
+
+// FloorSpeed is the speed a job's floor judges: its true speed, or for
+// inference its latency speed (package inferlatency) from its co-runners' true
+// GPU shares (each one's solo SM utilization times its speed next to the
+// others), as the simulator judges it. A co-runner whose share is unknown
+// counts as always busy.
+func FloorSpeed(sp Speeds, class profile.Class, tag string, co []string, speed float64) float64 {
+	if class != profile.ClassInfer || len(co) == 0 {
+		return speed
+	}
+	ss, _ := sp.(SoloShares)
+	shares := make([]float64, 0, len(co))
+	for i, c := range co {
+		solo, ok := 0.0, false
+		if ss != nil && c != "" {
+			solo, ok = ss.SoloSM(c)
+		}
+		if !ok {
+			shares = append(shares, inferlatency.Unmeasured)
+			continue
+		}
+		others := append(slices.Clone(co[:i]), co[i+1:]...)
+		cs, _ := SpeedNext(sp, c, append(others, tag))
+		shares = append(shares, solo*cs)
+	}
+	return inferlatency.SpeedFromSMUtil(shares)
 }
 
 // SpeedNext is the true speed of an application next to co-runners: the product

@@ -314,3 +314,35 @@ func TestProcStopped(t *testing.T) {
 		}
 	}
 }
+
+type soloTable struct {
+	pairs map[[2]string]float64
+	solo  map[string]float64
+}
+
+func (s soloTable) Pair(a, b string) (float64, bool) { v, ok := s.pairs[[2]string{a, b}]; return v, ok }
+func (s soloTable) SoloSM(tag string) (float64, bool) { v, ok := s.solo[tag]; return v, ok }
+
+// An inference job's floor judges its latency speed from its co-runners' true
+// shares; every other class's its true speed.
+func TestFloorSpeed(t *testing.T) {
+	sp := soloTable{pairs: map[[2]string]float64{{"svc", "train"}: 0.95, {"train", "svc"}: 0.8}, solo: map[string]float64{"svc": 30, "train": 50}}
+	cases := []struct {
+		name  string
+		class profile.Class
+		co    []string
+		speed float64 // the job's true speed
+		want  float64
+	}{
+		{"train: its true speed", profile.ClassTrain, []string{"svc"}, 0.8, 0.8},
+		{"infer alone", profile.ClassInfer, nil, 1, 1},
+		// The co-runner runs at 0.8 next to it: busy 40% of the time.
+		{"infer: latency from the co-runner's share", profile.ClassInfer, []string{"train"}, 0.95, 1 / 1.4},
+		{"infer: unknown co-runner counts as busy", profile.ClassInfer, []string{"mystery"}, 1, 0.5},
+	}
+	for _, c := range cases {
+		if got := FloorSpeed(sp, c.class, "svc", c.co, c.speed); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

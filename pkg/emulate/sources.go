@@ -32,6 +32,15 @@ func (s TruthSpeeds) Pair(a, b string) (float64, bool) {
 	return s.T.Speed(i, j), true
 }
 
+// SoloSM is an application's solo SM utilization (%).
+func (s TruthSpeeds) SoloSM(tag string) (float64, bool) {
+	i, ok := s.T.Index(tag)
+	if !ok {
+		return 0, false
+	}
+	return s.T.SoloUtil(i), true
+}
+
 // ResidencyCoRunners lists, from the residency records the node Prolog writes,
 // the tags of the jobs other than self that hold GPU gpu of node. Records past
 // their expiry (+ grace) are ignored, as the plugin ignores them.
