@@ -320,7 +320,7 @@ type soloTable struct {
 	solo  map[string]float64
 }
 
-func (s soloTable) Pair(a, b string) (float64, bool) { v, ok := s.pairs[[2]string{a, b}]; return v, ok }
+func (s soloTable) Pair(a, b string) (float64, bool)  { v, ok := s.pairs[[2]string{a, b}]; return v, ok }
 func (s soloTable) SoloSM(tag string) (float64, bool) { v, ok := s.solo[tag]; return v, ok }
 
 // An inference job's floor judges its latency speed from its co-runners' true
