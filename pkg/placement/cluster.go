@@ -315,7 +315,8 @@ func resize[T any](s []T, n int) []T {
 func (c *Cluster) Clone() *Cluster {
 	d := &Cluster{Nodes: make([]Node, len(c.Nodes)), Reach: c.Reach, Interner: c.Interner}
 	for n, node := range c.Nodes {
-		d.Nodes[n] = Node{Name: node.Name, GPUs: make([]GPU, len(node.GPUs))}
+		d.Nodes[n] = node
+		d.Nodes[n].GPUs = make([]GPU, len(node.GPUs))
 		for g, gpu := range node.GPUs {
 			gpu.Residents = slices.Clone(gpu.Residents)
 			d.Nodes[n].GPUs[g] = gpu

@@ -109,6 +109,8 @@ type engine struct {
 	keys          []float64    // drawn rank keys by GPU (random baseline, several GPUs)
 	members       []int32      // one bucket's members on nodes the request allows
 	req           *Request     // the request being placed (its node filter)
+	constrained   Request      // a model or feature request with its node filter narrowed
+	nodeMask      []bool       // constrained's node filter
 	firstFitOnly  bool         // single GPU on a first-fit cluster: hidden GPUs are out
 	rejects       [nReject]int
 	scanned       int
@@ -440,6 +442,18 @@ func badRequest(policy string, c *Cluster, r *Request) (Decision, bool) {
 	return Decision{}, false
 }
 
+// constrain returns r with its node filter narrowed to the nodes that meet its
+// model and feature constraints (a copy in the engine's scratch: r is the caller's).
+func (e *engine) constrain(c *Cluster, r *Request) *Request {
+	e.constrained = *r
+	e.nodeMask = resize(e.nodeMask, len(c.Nodes))
+	for n := range c.Nodes {
+		e.nodeMask[n] = r.allows(int32(n)) && c.Nodes[n].admits(r)
+	}
+	e.constrained.Nodes = e.nodeMask
+	return &e.constrained
+}
+
 // place runs filter, score and select for any scorer; the caller words the reason.
 // It returns the chosen candidates (nil: none) and the count of acceptable GPUs.
 // With draw set (the random baseline), a single GPU is drawn uniformly among the
@@ -450,6 +464,9 @@ func (e *engine) place(c *Cluster, r *Request, sc scorer, draw *rand.Rand) ([]ca
 		// A literal never indexed (a state file, a test): decide on an indexed copy,
 		// so there is one path; Place must not change the caller's cluster.
 		c = c.Clone()
+	}
+	if r.constrained() {
+		r = e.constrain(c, r)
 	}
 	ok, best, found := e.evalBuckets(c, r, sc, draw != nil || r.GPUs > 1)
 	if r.GPUs == 1 {

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,6 +62,90 @@ func TestRequestNodes(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// heteroCluster is three nodes of three kinds: n1 two "A" GPUs (40 GB, feature
+// a), n2 four "B" GPUs (80 GB, features b and bx), n3 two "A" GPUs.
+func heteroCluster() *Cluster {
+	c := &Cluster{Nodes: []Node{
+		{Name: "n1", Model: "A", Features: []string{"a"}, GPUs: []GPU{{Index: 0, MemMiB: 40000, Slots: 4}, {Index: 1, MemMiB: 40000, Slots: 4}}},
+		{Name: "n2", Model: "B", Features: []string{"b", "bx"}, GPUs: []GPU{{Index: 0, MemMiB: 80000, Slots: 4}, {Index: 1, MemMiB: 80000, Slots: 4}, {Index: 2, MemMiB: 80000, Slots: 4}, {Index: 3, MemMiB: 80000, Slots: 4}}},
+		{Name: "n3", Model: "A", Features: []string{"a"}, GPUs: []GPU{{Index: 0, MemMiB: 40000, Slots: 4}, {Index: 1, MemMiB: 40000, Slots: 4}}},
+	}}
+	c.Reindex()
+	return c
+}
+
+// TestRequestModel: a request naming a GPU model or node features is placed only
+// on nodes of that model with those features, for every policy, one GPU and
+// several, also together with a node filter; a constraint no node meets waits.
+func TestRequestModel(t *testing.T) {
+	p := prof("a", profile.ClassTrain, 20, 1000)
+	cases := []struct {
+		name     string
+		model    string
+		features []string
+		nodes    []bool
+		gpus     int
+		want     []int // allowed result nodes; nil: wait
+	}{
+		{"model A", "A", nil, nil, 1, []int{0, 2}},
+		{"model B", "B", nil, nil, 1, []int{1}},
+		{"feature b", "", []string{"b"}, nil, 1, []int{1}},
+		{"features b and bx", "", []string{"b", "bx"}, nil, 1, []int{1}},
+		{"features a and b: none has both", "", []string{"a", "b"}, nil, 1, nil},
+		{"model A, feature b: none", "A", []string{"b"}, nil, 1, nil},
+		{"unknown model", "C", nil, nil, 1, nil},
+		{"model A, n1 excluded", "A", nil, []bool{false, true, true}, 1, []int{2}},
+		{"model B, three GPUs", "B", nil, nil, 3, []int{1}},
+		{"model A, three GPUs: on both A nodes", "A", nil, nil, 3, []int{0, 2}},
+		{"model A, five GPUs: A has four", "A", nil, nil, 5, nil},
+		{"model B, two GPUs", "B", []string{"bx"}, nil, 2, []int{1}},
+	}
+	for _, name := range Names() {
+		for _, tc := range cases {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				pol, err := ByName(name, fakePred{k: 0.5}, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := heteroCluster()
+				put(c, "busy", p, 0, 0, 1)
+				r := req("j", p, tc.gpus)
+				r.Model, r.Features, r.Nodes = tc.model, tc.features, tc.nodes
+				d := pol.Place(c, r)
+				if tc.want == nil {
+					if d.Action != ActionWait {
+						t.Fatalf("placed %+v, want wait", d.Placement)
+					}
+					return
+				}
+				if d.Action == ActionWait || len(d.Placement) != tc.gpus {
+					t.Fatalf("decision %v %+v (%s), want %d GPUs", d.Action, d.Placement, d.Reason, tc.gpus)
+				}
+				for _, s := range d.Placement {
+					if !slices.Contains(tc.want, s.Node) {
+						t.Errorf("placed on node %d, allowed %v", s.Node, tc.want)
+					}
+				}
+				if r.Nodes != nil && len(r.Nodes) != len(tc.nodes) {
+					t.Errorf("the caller's node filter was changed")
+				}
+			})
+		}
+	}
+}
+
+// TestCloneKeepsModel: a clone (what a never-indexed cluster is decided on) keeps
+// the nodes' models and features.
+func TestCloneKeepsModel(t *testing.T) {
+	c := heteroCluster()
+	d := c.Clone()
+	for n := range c.Nodes {
+		if d.Nodes[n].Model != c.Nodes[n].Model || !slices.Equal(d.Nodes[n].Features, c.Nodes[n].Features) {
+			t.Errorf("node %d: clone %q %v, want %q %v", n, d.Nodes[n].Model, d.Nodes[n].Features, c.Nodes[n].Model, c.Nodes[n].Features)
 		}
 	}
 }

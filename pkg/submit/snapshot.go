@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/config"
-	"github.com/coscheml/coscheml/pkg/hostlist"
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/placeconf"
 	"github.com/coscheml/coscheml/pkg/placement"
@@ -100,6 +99,7 @@ type Snapshot struct {
 	admins map[uint32]bool
 
 	nodes      []string
+	shapes     []placement.Node // by node: its GPUs (count, memory), model and features, no residents
 	nodeIdx    map[string]int
 	clusterErr error
 	reach      placement.Reach // how Slurm reaches a GPU (shard_pinning)
@@ -224,14 +224,18 @@ func loadSnapshot(src *Sources, prev *Snapshot, now, runsSince time.Time) *Snaps
 	var adminNote string
 	l.admins, adminNote = resolveAdmins(cfg.AdminUsers)
 	l.notes = append(l.notes, note{"info-admins", adminNote})
-	l.nodes, err = hostlist.Expand(cfg.Cluster.Nodes)
+	l.shapes, err = placeconf.Nodes(cfg)
+	l.nodes = make([]string, len(l.shapes))
+	for i := range l.shapes {
+		l.nodes[i] = l.shapes[i].Name
+	}
 	switch {
 	case err != nil:
-		l.clusterErr = fmt.Errorf("cluster.nodes: %w", err)
+		l.clusterErr = err
 	case len(l.nodes) == 0:
 		l.clusterErr = errors.New("cluster.nodes is empty: no node to place on")
-	case cfg.Cluster.GPUsPerNode < 1 || cfg.Cluster.GPUsPerNode > 64:
-		l.clusterErr = fmt.Errorf("cluster.gpus_per_node = %d: want 1..64", cfg.Cluster.GPUsPerNode)
+	case badGPUCount(l.shapes):
+		l.clusterErr = fmt.Errorf("cluster.gpus_per_node: want 1..64 on every node")
 	case cfg.SlotsPerGPU < 1:
 		l.clusterErr = fmt.Errorf("slots_per_gpu = %d: want >= 1", cfg.SlotsPerGPU)
 	}
@@ -280,4 +284,15 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// badGPUCount reports a node with no GPU or more than 64 (the configuration
+// validates this; a Snapshot built otherwise must not index out of range).
+func badGPUCount(nodes []placement.Node) bool {
+	for i := range nodes {
+		if n := len(nodes[i].GPUs); n < 1 || n > 64 {
+			return true
+		}
+	}
+	return false
 }
