@@ -208,9 +208,12 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 		// state): for a busy GPU the sharing rules, or "busy" for a policy that
 		// never shares and for a several-GPU job (Slurm's shard requests fit on
 		// one GPU per node, so such a job asks for whole GPUs, gres/gpu, which
-		// Slurm gives only where no shard is allocated). An idle GPU always fits
-		// a job alone.
+		// Slurm gives only where no shard is allocated). An idle GPU fits a job
+		// alone unless it has less memory than the job's profile says it uses
+		// (a smaller GPU model of a heterogeneous cluster).
 		switch {
+		case r.Profile != nil && r.Profile.MemUsedMiB > st.memCap:
+			res.why = rejMem
 		case st.nres == 0:
 			res.why = rejNone
 		case !e.shares || r.GPUs > 1:

@@ -149,3 +149,45 @@ func TestCloneKeepsModel(t *testing.T) {
 		}
 	}
 }
+
+// TestSmallGPUNotForBigJob: no policy puts a job on a GPU with less memory than
+// its profile uses, even alone (the small GPUs of a heterogeneous cluster); a
+// job that fits nowhere waits.
+func TestSmallGPUNotForBigJob(t *testing.T) {
+	for _, name := range Names() {
+		for _, tc := range []struct {
+			name string
+			mem  float64
+			gpus int
+			want []int // allowed nodes; nil: wait
+		}{
+			{"fits the 40 GB GPUs", 30000, 1, []int{0, 1, 2}},
+			{"only the 80 GB GPUs", 50000, 1, []int{1}},
+			{"two GPUs, only the 80 GB node", 50000, 2, []int{1}},
+			{"larger than every GPU", 90000, 1, nil},
+		} {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				pol, err := ByName(name, fakePred{k: 0.5}, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := heteroCluster()
+				d := pol.Place(c, req("big", prof("big", profile.ClassTrain, 30, tc.mem), tc.gpus))
+				if tc.want == nil {
+					if d.Action != ActionWait {
+						t.Fatalf("placed %+v, want wait", d.Placement)
+					}
+					return
+				}
+				if d.Action == ActionWait {
+					t.Fatalf("wait (%s), want a placement", d.Reason)
+				}
+				for _, s := range d.Placement {
+					if !slices.Contains(tc.want, s.Node) {
+						t.Errorf("placed on node %d (%v MiB), allowed %v", s.Node, c.Nodes[s.Node].GPUs[s.GPU].MemMiB, tc.want)
+					}
+				}
+			})
+		}
+	}
+}
