@@ -48,7 +48,7 @@ type Config struct {
 	// model (placeconf.Cluster of a configuration's cluster.groups). Its
 	// residents are ignored; every run starts it empty.
 	Cluster *placement.Cluster
-	Slots       int     // sharing slots per GPU (default placement.DefaultSlots)
+	Slots   int // sharing slots per GPU (default placement.DefaultSlots)
 	// MaxCoRunners is the most jobs on one GPU (default placement's default). The
 	// simulator does not ask the policy about a job that needs more GPUs than
 	// have a free slot and room for another job: no policy can place it then.
@@ -281,9 +281,9 @@ type simulator struct {
 	modelMasks map[string][]bool
 	// room memoizes roomFor.
 	room map[roomKey]int
-	used  []int32   // slots held on each global GPU
-	open  int       // GPUs with a free slot and room for another job
-	ev    eventHeap
+	used []int32 // slots held on each global GPU
+	open int     // GPUs with a free slot and room for another job
+	ev   eventHeap
 
 	queue    []int32 // waiting jobs in FIFO order; -1 = started by backfill
 	qhead    int

@@ -29,8 +29,8 @@ type Job struct {
 	// of them (an Alibaba pod's gpu_spec): a simulated cluster whose nodes name
 	// models places it only on those.
 	GPUModels []string
-	Tag     string        // application; "" until Assign gives one
-	Class   profile.Class // "" until Assign gives one
+	Tag       string        // application; "" until Assign gives one
+	Class     profile.Class // "" until Assign gives one
 }
 
 // Trace is a parsed trace plus what was left out of it and why.
