@@ -3,8 +3,12 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/coscheml/coscheml/pkg/config"
+	"github.com/coscheml/coscheml/pkg/profile"
 )
 
 // TestSimulateHeteroCluster: `simulate --cluster` replays a trace on the shipped
@@ -51,5 +55,33 @@ func TestSimulateHeteroCluster(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want a failure naming %q", tc.args, code, errOut, tc.want)
 		}
+	}
+}
+
+// TestPlaceStateTakesGroups: a state file's node that is in the configured
+// groups takes its group's memory, model and features unless it gives its own.
+func TestPlaceStateTakesGroups(t *testing.T) {
+	cfg := config.Default()
+	cfg.Cluster = config.ClusterSpec{Groups: []config.NodeGroup{
+		{Nodes: "a[1-2]", GPUsPerNode: 4, GPUMemoryMiB: 40960, GPUModel: "A100", Feature: "a100"},
+		{Nodes: "v1", GPUsPerNode: 4, GPUMemoryMiB: 16384, GPUModel: "V100", Feature: "v100"},
+	}}
+	state := "nodes:\n  - name: a1\n    gpus:\n      - index: 0\n  - name: v1\n    model: Other\n    features: [x]\n    gpus:\n      - memory_mib: 8000\n  - name: z9\n    gpus:\n      - memory_mib: 1000\n"
+	c, err := parseState([]byte(state), profile.Catalog{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct {
+		model string
+		feats []string
+		mem   float64
+	}{{"A100", []string{"a100"}, 40960}, {"Other", []string{"x"}, 8000}, {"", nil, 1000}} {
+		n := c.Nodes[i]
+		if n.Model != want.model || !slices.Equal(n.Features, want.feats) || n.GPUs[0].MemMiB != want.mem {
+			t.Errorf("node %s: %q %v %v MiB; want %q %v %v", n.Name, n.Model, n.Features, n.GPUs[0].MemMiB, want.model, want.feats, want.mem)
+		}
+	}
+	if _, err := parseState([]byte("nodes:\n  - name: a1\n    features: [\"a b\"]\n    gpus:\n      - index: 0\n"), profile.Catalog{}, cfg); err == nil {
+		t.Error("a feature with a space was accepted")
 	}
 }
