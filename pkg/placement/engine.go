@@ -111,6 +111,11 @@ type engine struct {
 	req           *Request     // the request being placed (its node filter)
 	constrained   Request      // a model or feature request with its node filter narrowed
 	nodeMask      []bool       // constrained's node filter
+	// shareReq, when not nil, is the request as busy GPUs see it: its profile was
+	// measured on another GPU model than some nodes', which it may use alone only.
+	shareReq  *Request
+	ownReq    Request
+	ownMask   []bool
 	firstFitOnly  bool         // single GPU on a first-fit cluster: hidden GPUs are out
 	rejects       [nReject]int
 	scanned       int
@@ -143,9 +148,14 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 	res := &e.scratch
 	e.req = r
 	e.firstFitOnly = r.GPUs == 1 && c.Reach == ReachFirstFit
+	r0 := r
 	for bi := range ix.scanSummary {
 		if keep {
 			res = &e.bucketResults[bi]
+		}
+		r = r0
+		if e.shareReq != nil && ix.scanSummary[bi].st.nres > 0 {
+			r = e.shareReq // a busy bucket: only the nodes the job may share on
 		}
 		// The filter stage's reachability, per bucket: a single-GPU request on a
 		// first-fit cluster can use only the bucket's open (reachable) members.
@@ -245,7 +255,7 @@ func (e *engine) pickUniform(c *Cluster, n int, draw *rand.Rand) cand {
 	ix := c.ix
 	for gi, bi := range ix.gpuBucket {
 		res := &e.bucketResults[bi]
-		if res.why != rejNone || (e.firstFitOnly && ix.gpus[gi].hidden) || !e.req.allows(ix.gpus[gi].node) {
+		if res.why != rejNone || (e.firstFitOnly && ix.gpus[gi].hidden) || !e.reqAt(ix, int32(gi)).allows(ix.gpus[gi].node) {
 			continue
 		}
 		if k == 0 {
@@ -324,10 +334,10 @@ func steerSlots(c *Cluster, n, g int, want int32) int32 {
 	} else {
 		gpus := c.Nodes[n].GPUs
 		for j := 0; j < g; j++ {
-			st := summarize(&gpus[j], int32(n), nil)
+			st := summarize(&gpus[j], int32(n), c.Nodes[n].Model, nil)
 			low = max(low, st.free()+1)
 		}
-		st := summarize(&gpus[g], int32(n), nil)
+		st := summarize(&gpus[g], int32(n), c.Nodes[n].Model, nil)
 		free = st.free()
 	}
 	if low > free { // not reached: the reachability filter refused such GPUs
@@ -457,6 +467,44 @@ func (e *engine) constrain(c *Cluster, r *Request) *Request {
 	return &e.constrained
 }
 
+// ownModel is r seen by busy GPUs when its profile names a GPU model and some
+// node has another (named) one: those nodes are left out, so the job shares only
+// on its profile's model (or on nodes of unnamed model) and runs alone elsewhere,
+// where its profile says nothing reliable about how it and its co-runners would
+// slow down. nil when the rule leaves every node.
+func (e *engine) ownModel(c *Cluster, r *Request) *Request {
+	if r.Profile == nil || r.Profile.GPUModel == "" || r.GPUs > 1 || !c.ix.models {
+		return nil // several GPUs are whole GPUs: never shared
+	}
+	want := r.Profile.GPUModel
+	foreign := false
+	for n := range c.Nodes {
+		if m := c.Nodes[n].Model; m != "" && m != want {
+			foreign = true
+			break
+		}
+	}
+	if !foreign {
+		return nil
+	}
+	e.ownReq = *r
+	e.ownMask = resize(e.ownMask, len(c.Nodes))
+	for n := range c.Nodes {
+		m := c.Nodes[n].Model
+		e.ownMask[n] = r.allows(int32(n)) && (m == "" || m == want)
+	}
+	e.ownReq.Nodes = e.ownMask
+	return &e.ownReq
+}
+
+// reqAt is the request as GPU gi sees it (shareReq on a busy GPU).
+func (e *engine) reqAt(ix *index, gi int32) *Request {
+	if e.shareReq != nil && ix.gpus[gi].nres > 0 {
+		return e.shareReq
+	}
+	return e.req
+}
+
 // place runs filter, score and select for any scorer; the caller words the reason.
 // It returns the chosen candidates (nil: none) and the count of acceptable GPUs.
 // With draw set (the random baseline), a single GPU is drawn uniformly among the
@@ -471,6 +519,7 @@ func (e *engine) place(c *Cluster, r *Request, sc scorer, draw *rand.Rand) ([]ca
 	if r.constrained() {
 		r = e.constrain(c, r)
 	}
+	e.shareReq = e.ownModel(c, r)
 	ok, best, found := e.evalBuckets(c, r, sc, draw != nil || r.GPUs > 1)
 	if r.GPUs == 1 {
 		if !found {

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -189,5 +190,67 @@ func TestSmallGPUNotForBigJob(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestProfileOfAnotherModel: a job whose profile was measured on GPU model B
+// never shares a GPU of a node of another named model (it may run there alone),
+// shares on B's nodes as before; a profile naming no model shares anywhere. A
+// resident profiled on another model than its GPU's counts as unprofiled: a
+// policy that never joins unprofiled jobs does not join it.
+func TestProfileOfAnotherModel(t *testing.T) {
+	light := func(model string) *profile.Profile {
+		p := prof("light", profile.ClassTrain, 5, 1000)
+		p.GPUModel = model
+		return p
+	}
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			for _, tc := range []struct {
+				name       string
+				jobModel   string
+				residentOn int // node of the only busy GPU (its GPU 0)
+				resModel   string
+				mayShare   bool // the busy GPU is acceptable to share
+				unknown    bool // only to a policy that joins unprofiled jobs (the blind baselines)
+			}{
+				{"B job, busy GPU on an A node", "B", 0, "A", false, false},
+				{"A job, busy GPU on an A node", "A", 0, "A", true, false},
+				{"B job, busy GPU on the B node", "B", 1, "B", true, false},
+				{"job of no model, busy GPU on an A node", "", 0, "A", true, false},
+				{"resident of model B on an A node", "A", 0, "B", false, true},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					pol, err := ByName(name, fakePred{k: 0.1}, Options{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					c := heteroCluster()
+					put(c, "res", light(tc.resModel), tc.residentOn, 0, 1)
+					shared := false
+					// Place jobs until one shares or the cluster is full of jobs alone.
+					for i := 0; i < 9; i++ {
+						r := req(fmt.Sprintf("j%d", i), light(tc.jobModel), 1)
+						d := pol.Place(c, r)
+						if d.Action == ActionWait {
+							break
+						}
+						s := d.Placement[0]
+						if s.Node == tc.residentOn && s.GPU == 0 {
+							shared = true
+							break
+						}
+						c.Apply(r, Decision{Action: ActionExclusive, Placement: []Slot{{Node: s.Node, GPU: s.GPU, Slots: 4}}})
+					}
+					joinsUnknown := name == "blind" || name == "least-loaded" || name == "random"
+					if shared && !tc.mayShare && !(tc.unknown && joinsUnknown) {
+						t.Errorf("joined the busy GPU of node %d", tc.residentOn)
+					}
+					if !shared && tc.mayShare && name != "exclusive" {
+						t.Errorf("never joined the busy GPU, which it may share")
+					}
+				})
+			}
+		})
 	}
 }

@@ -337,6 +337,7 @@ type memoKey struct {
 	tag   int32
 	class profile.Class
 	gpus  int
+	nodes *bool // the job's node filter (GPU models), shared by the jobs asking the same: nil for all
 }
 
 // Run simulates jobs (sorted by Submit, each with a Tag in tt and a Class) on the
@@ -933,7 +934,10 @@ func (s *simulator) backfill(all bool) {
 		if !endsInTime && st.req.GPUs > extra {
 			continue
 		}
-		key := memoKey{st.tag, st.req.Class, st.req.GPUs}
+		key := memoKey{st.tag, st.req.Class, st.req.GPUs, nil}
+		if len(st.req.Nodes) > 0 {
+			key.nodes = &st.req.Nodes[0]
+		}
 		if s.memo[key] {
 			continue
 		}
