@@ -113,13 +113,13 @@ type engine struct {
 	nodeMask      []bool       // constrained's node filter
 	// shareReq, when not nil, is the request as busy GPUs see it: its profile was
 	// measured on another GPU model than some nodes', which it may use alone only.
-	shareReq  *Request
-	ownReq    Request
-	ownMask   []bool
-	firstFitOnly  bool         // single GPU on a first-fit cluster: hidden GPUs are out
-	rejects       [nReject]int
-	scanned       int
-	steered       steer // the last decision's first-fit shard count, for its reason
+	shareReq     *Request
+	ownReq       Request
+	ownMask      []bool
+	firstFitOnly bool // single GPU on a first-fit cluster: hidden GPUs are out
+	rejects      [nReject]int
+	scanned      int
+	steered      steer // the last decision's first-fit shard count, for its reason
 }
 
 // steer records a single-GPU decision whose slots were raised so that Slurm's
