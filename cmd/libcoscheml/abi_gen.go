@@ -18,7 +18,7 @@ import (
 // abiHeaderSHA256 is the hash of the C headers this package includes from
 // outside its folder: the go command does not see them, so a change to them
 // must change this file for cgo to compile the package again.
-const abiHeaderSHA256 = "00ab68683064baebd258f05eb5f775931ae121203dcf65dd9054931b871ec14a"
+const abiHeaderSHA256 = "7ee18ad3c25042b78323d9c7c8168bff0458ad9a34e42f51c7b90457795b44c8"
 
 // jobFields copies job's fields into a submit.JobFields (its META fields,
 // size and flags, are the caller's). job holds all of them: a shorter job
@@ -47,11 +47,12 @@ func jobFields(job *C.struct_coscheml_job) submit.JobFields {
 		NumTasks:      uint32(job.num_tasks),
 		Exclusive:     job.exclusive != 0,
 		StoredComment: goString(job.job_comment),
+		Features:      goString(job.features),
 	}
 }
 
 // listedJobFields are the submit.JobFields fields that jobFields fills.
-var listedJobFields = []string{"Modify", "Comment", "TresPerNode", "Partition", "UserID", "MinNodes", "MaxNodes", "TimeLimit", "JobID", "BeginTime", "ReqNodes", "ExcNodes", "SubmitUID", "TresPerJob", "TresPerTask", "TresPerSocket", "MemPerTres", "CpusPerTres", "ArrayInx", "NumTasks", "Exclusive", "StoredComment"}
+var listedJobFields = []string{"Modify", "Comment", "TresPerNode", "Partition", "UserID", "MinNodes", "MaxNodes", "TimeLimit", "JobID", "BeginTime", "ReqNodes", "ExcNodes", "SubmitUID", "TresPerJob", "TresPerTask", "TresPerSocket", "MemPerTres", "CpusPerTres", "ArrayInx", "NumTasks", "Exclusive", "StoredComment", "Features"}
 
 // answerOf is res as an answer: its strings in CQ_ANS_* order and its
 // numbers; the REWRITE fields only when res.Code is submit.Rewrite.

@@ -1,7 +1,9 @@
 package submit
 
 import (
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/coscheml/coscheml/pkg/config"
 )
@@ -43,5 +45,88 @@ func TestClusterFromGroups(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestModelRequests: where cluster.groups name models and features, a job's
+// --constraint and a typed --gres=gpu:<type>:N that a group names are placed on
+// that group's nodes (the Type dropped: the pin chooses the model); what no
+// group names, or a constraint that is not a plain feature list, is left to
+// Slurm; without such groups a constraint is not read.
+func TestModelRequests(t *testing.T) {
+	groups := config.ClusterSpec{Groups: []config.NodeGroup{
+		{Nodes: "a[1-2]", GPUsPerNode: 2, GPUMemoryMiB: 40960, GPUModel: "A100", Feature: "a100", GresType: "a100"},
+		{Nodes: "h1", GPUsPerNode: 4, GPUMemoryMiB: 81920, GPUModel: "H100", Feature: "h100"},
+	}}
+	for _, tc := range []struct {
+		name     string
+		spec     config.ClusterSpec
+		tres     string
+		features string
+		code     Code
+		nodes    []string // allowed ReqNodes of a rewrite
+		wantTres string
+	}{
+		{"constraint h100", groups, "gres:gpu:1", "h100", Rewrite, []string{"h1"}, "gres:shard:2"},
+		{"constraint a100", groups, "gres:gpu:1", "a100", Rewrite, []string{"a1", "a2"}, "gres:shard:2"},
+		{"typed a100", groups, "gres:gpu:a100:1", "", Rewrite, []string{"a1", "a2"}, "gres:shard:2"},
+		{"typed a100 and constraint a100", groups, "gres:gpu:a100:1", "a100", Rewrite, []string{"a1", "a2"}, "gres:shard:2"},
+		{"no node has both: a whole GPU, features kept by Slurm", groups, "gres:gpu:1", "a100&h100", Rewrite, []string{""}, "gres:shard:4"},
+		{"unknown feature", groups, "gres:gpu:1", "ib", Unchanged, nil, ""},
+		{"feature alternatives", groups, "gres:gpu:1", "a100|h100", Unchanged, nil, ""},
+		{"unknown type", groups, "gres:gpu:k80:1", "", Unchanged, nil, ""},
+		{"typed, several GPUs", groups, "gres:gpu:a100:2", "", Unchanged, nil, ""},
+		{"flat form: constraint not read", config.ClusterSpec{Nodes: "n[1-2]", GPUsPerNode: 2, GPUMemoryMiB: 80000}, "gres:gpu:1", "h100", Rewrite, []string{"n1"}, "gres:shard:2"},
+		{"flat form: typed left to Slurm", config.ClusterSpec{Nodes: "n[1-2]", GPUsPerNode: 2, GPUMemoryMiB: 80000}, "gres:gpu:a100:1", "", Unchanged, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(c *config.Config) { c.Cluster = tc.spec })
+			j := job("coscheml:app=light-a")
+			j.TresPerNode, j.Features = tc.tres, tc.features
+			res := f.e.Decide(j)
+			if res.Code != tc.code {
+				t.Fatalf("code %v, want %v: %+v", res.Code, tc.code, res)
+			}
+			if tc.code != Rewrite {
+				return
+			}
+			if !slices.Contains(tc.nodes, res.ReqNodes) || res.TresPerNode != tc.wantTres {
+				t.Errorf("rewrite to %q on %q; want %q on one of %q", res.TresPerNode, res.ReqNodes, tc.wantTres, tc.nodes)
+			}
+		})
+	}
+}
+
+// TestModelRedecision: the re-decide loop's update carries only the comment and
+// the GPU request; the re-decision keeps the constraint the job was submitted
+// with (its context): a deferred h100 job is not pinned to an idle A100.
+func TestModelRedecision(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) {
+		c.Cluster = config.ClusterSpec{Groups: []config.NodeGroup{
+			{Nodes: "a1", GPUsPerNode: 2, GPUMemoryMiB: 40960, GPUModel: "A100", Feature: "a100"},
+			{Nodes: "h1", GPUsPerNode: 1, GPUMemoryMiB: 81920, GPUModel: "H100", Feature: "h100"},
+		}}
+		c.WaitDefer = 30 * time.Second
+	})
+	f.loopRuns(t)
+	first := job("coscheml:app=heavy-a")
+	first.Features = "h100"
+	if r := f.e.Decide(first); r.ReqNodes != "h1" {
+		t.Fatalf("first h100 job on %q: %+v", r.ReqNodes, r)
+	}
+	second := job("coscheml:app=heavy-b")
+	second.Features = "h100"
+	w := f.e.Decide(second)
+	if w.BeginTime == 0 || w.ReqNodes != "" {
+		t.Fatalf("second h100 job not deferred: %+v", w)
+	}
+	f.advance(10 * time.Second)
+	m := JobFields{Comment: w.Comment, StoredComment: w.Comment, TresPerNode: w.TresPerNode, MinNodes: 1, JobID: 77, Modify: true, Admin: true}
+	r := f.e.Decide(m)
+	if r.ReqNodes == "a1" {
+		t.Fatalf("re-decision pinned the h100 job to the A100 node: %+v", r)
+	}
+	if r.BeginTime == 0 {
+		t.Errorf("re-decision did not defer the job again: %+v", r)
 	}
 }

@@ -98,13 +98,16 @@ type Snapshot struct {
 	// admins are the uids of admin_users (root and SlurmUser come from the shim).
 	admins map[uint32]bool
 
-	nodes      []string
-	shapes     []placement.Node // by node: its GPUs (count, memory), model and features, no residents
-	nodeIdx    map[string]int
-	clusterErr error
-	reach      placement.Reach // how Slurm reaches a GPU (shard_pinning)
-	parts      *Partitions     // slurm.conf's partitions (nil: unknown, not checked)
-	key        []byte          // signs decision ids (nil: the engine's own)
+	nodes  []string
+	shapes []placement.Node // by node: its GPUs (count, memory), model and features, no residents
+	// selectsModels: some group names a GPU model, feature or gres Type, so jobs'
+	// --constraint and typed GPU requests are read (modelConstraint).
+	selectsModels bool
+	nodeIdx       map[string]int
+	clusterErr    error
+	reach         placement.Reach // how Slurm reaches a GPU (shard_pinning)
+	parts         *Partitions     // slurm.conf's partitions (nil: unknown, not checked)
+	key           []byte          // signs decision ids (nil: the engine's own)
 	// interner is shared by every cluster built for this snapshot, so the
 	// policy's prediction memo survives the rebuild after each residency change.
 	interner *placement.Interner
@@ -224,6 +227,9 @@ func loadSnapshot(src *Sources, prev *Snapshot, now, runsSince time.Time) *Snaps
 	var adminNote string
 	l.admins, adminNote = resolveAdmins(cfg.AdminUsers)
 	l.notes = append(l.notes, note{"info-admins", adminNote})
+	for _, g := range cfg.Cluster.Groups {
+		l.selectsModels = l.selectsModels || g.GPUModel != "" || g.Feature != "" || g.GresType != ""
+	}
 	l.shapes, err = placeconf.Nodes(cfg)
 	l.nodes = make([]string, len(l.shapes))
 	for i := range l.shapes {

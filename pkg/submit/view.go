@@ -408,7 +408,8 @@ func (v *clusterView) dropLocked(id string, uid uint32, admin bool, jobID string
 // -w, -x and array from here (and knows whether the node list is the plugin's pin).
 type jobCtx struct {
 	partition, reqNodes, excNodes, arrayInx string
-	pinned                                  bool // req_nodes was set by the plugin, not the user
+	mc                                      modelAsk // the GPU model and features it asked for
+	pinned                                  bool     // req_nodes was set by the plugin, not the user
 	at                                      time.Time
 }
 

@@ -5,4 +5,4 @@ package cqtest
 // abiHeaderSHA256 is the hash of the C headers this package includes from
 // outside its folder: the go command does not see them, so a change to them
 // must change this file for cgo to compile the package again.
-const abiHeaderSHA256 = "804c7b438e44b470ba6bdba3278f5c18aed3e426573eb50434e020514be6e2f3"
+const abiHeaderSHA256 = "4990757c0d8b06c450923bbfe606d400840673663e5db798666b49da271d4787"
