@@ -71,7 +71,7 @@ type Node struct {
 	Gres  []Gres
 	// Features: its Features= (or AvailableFeatures=), as listed.
 	Features []string
-	Line  int // line number in its file
+	Line     int // line number in its file
 }
 
 // Gres is one entry of a Gres= list: gpu:h200:4, shard:16, gpu:g0:1.
