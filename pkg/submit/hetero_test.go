@@ -2,6 +2,7 @@ package submit
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,4 +130,39 @@ func TestModelRedecision(t *testing.T) {
 	if r.BeginTime == 0 {
 		t.Errorf("re-decision did not defer the job again: %+v", r)
 	}
+}
+
+// FuzzModelConstraint: whatever a user writes in --constraint and the GPU
+// request, a decision never panics, and a pinned job lands on a node with every
+// feature of a constraint it was placed under.
+func FuzzModelConstraint(f *testing.F) {
+	for _, s := range [][2]string{{"h100", "gres:gpu:1"}, {"a100&h100", "gres:gpu:1"}, {"a100|h100", "gres:gpu:a100:1"}, {"[a100*2]", "gres:gpu:2"}, {"", "gres:gpu:h100:1"}, {"&&", "gres:gpu:a100:0"}} {
+		f.Add(s[0], s[1])
+	}
+	fx := newFixture(f, func(c *config.Config) {
+		c.Cluster = config.ClusterSpec{Groups: []config.NodeGroup{
+			{Nodes: "a[1-2]", GPUsPerNode: 2, GPUMemoryMiB: 40960, GPUModel: "A100", Feature: "a100", GresType: "a100"},
+			{Nodes: "h1", GPUsPerNode: 4, GPUMemoryMiB: 81920, GPUModel: "H100", Feature: "h100"},
+		}}
+	})
+	nodeFeature := map[string]string{"a1": "a100", "a2": "a100", "h1": "h100"}
+	f.Fuzz(func(t *testing.T, features, tres string) {
+		j := job("coscheml:app=light-a")
+		j.Features, j.TresPerNode = features, tres
+		res := fx.e.Decide(j)
+		if res.Code != Rewrite || res.ReqNodes == "" {
+			return
+		}
+		have := nodeFeature[res.ReqNodes]
+		if have == "" {
+			t.Fatalf("pinned to %q, not a configured node", res.ReqNodes)
+		}
+		if features != "" && !strings.ContainsAny(features, "|[]*!()") {
+			for _, want := range strings.Split(features, "&") {
+				if want != have {
+					t.Fatalf("constraint %q placed on %s (feature %s)", features, res.ReqNodes, have)
+				}
+			}
+		}
+	})
 }
