@@ -516,7 +516,7 @@ func summarize(g *GPU, node int32, model string, ix *index) gpuState {
 	for i := range g.Residents {
 		r := &g.Residents[i]
 		s.used += int32(r.Slots)
-		if r.Profile == nil || (model != "" && r.Profile.GPUModel != "" && r.Profile.GPUModel != model) {
+		if r.Profile == nil || (model != "" && r.Profile.MeasuredOn() != "" && r.Profile.MeasuredOn() != model) {
 			if r.Profile != nil {
 				s.mem += r.Profile.MemUsedMiB // its memory still holds
 			}

@@ -473,10 +473,10 @@ func (e *engine) constrain(c *Cluster, r *Request) *Request {
 // where its profile says nothing reliable about how it and its co-runners would
 // slow down. nil when the rule leaves every node.
 func (e *engine) ownModel(c *Cluster, r *Request) *Request {
-	if r.Profile == nil || r.Profile.GPUModel == "" || r.GPUs > 1 || !c.ix.models {
+	want := r.Profile.MeasuredOn()
+	if want == "" || r.GPUs > 1 || !c.ix.models {
 		return nil // several GPUs are whole GPUs: never shared
 	}
-	want := r.Profile.GPUModel
 	foreign := false
 	for n := range c.Nodes {
 		if m := c.Nodes[n].Model; m != "" && m != want {

@@ -218,6 +218,8 @@ func TestProfileOfAnotherModel(t *testing.T) {
 				{"A job, busy GPU on an A node", "A", 0, "A", true, false},
 				{"B job, busy GPU on the B node", "B", 1, "B", true, false},
 				{"job of no model, busy GPU on an A node", "", 0, "A", true, false},
+				{"job of unknown model (imported from Lucid), busy GPU on an A node", profile.LucidGPUModel, 0, "A", true, false},
+				{"resident of unknown model on an A node", "A", 0, profile.LucidGPUModel, true, false},
 				{"resident of model B on an A node", "A", 0, "B", false, true},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
