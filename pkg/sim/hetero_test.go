@@ -79,6 +79,17 @@ func TestHeterogeneousCluster(t *testing.T) {
 			if len(res.Jobs) != len(jobs)-dropped || res.Dropped != dropped {
 				t.Fatalf("%d jobs ran, %d dropped; want %d and %d", len(res.Jobs), res.Dropped, len(jobs)-dropped, dropped)
 			}
+			shared := 0
+			for _, r := range res.Jobs {
+				if r.Shared {
+					shared++
+				}
+			}
+			// The truth's profiles (Lucid's, of unknown GPU model) serve every
+			// model: jobs share on the named models' GPUs.
+			if name != "exclusive" && shared == 0 {
+				t.Errorf("no job shared a GPU")
+			}
 			for _, r := range res.Jobs {
 				if !(r.End > r.Start) {
 					t.Fatalf("job %s did not end (start %v end %v)", r.ID, r.Start, r.End)
