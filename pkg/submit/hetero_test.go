@@ -1,12 +1,17 @@
 package submit
 
 import (
+	"math"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/config"
+	"github.com/coscheml/coscheml/pkg/observation"
+	"github.com/coscheml/coscheml/pkg/profile"
 )
 
 // TestClusterFromGroups: the plugin's cluster has each group's GPU count,
@@ -165,4 +170,41 @@ func FuzzModelConstraint(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPairMemoryByModel: where node groups name GPU models, the pair memory
+// learns a pair only from runs on the model its job's profile was measured on
+// (or of unknown model); a run on another model is not learned from.
+func TestPairMemoryByModel(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		profModel string // the job's profile's gpu_model
+		learned   bool
+	}{
+		{"same model", "A", true},
+		{"another model", "B", false},
+		{"profile of unknown model", profile.LucidGPUModel, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newMemSite(t)
+			s.cfg.Cluster = config.ClusterSpec{Groups: []config.NodeGroup{{Nodes: "n1", GPUsPerNode: 2, GPUMemoryMiB: 80000, GPUModel: "A"}}}
+			a := *s.a
+			a.GPUModel = tc.profModel
+			s.cat[a.Tag], s.a = &a, &a
+			want := s.measured()
+			obs := make([]observation.Observation, 6)
+			for i := range obs {
+				obs[i] = observation.Observation{Tag: s.a.Tag, CoTags: []string{s.b.Tag}, Speed: want, Source: "epilog", Node: "n1",
+					JobID: strconv.Itoa(100 + i), UID: strconv.Itoa(2000 + i), When: time.Date(2026, 11, 30, 1, i, 0, 0, time.UTC)}
+			}
+			if err := observation.AppendFile(filepath.Join(s.cfg.ObservationDir, "n1.csv"), obs...); err != nil {
+				t.Fatal(err)
+			}
+			l := loadSnapshot(&s.src, nil, time.Now(), time.Time{})
+			got := l.pred.PredictSpeed(s.a, []*profile.Profile{s.b})
+			if learned := math.Abs(got-want) < 1e-9; learned != tc.learned {
+				t.Errorf("prediction %.4f, measured %.4f: learned %v, want %v", got, want, learned, tc.learned)
+			}
+		})
+	}
 }

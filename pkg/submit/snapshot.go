@@ -212,7 +212,7 @@ func loadSnapshot(src *Sources, prev *Snapshot, now, runsSince time.Time) *Snaps
 	if memoryOn(cfg) {
 		l.stamps.observations = obsStamp(cfg.ObservationDir)
 		if l.bare != nil && l.catErr == nil {
-			l.mem = loadMemory(cfg.ObservationDir, l.bare, l.catalog, time.Now, runsSince)
+			l.mem = loadMemory(cfg.ObservationDir, l.bare, l.catalog, time.Now, runsSince, nodeModels(cfg))
 			if l.mem.pred != nil {
 				l.pred = l.mem.pred
 			}
@@ -301,4 +301,24 @@ func badGPUCount(nodes []placement.Node) bool {
 		}
 	}
 	return false
+}
+
+// nodeModels maps a configured node to its group's GPU model; nil when no
+// group names one (the pair memory then learns from every run).
+func nodeModels(cfg config.Config) func(string) string {
+	models := map[string]string{}
+	groups := cfg.Cluster.NodeGroups()
+	hosts, err := cfg.Cluster.Hosts()
+	if err != nil {
+		return nil
+	}
+	for _, h := range hosts {
+		if m := groups[h.Group].GPUModel; m != "" {
+			models[h.Name] = m
+		}
+	}
+	if len(models) == 0 {
+		return nil
+	}
+	return func(node string) string { return models[node] }
 }
