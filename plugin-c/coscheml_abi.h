@@ -116,7 +116,9 @@ enum {
 	 */                                                                    \
 	X(BOOL, exclusive, Exclusive, exclusive_of(job_desc))                  \
 	/* the comment slurmctld stores (job_modify; NULL at submit) */        \
-	X(STR, job_comment, StoredComment, stored_comment(job_ptr))
+	X(STR, job_comment, StoredComment, stored_comment(job_ptr))            \
+	/* --constraint (node features); NULL when unset */                    \
+	X(STR, features, Features, job_desc->features)
 
 /*
  * COSCHEML_ANSWER_FIELDS: the library's answer. Every string is malloc'ed

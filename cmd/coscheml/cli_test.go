@@ -161,6 +161,10 @@ func TestPlaceExamples(t *testing.T) {
 		{name: "new infer job of a well-predicted application shares at the default coverage", state: example("share-light.yaml"), tag: "ppo-bs64", extra: []string{"--class", "infer"}, action: "share", node: "n1", gpu: 0},
 		{name: "new infer job of an often-mispredicted application shares on a measured pair", state: example("share-light.yaml"), tag: "mobilenetv3-bs32", extra: []string{"--class", "infer"}, action: "share", node: "n1", gpu: 0},
 		{name: "new infer job shares above its floor at coverage 0.5", state: example("share-light.yaml"), tag: "ppo-bs64", coverage: 0.5, extra: []string{"--class", "infer"}, action: "share", node: "n1", gpu: 0},
+		// A heterogeneous state: a model or feature request lands on that model's node.
+		{name: "feature request on the V100 node", state: example("hetero-state.yaml"), tag: "dcgan-bs128", extra: []string{"--constraint", "v100"}, action: "exclusive", node: "v01", gpu: 0},
+		{name: "model request shares on the H100 node", state: example("hetero-state.yaml"), tag: "ppo-bs64", extra: []string{"--gpu-model", "NVIDIA H100 80GB HBM3"}, action: "share", node: "h01", gpu: 0},
+		{name: "unknown feature waits", state: example("hetero-state.yaml"), tag: "ppo-bs64", extra: []string{"--constraint", "k80"}, action: "wait"},
 	}
 	e := newEnv(t)
 	base, err := os.ReadFile(e.config)

@@ -33,9 +33,11 @@ func placeCommand() *cli.Command {
 			"The state file (YAML) lists nodes, their GPUs and the tagged jobs on them:\n\n" +
 			"   nodes:\n" +
 			"     - name: n1\n" +
+			"       model: \"NVIDIA A100-SXM4-40GB\"  # default: its cluster.groups entry's gpu_model\n" +
+			"       features: [a100]        # default: its group's feature and gres_type\n" +
 			"       gpus:\n" +
 			"         - index: 0            # default: position in the list\n" +
-			"           memory_mib: 24576   # default: config cluster.gpu_memory_mib\n" +
+			"           memory_mib: 24576   # default: the node's group's gpu_memory_mib\n" +
 			"           slots: 4            # default: config slots_per_gpu\n" +
 			"           residents:\n" +
 			"             - job: \"1001\"\n" +
@@ -46,7 +48,8 @@ func placeCommand() *cli.Command {
 			"Examples (see etc/examples/ and docs/cli.md):\n" +
 			"   coscheml place --dry-run --state etc/examples/share-light.yaml --tag neumf-bs64-amp\n" +
 			"   coscheml place --dry-run --state etc/examples/infer-floor.yaml --tag resnet18-bs32 --json\n" +
-			"   coscheml place --dry-run --state s.yaml --tag dcgan-bs128 --policy blind\n\n" +
+			"   coscheml place --dry-run --state s.yaml --tag dcgan-bs128 --policy blind\n" +
+			"   coscheml place --dry-run --state etc/examples/hetero-state.yaml --tag dcgan-bs128 --constraint h100\n\n" +
 			"A \"wait\" decision is an answer, not an error: exit 0. Exit codes: 2 bad\n" +
 			"flags or state file, 3 state file missing or a tag without a profile.",
 		Flags: []cli.Flag{
@@ -55,6 +58,8 @@ func placeCommand() *cli.Command {
 			&cli.StringFlag{Name: "tag", Usage: "application `TAG` of the new job"},
 			&cli.StringFlag{Name: "class", Usage: "job class hpc|train|infer (default: the profile's class)"},
 			&cli.IntFlag{Name: "gpus", Value: 1, Usage: "GPUs the job wants"},
+			&cli.StringFlag{Name: "gpu-model", Usage: "GPU `MODEL` the job must run on (a node's model, as NVML names it)"},
+			&cli.StringSliceFlag{Name: "constraint", Usage: "node `FEATURE` the job asks for (--constraint; repeat for several, all required)"},
 			&cli.StringFlag{Name: "policy", Usage: "placement policy `NAME`: " + strings.Join(config.Policies, ", ") + " (default: the config's policy)"},
 			&cli.StringFlag{Name: "job-id", Value: "new", Usage: "job `ID` to show in the reason"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of text"},
@@ -177,7 +182,8 @@ func runPlace(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("place: %w", err)
 	}
-	req := &placement.Request{JobID: jobID, Tag: p.Tag, Profile: p, Class: class, GPUs: c.Int("gpus")}
+	req := &placement.Request{JobID: jobID, Tag: p.Tag, Profile: p, Class: class, GPUs: c.Int("gpus"),
+		Model: c.String("gpu-model"), Features: c.StringSlice("constraint")}
 	d := pol.Place(cluster, req)
 
 	out := placeOut{
@@ -270,8 +276,10 @@ type stateFile struct {
 }
 
 type stateNode struct {
-	Name string     `yaml:"name"`
-	GPUs []stateGPU `yaml:"gpus"`
+	Name     string     `yaml:"name"`
+	Model    *string    `yaml:"model"`
+	Features []string   `yaml:"features"`
+	GPUs     []stateGPU `yaml:"gpus"`
 }
 
 type stateGPU struct {
@@ -311,6 +319,14 @@ func parseState(data []byte, cat profile.Catalog, cfg config.Config) (*placement
 	}
 	c := &placement.Cluster{Nodes: make([]placement.Node, len(sf.Nodes))}
 	names := map[string]bool{}
+	// A node of the configured inventory takes its group's model, features and
+	// GPU memory unless the state file says otherwise.
+	shapes := map[string]placement.Node{}
+	if inv, err := placeconf.Nodes(cfg); err == nil {
+		for _, n := range inv {
+			shapes[n.Name] = n
+		}
+	}
 	for ni, sn := range sf.Nodes {
 		if !hostlist.ValidName(sn.Name) {
 			return nil, fmt.Errorf("nodes[%d]: name %q: want a host name (letters, digits, '-', '_', '.')", ni, sanitize(sn.Name))
@@ -322,10 +338,29 @@ func parseState(data []byte, cat profile.Catalog, cfg config.Config) (*placement
 		if len(sn.GPUs) == 0 || len(sn.GPUs) > maxGPUs {
 			return nil, fmt.Errorf("node %q: %d GPUs: want 1..%d", sn.Name, len(sn.GPUs), maxGPUs)
 		}
-		node := placement.Node{Name: sn.Name, GPUs: make([]placement.GPU, len(sn.GPUs))}
+		shape := shapes[sn.Name]
+		node := placement.Node{Name: sn.Name, GPUs: make([]placement.GPU, len(sn.GPUs)), Model: shape.Model, Features: shape.Features}
+		if sn.Model != nil {
+			node.Model = *sn.Model
+		}
+		if sn.Features != nil {
+			node.Features = sn.Features
+		}
+		if len(node.Model) > 96 || sanitize(node.Model) != node.Model {
+			return nil, fmt.Errorf("node %q: model %q: want printable characters, at most 96", sn.Name, sanitize(node.Model))
+		}
+		for _, f := range node.Features {
+			if !featureRE.MatchString(f) {
+				return nil, fmt.Errorf("node %q: feature %q: want 1-64 of A-Z a-z 0-9 . _ -", sn.Name, sanitize(f))
+			}
+		}
+		memDefault := cfg.Cluster.GPUMemoryMiB
+		if len(shape.GPUs) > 0 {
+			memDefault = shape.GPUs[0].MemMiB
+		}
 		indexes := map[int]bool{}
 		for gi, sg := range sn.GPUs {
-			g, err := stateGPUOf(sg, gi, cat, cfg)
+			g, err := stateGPUOf(sg, gi, cat, cfg, memDefault)
 			if err != nil {
 				return nil, fmt.Errorf("node %q gpus[%d]: %w", sn.Name, gi, err)
 			}
@@ -347,8 +382,11 @@ func parseState(data []byte, cat profile.Catalog, cfg config.Config) (*placement
 	return c, nil
 }
 
-func stateGPUOf(sg stateGPU, pos int, cat profile.Catalog, cfg config.Config) (placement.GPU, error) {
-	g := placement.GPU{Index: pos, MemMiB: cfg.Cluster.GPUMemoryMiB, Slots: cfg.SlotsPerGPU}
+// featureRE is a node feature in a state file (Slurm's feature alphabet).
+var featureRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+func stateGPUOf(sg stateGPU, pos int, cat profile.Catalog, cfg config.Config, memDefault float64) (placement.GPU, error) {
+	g := placement.GPU{Index: pos, MemMiB: memDefault, Slots: cfg.SlotsPerGPU}
 	if sg.Index != nil {
 		g.Index = *sg.Index
 	}
@@ -362,7 +400,7 @@ func stateGPUOf(sg stateGPU, pos int, cat profile.Catalog, cfg config.Config) (p
 	case g.Index < 0 || g.Index > 1023:
 		return g, fmt.Errorf("index %d: want 0..1023", g.Index)
 	case !(g.MemMiB > 0 && g.MemMiB <= 16<<20):
-		return g, fmt.Errorf("GPU %d: memory_mib %v: want 1..16777216 (set it here or cluster.gpu_memory_mib in the config)", g.Index, g.MemMiB)
+		return g, fmt.Errorf("GPU %d: memory_mib %v: want 1..16777216 (set it here, or the node's memory in the config's cluster section)", g.Index, g.MemMiB)
 	case g.Slots < 1 || g.Slots > 1024:
 		return g, fmt.Errorf("GPU %d: slots %d: want 1..1024", g.Index, g.Slots)
 	}

@@ -183,6 +183,17 @@ func runPreflight(c *cli.Context) error {
 		checkNodeHooks(p, sc)
 	}
 
+	// The inventory against slurm.conf: counts, features, Types.
+	if sc != nil && err == nil {
+		for _, f := range checkGroups(sc, cfg.Cluster) {
+			if f.fail {
+				p.fail("inventory", "%s", f.msg)
+			} else {
+				p.ok("inventory", "%s", f.msg)
+			}
+		}
+	}
+
 	// Can placements be pinned with this slurm.conf?
 	if sc != nil {
 		how := ""

@@ -59,6 +59,7 @@ func simulateCommand() *cli.Command {
 			&cli.IntFlag{Name: "nodes", Value: 16, Usage: "nodes in the simulated cluster"},
 			&cli.IntFlag{Name: "gpus-per-node", Value: 8, Usage: "GPUs per node"},
 			&cli.Float64Flag{Name: "gpu-mem-mib", Value: 32768, Usage: "memory of each GPU in MiB"},
+			&cli.StringFlag{Name: "cluster", Usage: "YAML file with a cluster: section (flat, or node groups of their own GPU count, memory and model; etc/examples/cluster-hetero.yaml): the simulated cluster, instead of --nodes, --gpus-per-node and --gpu-mem-mib"},
 			&cli.DurationFlag{Name: "from", Usage: "keep jobs submitted at least this long after the trace's first submission (time window)"},
 			&cli.DurationFlag{Name: "to", Usage: "keep jobs submitted before this time after the first submission (0: to the end)"},
 			&cli.DurationFlag{Name: "max-duration", Usage: "leave out jobs that run longer than this alone, e.g. 24h (0: keep all)"},
@@ -95,8 +96,12 @@ func runSimulate(c *cli.Context) error {
 	maxDur := c.Duration("max-duration")
 	demo := c.Bool("demo")
 	if defaultToDemo(c) {
-		fmt.Fprintf(c.App.ErrWriter, "simulate: no trace or cluster flags given: running the --demo preset (%d Philly jobs of at most %s, %dx%d GPUs, load %g, %d seeds); "+
-			"give --jobs, --load, --nodes, ... to choose your own (see coscheml simulate --help)\n", demoJobs, demoMaxDuration, demoNodes, demoGPUsPerNode, demoLoad, demoSeeds)
+		gpus := fmt.Sprintf("%dx%d GPUs", demoNodes, demoGPUsPerNode)
+		if c.String("cluster") != "" {
+			gpus = "the --cluster file's GPUs"
+		}
+		fmt.Fprintf(c.App.ErrWriter, "simulate: no trace or cluster flags given: running the --demo preset (%d Philly jobs of at most %s, %s, load %g, %d seeds); "+
+			"give --jobs, --load, --nodes, ... to choose your own (see coscheml simulate --help)\n", demoJobs, demoMaxDuration, gpus, demoLoad, demoSeeds)
 		demo = true
 	}
 	if demo {
@@ -156,6 +161,16 @@ func runSimulate(c *cli.Context) error {
 	default:
 		return usageErrorf("--shard-pinning %q: want first-fit or typed", sanitize(p))
 	}
+	hetero, clusterText, err := simCluster(c)
+	if err != nil {
+		return err
+	}
+	totalGPUs := nodes * gpn
+	if hetero != nil {
+		totalGPUs = hetero.NumGPUs()
+	} else {
+		clusterText = fmt.Sprintf("%d nodes x %d GPUs = %d GPUs", nodes, gpn, nodes*gpn)
+	}
 	tt, err := loadTruth(c)
 	if err != nil {
 		return err
@@ -177,7 +192,7 @@ func runSimulate(c *cli.Context) error {
 	}
 	exp := sim.Experiment{
 		Config: sim.Config{Nodes: nodes, GPUsPerNode: gpn, GPUMemMiB: c.Float64("gpu-mem-mib"), Slots: cfg.SlotsPerGPU,
-			Floors: cfg.SpeedFloor, BackfillDepth: c.Int("backfill-depth"), Reach: reach},
+			Floors: cfg.SpeedFloor, BackfillDepth: c.Int("backfill-depth"), Reach: reach, Cluster: hetero},
 		Truth:    tt,
 		Options:  placeconf.Options(cfg),
 		Policies: pols,
@@ -216,11 +231,11 @@ func runSimulate(c *cli.Context) error {
 	exp.Jobs = func(seed int64) ([]trace.Job, error) {
 		jobs := trace.Sample(tr.Jobs, nJobs, seed)
 		if load > 0 {
-			if _, err := trace.SetLoad(jobs, nodes*gpn, load); err != nil {
+			if _, err := trace.SetLoad(jobs, totalGPUs, load); err != nil {
 				return nil, err
 			}
 		}
-		loads[seed] = trace.OfferedLoad(jobs, nodes*gpn)
+		loads[seed] = trace.OfferedLoad(jobs, totalGPUs)
 		return jobs, nil
 	}
 	if c.Bool("warm-memory") {
@@ -230,7 +245,7 @@ func runSimulate(c *cli.Context) error {
 		exp.WarmUp = func(seed int64) ([]trace.Job, error) {
 			jobs := trace.Sample(tr.Jobs, nJobs, seed+sim.WarmUpSeedOffset)
 			if load > 0 {
-				if _, err := trace.SetLoad(jobs, nodes*gpn, load); err != nil {
+				if _, err := trace.SetLoad(jobs, totalGPUs, load); err != nil {
 					return nil, err
 				}
 			}
@@ -301,14 +316,14 @@ func runSimulate(c *cli.Context) error {
 		Baseline: "exclusive",
 		Setup: []string{
 			fmt.Sprintf("trace: %s (%s), %d jobs used per seed of %d read (%d rows left out; %d outside the window or longer than %s left out)", c.String("trace"), sanitize(traceName), sampled, readJobs, tr.SkippedTotal(), readJobs-len(tr.Jobs), maxDurText(maxDur)),
-			fmt.Sprintf("cluster: %d nodes x %d GPUs = %d GPUs, %d sharing slots per GPU, at most %d jobs per GPU", nodes, gpn, nodes*gpn, exp.Config.Slots, exp.Options.MaxCoRunners),
+			fmt.Sprintf("cluster: %s, %d sharing slots per GPU, at most %d jobs per GPU", clusterText, exp.Config.Slots, exp.Options.MaxCoRunners),
 			fmt.Sprintf("offered load (GPU-time asked / capacity over the submission span): %s", loadText(loads, exp.Seeds)),
 			fmt.Sprintf("queueing: FIFO + EASY backfill, depth %d; seeds %v", c.Int("backfill-depth"), exp.Seeds),
 			fmt.Sprintf("ground truth: %d applications, %d of %d ordered pairs measured (%d samples), others from the 3 nearest measured pairs", tt.Len(), measured, total, samples),
 			fmt.Sprintf("coscheml predicts with: %s; %s", predictorText(predictor), guardText),
 			fmt.Sprintf("classes: hpc %.0f%%, train %.0f%%, infer %.0f%% (labels over DL-training profiles); floors hpc %g, train %g, infer %g",
 				100*exp.Mix.HPC, 100*exp.Mix.Train, 100*exp.Mix.Infer, exp.Options.Floors.HPC, exp.Options.Floors.Train, exp.Options.Floors.Infer),
-			droppedText(runs, nodes*gpn),
+			droppedText(runs, totalGPUs),
 			fmt.Sprintf("simulated in %s", time.Since(t0).Round(time.Millisecond)),
 		},
 		Summaries: sim.SummarizeRuns(runs, "exclusive"),

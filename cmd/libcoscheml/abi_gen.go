@@ -20,7 +20,7 @@ import (
 // abiHeaderSHA256 is the hash of the C headers this package includes from
 // outside its folder: the go command does not see them, so a change to them
 // must change this file for cgo to compile the package again.
-const abiHeaderSHA256 = "57f834149921050b4743bd1a07d5e3d64f8944793c4e7de88d7e7d93f4bfab45"
+const abiHeaderSHA256 = "1b71aa905c2de168e6cf478169403afb800fa72eee8255b3096837f4ff99cea6"
 
 // jobFields copies job's fields into a submit.JobFields (its META fields,
 // size and flags, are the caller's). job holds all of them: a shorter job
@@ -49,11 +49,12 @@ func jobFields(job *C.struct_coscheml_job) submit.JobFields {
 		NumTasks:      uint32(job.num_tasks),
 		Exclusive:     job.exclusive != 0,
 		StoredComment: goString(job.job_comment),
+		Features:      goString(job.features),
 	}
 }
 
 // listedJobFields are the submit.JobFields fields that jobFields fills.
-var listedJobFields = []string{"Modify", "Comment", "TresPerNode", "Partition", "UserID", "MinNodes", "MaxNodes", "TimeLimit", "JobID", "BeginTime", "ReqNodes", "ExcNodes", "SubmitUID", "TresPerJob", "TresPerTask", "TresPerSocket", "MemPerTres", "CpusPerTres", "ArrayInx", "NumTasks", "Exclusive", "StoredComment"}
+var listedJobFields = []string{"Modify", "Comment", "TresPerNode", "Partition", "UserID", "MinNodes", "MaxNodes", "TimeLimit", "JobID", "BeginTime", "ReqNodes", "ExcNodes", "SubmitUID", "TresPerJob", "TresPerTask", "TresPerSocket", "MemPerTres", "CpusPerTres", "ArrayInx", "NumTasks", "Exclusive", "StoredComment", "Features"}
 
 // answerOf is res as an answer: its strings in CQ_ANS_* order and its
 // numbers; the REWRITE fields only when res.Code is submit.Rewrite.

@@ -8,10 +8,12 @@
 package config
 
 import (
+	"fmt"
 	"path/filepath"
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/floors"
+	"github.com/coscheml/coscheml/pkg/hostlist"
 	"github.com/coscheml/coscheml/pkg/policyname"
 )
 
@@ -109,11 +111,106 @@ type SpeedFloors = floors.Floors
 
 // ClusterSpec describes the GPU nodes the plugin may place on (job_submit cannot ask
 // slurmctld, so the inventory is configured).
+//
+// A homogeneous cluster is described flat (nodes, gpus_per_node, gpu_memory_mib);
+// a cluster of several GPU models, counts or memories by groups, one per kind of
+// node. The two forms exclude each other; NodeGroups gives either as groups.
 type ClusterSpec struct {
 	Nodes        string  `yaml:"nodes"` // Slurm hostlist, e.g. "n[1-4]"
 	GPUsPerNode  int     `yaml:"gpus_per_node"`
 	GPUMemoryMiB float64 `yaml:"gpu_memory_mib"`
 	Partition    string  `yaml:"partition"` // only jobs of this partition are placed ("" = all)
+	// Groups: nodes of one GPU model, count and memory each (instead of the flat keys).
+	Groups []NodeGroup `yaml:"groups"`
+}
+
+// NodeGroup is a set of nodes alike in their GPUs.
+type NodeGroup struct {
+	Nodes        string  `yaml:"nodes"`
+	GPUsPerNode  int     `yaml:"gpus_per_node"`
+	GPUMemoryMiB float64 `yaml:"gpu_memory_mib"`
+	// GPUModel is the GPUs' model as NVML names it ("NVIDIA A100-SXM4-80GB");
+	// profiles measured on it serve these GPUs. "" = unnamed (one model cluster-wide).
+	GPUModel string `yaml:"gpu_model"`
+	// Feature is the Slurm node feature of these nodes that a job asks for
+	// with --constraint; "" = none.
+	Feature string `yaml:"feature"`
+	// GresType is the Slurm GPU Type (gres.conf Type=) of these GPUs when it
+	// names the model ("a100"), for --gres=gpu:<type>:N; "" = none (per-GPU
+	// Types for pinning, or untyped GPUs).
+	GresType string `yaml:"gres_type"`
+}
+
+// MaxGroups bounds cluster.groups.
+const MaxGroups = 256
+
+// NodeGroups is the inventory as groups: cluster.groups, or the flat keys as
+// one group; nil when no node is configured.
+func (s ClusterSpec) NodeGroups() []NodeGroup {
+	if len(s.Groups) > 0 {
+		return s.Groups
+	}
+	if s.Nodes == "" {
+		return nil
+	}
+	return []NodeGroup{{Nodes: s.Nodes, GPUsPerNode: s.GPUsPerNode, GPUMemoryMiB: s.GPUMemoryMiB}}
+}
+
+// HostInfo is one configured node with its group's GPUs.
+type HostInfo struct {
+	Name  string
+	Group int // index into NodeGroups()
+}
+
+// Hosts expands every group's hostlist, in group then hostlist order; a node in
+// two groups is an error (its GPUs would be described twice).
+func (s ClusterSpec) Hosts() ([]HostInfo, error) {
+	var out []HostInfo
+	seen := map[string]int{}
+	for gi, g := range s.NodeGroups() {
+		hosts, err := hostlist.Expand(g.Nodes)
+		if err != nil {
+			return nil, fmt.Errorf("%s.nodes: %w", groupKey(s, gi), err)
+		}
+		if len(hosts) == 0 {
+			return nil, fmt.Errorf("%s.nodes: %q names no host", groupKey(s, gi), Sanitize(g.Nodes))
+		}
+		for _, h := range hosts {
+			if prev, dup := seen[h]; dup {
+				return nil, fmt.Errorf("%s.nodes: node %s is also in group %d", groupKey(s, gi), Sanitize(h), prev)
+			}
+			seen[h] = gi
+			out = append(out, HostInfo{Name: h, Group: gi})
+		}
+	}
+	return out, nil
+}
+
+// Models reports whether any group names its GPU model.
+func (s ClusterSpec) Models() bool {
+	for _, g := range s.Groups {
+		if g.GPUModel != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// MaxGPUsPerNode is the most GPUs of any configured node (0: none configured).
+func (s ClusterSpec) MaxGPUsPerNode() int {
+	m := 0
+	for _, g := range s.NodeGroups() {
+		m = max(m, g.GPUsPerNode)
+	}
+	return m
+}
+
+// groupKey names group gi in errors: "cluster.groups[gi]", or "cluster" for the flat form.
+func groupKey(s ClusterSpec, gi int) string {
+	if len(s.Groups) == 0 {
+		return "cluster"
+	}
+	return fmt.Sprintf("cluster.groups[%d]", gi)
 }
 
 // ProfilingSpec controls the node-side NVML sampler.

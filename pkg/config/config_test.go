@@ -299,7 +299,8 @@ func FuzzParse(f *testing.F) {
 		f.Add(data)
 	}
 	for _, s := range []string{"", "policy: blind\n", "speed_floor:\n  hpc: 2\n", "a: &x [*x]\n", "profiling:\n  interval: 1h\n",
-		"cluster:\n  nodes: n[1-4]\n  gpus_per_node: 2\n  gpu_memory_mib: 1000\n", "cluster:\n  nodes: \",\"\n  gpus_per_node: 2\n", "- 1\n", "{", "x: !!binary AAAA\n", "slots_per_gpu: 0x10\n", "admin_users: \"root, 1002,bad user\"\n", "raw_requests: allow\nunknown_profile: bootstrap\n"} {
+		"cluster:\n  nodes: n[1-4]\n  gpus_per_node: 2\n  gpu_memory_mib: 1000\n", "cluster:\n  nodes: \",\"\n  gpus_per_node: 2\n", "- 1\n", "{", "x: !!binary AAAA\n", "slots_per_gpu: 0x10\n", "admin_users: \"root, 1002,bad user\"\n", "raw_requests: allow\nunknown_profile: bootstrap\n",
+		"cluster:\n  groups:\n    - nodes: a[1-2]\n      gpus_per_node: 4\n      gpu_memory_mib: 40960\n      gpu_model: M\n      feature: f\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -310,4 +311,68 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The inventory in groups and flat, and what each rejects.
+func TestClusterGroups(t *testing.T) {
+	const two = "cluster:\n  groups:\n    - nodes: a[1-2]\n      gpus_per_node: 4\n      gpu_memory_mib: 40960\n      gpu_model: \"NVIDIA A100-SXM4-40GB\"\n      feature: a100\n      gres_type: a100\n" +
+		"    - nodes: h1\n      gpus_per_node: 8\n      gpu_memory_mib: 81559\n      gpu_model: \"NVIDIA H100 80GB HBM3\"\n"
+	for _, tc := range []struct {
+		name      string
+		yaml      string
+		wantErr   []string
+		wantHosts []HostInfo
+		wantMax   int
+		models    bool
+	}{
+		{name: "flat form is one group", yaml: "cluster:\n  nodes: n[1-2]\n  gpus_per_node: 2\n  gpu_memory_mib: 1000\n",
+			wantHosts: []HostInfo{{"n1", 0}, {"n2", 0}}, wantMax: 2},
+		{name: "two groups", yaml: two, wantHosts: []HostInfo{{"a1", 0}, {"a2", 0}, {"h1", 1}}, wantMax: 8, models: true},
+		{name: "empty list is the default", yaml: "cluster:\n  groups: []\n"},
+		{name: "groups and flat keys", yaml: "cluster:\n  nodes: n1\n  groups:\n    - nodes: a1\n      gpus_per_node: 1\n      gpu_memory_mib: 1\n",
+			wantErr: []string{`"cluster.groups"`, "not both"}},
+		{name: "node in two groups", yaml: "cluster:\n  groups:\n    - nodes: a[1-2]\n      gpus_per_node: 1\n      gpu_memory_mib: 1\n    - nodes: a2\n      gpus_per_node: 2\n      gpu_memory_mib: 1\n",
+			wantErr: []string{`"cluster.groups[1].nodes"`, "also in group 0"}},
+		{name: "group without gpus", yaml: "cluster:\n  groups:\n    - nodes: a1\n      gpu_memory_mib: 1\n", wantErr: []string{`"cluster.groups[0].gpus_per_node"`}},
+		{name: "group without memory", yaml: "cluster:\n  groups:\n    - nodes: a1\n      gpus_per_node: 1\n", wantErr: []string{`"cluster.groups[0].gpu_memory_mib"`}},
+		{name: "group without nodes", yaml: "cluster:\n  groups:\n    - gpus_per_node: 1\n      gpu_memory_mib: 1\n", wantErr: []string{`"cluster.groups[0].nodes"`}},
+		{name: "unknown group key", yaml: "cluster:\n  groups:\n    - nodes: a1\n      gpus: 1\n", wantErr: []string{"cluster.groups[0].gpus", "valid keys"}},
+		{name: "bad feature", yaml: "cluster:\n  groups:\n    - nodes: a1\n      gpus_per_node: 1\n      gpu_memory_mib: 1\n      feature: \"a&b\"\n", wantErr: []string{`"cluster.groups[0].feature"`}},
+		{name: "bad gres type", yaml: "cluster:\n  groups:\n    - nodes: a1\n      gpus_per_node: 1\n      gpu_memory_mib: 1\n      gres_type: \"a:1\"\n", wantErr: []string{`"cluster.groups[0].gres_type"`}},
+		{name: "control character in model", yaml: "cluster:\n  groups:\n    - nodes: a1\n      gpus_per_node: 1\n      gpu_memory_mib: 1\n      gpu_model: \"A\\x01\"\n", wantErr: []string{`"cluster.groups[0].gpu_model"`}},
+		{name: "one model two features", yaml: "cluster:\n  groups:\n    - nodes: a1\n      gpus_per_node: 1\n      gpu_memory_mib: 1\n      gpu_model: M\n      feature: x\n    - nodes: a2\n      gpus_per_node: 1\n      gpu_memory_mib: 1\n      gpu_model: M\n      feature: y\n",
+			wantErr: []string{`"cluster.groups[1].gpu_model"`}},
+		{name: "groups not a list", yaml: "cluster:\n  groups:\n    nodes: a1\n", wantErr: []string{`"cluster.groups"`, "want a list"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.yaml))
+			if len(tc.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("no error, want %v", tc.wantErr)
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q lacks %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			hosts, err := c.Cluster.Hosts()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(hosts, tc.wantHosts) {
+				t.Errorf("hosts %v, want %v", hosts, tc.wantHosts)
+			}
+			if m := c.Cluster.MaxGPUsPerNode(); m != tc.wantMax {
+				t.Errorf("max GPUs per node %d, want %d", m, tc.wantMax)
+			}
+			if c.Cluster.Models() != tc.models {
+				t.Errorf("Models() = %v, want %v", c.Cluster.Models(), tc.models)
+			}
+		})
+	}
 }

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/coscheml/coscheml/pkg/hostlist"
 	"github.com/coscheml/coscheml/pkg/safeopen"
 	"github.com/coscheml/coscheml/pkg/safetext"
 	"gopkg.in/yaml.v3"
@@ -87,6 +86,9 @@ func Parse(data []byte) (Config, error) {
 	if err := strict.Decode(&c); err != nil {
 		return Config{}, fmt.Errorf("YAML: %w", err)
 	}
+	if len(c.Cluster.Groups) == 0 {
+		c.Cluster.Groups = nil // "groups: []" is the default, not a different value
+	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err
 	}
@@ -95,8 +97,12 @@ func Parse(data []byte) (Config, error) {
 
 var durationType = reflect.TypeOf(time.Duration(0))
 
-// maxDepth bounds the schema walk; the configuration is two levels deep.
+// maxDepth bounds the schema walk; the configuration is four levels deep
+// (cluster.groups[i].nodes).
 const maxDepth = 8
+
+// maxListLen bounds a list of the configuration (cluster.groups).
+const maxListLen = MaxGroups
 
 // checkNode verifies that n fits the Go type t: known keys only, scalars of the
 // right YAML type. path is the dotted key of n.
@@ -140,6 +146,20 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, depth int) error {
 				return fmt.Errorf("unknown key %q (line %d)%s", Sanitize(full), k.Line, suggest(t, name))
 			}
 			if err := checkNode(v, f.Type, full, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if t.Kind() == reflect.Slice {
+		if n.Kind != yaml.SequenceNode {
+			return fmt.Errorf("%s (line %d): want a list, got %s", keyName(path), n.Line, describe(n))
+		}
+		if len(n.Content) > maxListLen {
+			return fmt.Errorf("%s (line %d): %d entries, at most %d", keyName(path), n.Line, len(n.Content), maxListLen)
+		}
+		for i, e := range n.Content {
+			if err := checkNode(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
 				return err
 			}
 		}
@@ -379,25 +399,7 @@ func (c Config) Validate() error {
 	if !typePrefixRE.MatchString(c.ShardTypePrefix) {
 		bad("shard_type_prefix", "%q is not a GPU type prefix: want a letter, then up to 31 letters, digits or '_'", Sanitize(c.ShardTypePrefix))
 	}
-	if c.Cluster.Nodes != "" {
-		// The same expansion the plugin uses, so what validates here is what it sees.
-		if hosts, err := hostlist.Expand(c.Cluster.Nodes); err != nil {
-			bad("cluster.nodes", "%v", err)
-		} else if len(hosts) == 0 {
-			bad("cluster.nodes", "%q names no host", Sanitize(c.Cluster.Nodes))
-		}
-	}
-	if c.Cluster.GPUsPerNode < 0 || c.Cluster.GPUsPerNode > 64 {
-		bad("cluster.gpus_per_node", "%d is out of range: want 0..64 (0 = not configured)", c.Cluster.GPUsPerNode)
-	}
-	if c.Cluster.Nodes != "" && c.Cluster.GPUsPerNode == 0 {
-		bad("cluster.gpus_per_node", "must be set (1..64) when cluster.nodes is")
-	}
-	if !(c.Cluster.GPUMemoryMiB >= 0 && c.Cluster.GPUMemoryMiB <= 16<<20) {
-		bad("cluster.gpu_memory_mib", "%v is out of range: want 0..16777216 MiB", c.Cluster.GPUMemoryMiB)
-	} else if c.Cluster.Nodes != "" && c.Cluster.GPUMemoryMiB == 0 {
-		bad("cluster.gpu_memory_mib", "must be set (> 0) when cluster.nodes is: sharing needs to know that jobs fit")
-	}
+	c.validateCluster(bad)
 	if c.Cluster.Partition != "" && !partitionRE.MatchString(c.Cluster.Partition) {
 		bad("cluster.partition", "%q is not a partition name (letters, digits, '_', '.', '-')", Sanitize(c.Cluster.Partition))
 	}
@@ -447,6 +449,71 @@ func (c Config) Validate() error {
 		bad("profiling.max_new_profiles_per_user", "%d is out of range: want 0..max_profiles (%d)", c.Profiling.MaxNewProfilesPerUser, c.MaxProfiles)
 	}
 	return errors.Join(errs...)
+}
+
+// featureRE: a Slurm node feature or GPU Type as users write it in
+// --constraint and --gres (no separators of either syntax).
+var featureRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// validateCluster checks the inventory, flat or in groups.
+func (c Config) validateCluster(bad func(key, format string, a ...any)) {
+	cs := c.Cluster
+	if len(cs.Groups) > 0 && (cs.Nodes != "" || cs.GPUsPerNode != 0 || cs.GPUMemoryMiB != 0) {
+		bad("cluster.groups", "set together with cluster.nodes, gpus_per_node or gpu_memory_mib: describe the nodes either flat or in groups, not both")
+		return
+	}
+	if len(cs.Groups) > MaxGroups {
+		bad("cluster.groups", "%d groups: at most %d", len(cs.Groups), MaxGroups)
+		return
+	}
+	flat := len(cs.Groups) == 0
+	models := map[string]int{}
+	for gi, g := range cs.NodeGroups() {
+		key := groupKey(cs, gi)
+		if !flat && g.Nodes == "" {
+			bad(key+".nodes", "must be set: a group without nodes describes nothing")
+		}
+		if g.GPUsPerNode < 0 || g.GPUsPerNode > 64 {
+			bad(key+".gpus_per_node", "%d is out of range: want 1..64", g.GPUsPerNode)
+		} else if g.GPUsPerNode == 0 {
+			bad(key+".gpus_per_node", "must be set (1..64) when %s.nodes is", key)
+		}
+		if !(g.GPUMemoryMiB >= 0 && g.GPUMemoryMiB <= 16<<20) {
+			bad(key+".gpu_memory_mib", "%v is out of range: want 0..16777216 MiB", g.GPUMemoryMiB)
+		} else if g.GPUMemoryMiB == 0 {
+			bad(key+".gpu_memory_mib", "must be set (> 0) when %s.nodes is: sharing needs to know that jobs fit", key)
+		}
+		if g.GPUModel != "" {
+			if len(g.GPUModel) > 96 || safetext.Sanitize(g.GPUModel) != g.GPUModel || strings.TrimSpace(g.GPUModel) != g.GPUModel {
+				bad(key+".gpu_model", "%q is not a GPU model name: printable characters, at most 96, no leading or trailing space", Sanitize(g.GPUModel))
+			}
+			if prev, dup := models[g.GPUModel]; dup && (cs.Groups[prev].Feature != g.Feature || cs.Groups[prev].GresType != g.GresType) {
+				bad(key+".gpu_model", "%q is also group %d's model with another feature or gres_type: one model, one way to ask for it", Sanitize(g.GPUModel), prev)
+			}
+			models[g.GPUModel] = gi
+		}
+		if g.Feature != "" && !featureRE.MatchString(g.Feature) {
+			bad(key+".feature", "%q is not a Slurm node feature (letters, digits, '_', '.', '-')", Sanitize(g.Feature))
+		}
+		if g.GresType != "" && !featureRE.MatchString(g.GresType) {
+			bad(key+".gres_type", "%q is not a Slurm GPU Type (letters, digits, '_', '.', '-')", Sanitize(g.GresType))
+		}
+	}
+	if flat && cs.Nodes == "" {
+		// Nothing listed: the ranges alone.
+		if cs.GPUsPerNode < 0 || cs.GPUsPerNode > 64 {
+			bad("cluster.gpus_per_node", "%d is out of range: want 0..64 (0 = not configured)", cs.GPUsPerNode)
+		}
+		if !(cs.GPUMemoryMiB >= 0 && cs.GPUMemoryMiB <= 16<<20) {
+			bad("cluster.gpu_memory_mib", "%v is out of range: want 0..16777216 MiB", cs.GPUMemoryMiB)
+		}
+		return
+	}
+	// The same expansion the plugin uses, so what validates here is what it sees.
+	if _, err := cs.Hosts(); err != nil {
+		errKey, msg, _ := strings.Cut(err.Error(), ": ")
+		bad(errKey, "%s", msg)
+	}
 }
 
 func contains(list []string, s string) bool {

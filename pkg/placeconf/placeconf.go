@@ -9,6 +9,8 @@ package placeconf
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/model"
@@ -79,4 +81,96 @@ func PolicyNamed(name string, cfg config.Config, pred model.Predictor) (placemen
 		return nil, fmt.Errorf("placement policy from the configuration: %w", err)
 	}
 	return p, nil
+}
+
+// Nodes is the configured inventory (cluster.groups, or the flat keys) as
+// placement nodes without residents: each with its group's GPU count, per-GPU
+// memory, model, and the names a job selects it by (the group's feature and
+// gres_type). nil and no error when no node is configured.
+func Nodes(cfg config.Config) ([]placement.Node, error) {
+	hosts, err := cfg.Cluster.Hosts()
+	if err != nil {
+		return nil, fmt.Errorf("cluster inventory: %w", err)
+	}
+	groups := cfg.Cluster.NodeGroups()
+	slots := cfg.SlotsPerGPU
+	if slots <= 0 {
+		slots = placement.DefaultSlots
+	}
+	feats := make([][]string, len(groups))
+	for gi, g := range groups {
+		for _, f := range []string{g.Feature, g.GresType} {
+			if f != "" && !slices.Contains(feats[gi], f) {
+				feats[gi] = append(feats[gi], f)
+			}
+		}
+	}
+	out := make([]placement.Node, len(hosts))
+	for i, h := range hosts {
+		g := groups[h.Group]
+		n := placement.Node{Name: h.Name, Model: g.GPUModel, Features: feats[h.Group], GPUs: make([]placement.GPU, g.GPUsPerNode)}
+		for gi := range n.GPUs {
+			n.GPUs[gi] = placement.GPU{Index: gi, MemMiB: g.GPUMemoryMiB, Slots: slots}
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// Cluster is the configured inventory as an indexed cluster without residents,
+// reached as the modelling tools reach it (ModelReach).
+func Cluster(cfg config.Config) (*placement.Cluster, error) {
+	nodes, err := Nodes(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("cluster inventory: no node configured (cluster.nodes or cluster.groups)")
+	}
+	c := &placement.Cluster{Nodes: nodes, Reach: ModelReach(cfg)}
+	c.Reindex()
+	return c, nil
+}
+
+// ModelOf resolves a job's model request against the inventory: the GPU Type of
+// its --gres=gpu:<type>:N (gresType) and the features of its --constraint. A
+// Type a group names (gres_type, or the model itself) becomes that group's
+// model, or its feature when the group names no model; features a group names
+// are kept. ok is false when the request names something no group has: coscheml
+// cannot tell which nodes qualify, so the job is not placed.
+func ModelOf(cfg config.Config, gresType string, features []string) (model string, feats []string, ok bool) {
+	groups := cfg.Cluster.NodeGroups()
+	if gresType != "" {
+		found := false
+		for _, g := range groups {
+			if strings.EqualFold(g.GresType, gresType) || (g.GPUModel != "" && strings.EqualFold(g.GPUModel, gresType)) {
+				found = true
+				if g.GPUModel != "" {
+					model = g.GPUModel
+				} else {
+					feats = append(feats, g.GresType)
+				}
+				break
+			}
+		}
+		if !found {
+			return "", nil, false
+		}
+	}
+	for _, f := range features {
+		found := false
+		for _, g := range groups {
+			if g.Feature == f {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return "", nil, false
+		}
+		if !slices.Contains(feats, f) {
+			feats = append(feats, f)
+		}
+	}
+	return model, feats, true
 }

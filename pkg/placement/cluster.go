@@ -25,6 +25,7 @@ type index struct {
 	nodeOff []int32    // nodeOff[n] = global index of GPU 0 of node n; len = nodes+1
 	gpus    []gpuState // by global GPU index
 	idle    int        // GPUs without residents
+	models  bool       // some node names its GPU model (Node.Model)
 	jobs    map[string]jobLoc
 	intern  *Interner
 
@@ -272,9 +273,11 @@ func (c *Cluster) Reindex() {
 	}
 	ix.nodeOff = resize(ix.nodeOff, len(c.Nodes)+1)
 	total := 0
+	ix.models = false
 	for n := range c.Nodes {
 		ix.nodeOff[n] = int32(total)
 		total += len(c.Nodes[n].GPUs)
+		ix.models = ix.models || c.Nodes[n].Model != ""
 	}
 	ix.nodeOff[len(c.Nodes)] = int32(total)
 	ix.gpus = resize(ix.gpus, total)
@@ -287,7 +290,7 @@ func (c *Cluster) Reindex() {
 		highest := int32(0) // most free slots of a lower GPU of the node
 		for g := range c.Nodes[n].GPUs {
 			gpu := &c.Nodes[n].GPUs[g]
-			st := summarize(gpu, int32(n), ix)
+			st := summarize(gpu, int32(n), c.Nodes[n].Model, ix)
 			st.hidden = hiddenFirstFit(st.free(), highest)
 			highest = max(highest, st.free())
 			ix.set(gi, st)
@@ -317,7 +320,8 @@ func resize[T any](s []T, n int) []T {
 func (c *Cluster) Clone() *Cluster {
 	d := &Cluster{Nodes: make([]Node, len(c.Nodes)), Reach: c.Reach, Interner: c.Interner}
 	for n, node := range c.Nodes {
-		d.Nodes[n] = Node{Name: node.Name, GPUs: make([]GPU, len(node.GPUs))}
+		d.Nodes[n] = node
+		d.Nodes[n].GPUs = make([]GPU, len(node.GPUs))
 		for g, gpu := range node.GPUs {
 			gpu.Residents = slices.Clone(gpu.Residents)
 			d.Nodes[n].GPUs[g] = gpu
@@ -399,7 +403,7 @@ func (c *Cluster) Apply(r *Request, d Decision) {
 			ix.idle--
 		}
 		gpu.Residents = append(gpu.Residents, Resident{JobID: r.JobID, Profile: r.Profile, Class: r.Class, Slots: s.Slots, Kind: r.Kind})
-		ix.setKeepHidden(gi, summarize(gpu, int32(s.Node), ix))
+		ix.setKeepHidden(gi, summarize(gpu, int32(s.Node), c.Nodes[s.Node].Model, ix))
 		ix.addJob(r.JobID, gi)
 		ix.hideNode(int32(s.Node))
 	}
@@ -445,7 +449,7 @@ func (ix *index) removeFrom(c *Cluster, jobID string, gi int32) {
 	if len(kept) == 0 {
 		ix.idle++
 	}
-	ix.setKeepHidden(gi, summarize(gpu, n, ix))
+	ix.setKeepHidden(gi, summarize(gpu, n, c.Nodes[n].Model, ix))
 	ix.hideNode(n)
 }
 
@@ -504,14 +508,20 @@ func (ix *index) id(p *profile.Profile, cl profile.Class) uint16 { return ix.int
 // summarize computes a GPU's cached state from its residents. It is the only place
 // the summary is computed, for the caches and for uncached clusters alike, so the two
 // can never disagree. ix may be nil (no signature: predictions are not memoized).
-func summarize(g *GPU, node int32, ix *index) gpuState {
+// model is the node's GPU model: a resident whose profile was measured on another
+// (named) model counts as unprofiled, so no job joins it on the strength of a
+// profile that does not describe this GPU (it ran there alone, placement.md).
+func summarize(g *GPU, node int32, model string, ix *index) gpuState {
 	s := gpuState{node: node, slots: int32(g.Slots), memCap: g.MemMiB, nres: int32(len(g.Residents))}
 	var ids [sigLanes]uint16
 	sigOK := ix != nil && len(g.Residents) <= sigLanes
 	for i := range g.Residents {
 		r := &g.Residents[i]
 		s.used += int32(r.Slots)
-		if r.Profile == nil {
+		if r.Profile == nil || (model != "" && r.Profile.MeasuredOn() != "" && r.Profile.MeasuredOn() != model) {
+			if r.Profile != nil {
+				s.mem += r.Profile.MemUsedMiB // its memory still holds
+			}
 			s.unknown++
 			sigOK = false
 			continue
@@ -557,7 +567,7 @@ func (c *Cluster) Check() error {
 				return fmt.Errorf("cache has %d GPUs, cluster more", len(ix.gpus))
 			}
 			gpu := &c.Nodes[n].GPUs[g]
-			want := summarize(gpu, int32(n), ix)
+			want := summarize(gpu, int32(n), c.Nodes[n].Model, ix)
 			want.hidden = hiddenFirstFit(want.free(), highest)
 			if !want.hidden {
 				wantOpen++

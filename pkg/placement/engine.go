@@ -112,10 +112,17 @@ type engine struct {
 	keys          []float64    // drawn rank keys by GPU (random baseline, several GPUs)
 	members       []int32      // one bucket's members on nodes the request allows
 	req           *Request     // the request being placed (its node filter)
-	firstFitOnly  bool         // single GPU on a first-fit cluster: hidden GPUs are out
-	rejects       [nReject]int
-	scanned       int
-	steered       steer // the last decision's first-fit shard count, for its reason
+	constrained   Request      // a model or feature request with its node filter narrowed
+	nodeMask      []bool       // constrained's node filter
+	// shareReq, when not nil, is the request as busy GPUs see it: its profile was
+	// measured on another GPU model than some nodes', which it may use alone only.
+	shareReq     *Request
+	ownReq       Request
+	ownMask      []bool
+	firstFitOnly bool // single GPU on a first-fit cluster: hidden GPUs are out
+	rejects      [nReject]int
+	scanned      int
+	steered      steer // the last decision's first-fit shard count, for its reason
 }
 
 // steer records a single-GPU decision whose slots were raised so that Slurm's
@@ -144,9 +151,14 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 	res := &e.scratch
 	e.req = r
 	e.firstFitOnly = r.GPUs == 1 && c.Reach == ReachFirstFit
+	r0 := r
 	for bi := range ix.scanSummary {
 		if keep {
 			res = &e.bucketResults[bi]
+		}
+		r = r0
+		if e.shareReq != nil && ix.scanSummary[bi].st.nres > 0 {
+			r = e.shareReq // a busy bucket: only the nodes the job may share on
 		}
 		// The filter stage's reachability, per bucket: a single-GPU request on a
 		// first-fit cluster can use only the bucket's open (reachable) members.
@@ -209,9 +221,12 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 		// state): for a busy GPU the sharing rules, or "busy" for a policy that
 		// never shares and for a several-GPU job (Slurm's shard requests fit on
 		// one GPU per node, so such a job asks for whole GPUs, gres/gpu, which
-		// Slurm gives only where no shard is allocated). An idle GPU always fits
-		// a job alone.
+		// Slurm gives only where no shard is allocated). An idle GPU fits a job
+		// alone unless it has less memory than the job's profile says it uses
+		// (a smaller GPU model of a heterogeneous cluster).
 		switch {
+		case r.Profile != nil && r.Profile.MemUsedMiB > st.memCap:
+			res.why = rejMem
 		case st.nres == 0:
 			res.why = rejNone
 		case !e.shares || r.GPUs > 1:
@@ -243,7 +258,7 @@ func (e *engine) pickUniform(c *Cluster, n int, draw *rand.Rand) cand {
 	ix := c.ix
 	for gi, bi := range ix.gpuBucket {
 		res := &e.bucketResults[bi]
-		if res.why != rejNone || (e.firstFitOnly && ix.gpus[gi].hidden) || !e.req.allows(ix.gpus[gi].node) {
+		if res.why != rejNone || (e.firstFitOnly && ix.gpus[gi].hidden) || !e.reqAt(ix, int32(gi)).allows(ix.gpus[gi].node) {
 			continue
 		}
 		if k == 0 {
@@ -322,10 +337,10 @@ func steerSlots(c *Cluster, n, g int, want int32) int32 {
 	} else {
 		gpus := c.Nodes[n].GPUs
 		for j := 0; j < g; j++ {
-			st := summarize(&gpus[j], int32(n), nil)
+			st := summarize(&gpus[j], int32(n), c.Nodes[n].Model, nil)
 			low = max(low, st.free()+1)
 		}
-		st := summarize(&gpus[g], int32(n), nil)
+		st := summarize(&gpus[g], int32(n), c.Nodes[n].Model, nil)
 		free = st.free()
 	}
 	if low > free { // not reached: the reachability filter refused such GPUs
@@ -443,6 +458,56 @@ func badRequest(policy string, c *Cluster, r *Request) (Decision, bool) {
 	return Decision{}, false
 }
 
+// constrain returns r with its node filter narrowed to the nodes that meet its
+// model and feature constraints (a copy in the engine's scratch: r is the caller's).
+func (e *engine) constrain(c *Cluster, r *Request) *Request {
+	e.constrained = *r
+	e.nodeMask = resize(e.nodeMask, len(c.Nodes))
+	for n := range c.Nodes {
+		e.nodeMask[n] = r.allows(int32(n)) && c.Nodes[n].admits(r)
+	}
+	e.constrained.Nodes = e.nodeMask
+	return &e.constrained
+}
+
+// ownModel is r seen by busy GPUs when its profile names a GPU model and some
+// node has another (named) one: those nodes are left out, so the job shares only
+// on its profile's model (or on nodes of unnamed model) and runs alone elsewhere,
+// where its profile says nothing reliable about how it and its co-runners would
+// slow down. nil when the rule leaves every node.
+func (e *engine) ownModel(c *Cluster, r *Request) *Request {
+	want := r.Profile.MeasuredOn()
+	if want == "" || r.GPUs > 1 || !c.ix.models {
+		return nil // several GPUs are whole GPUs: never shared
+	}
+	foreign := false
+	for n := range c.Nodes {
+		if m := c.Nodes[n].Model; m != "" && m != want {
+			foreign = true
+			break
+		}
+	}
+	if !foreign {
+		return nil
+	}
+	e.ownReq = *r
+	e.ownMask = resize(e.ownMask, len(c.Nodes))
+	for n := range c.Nodes {
+		m := c.Nodes[n].Model
+		e.ownMask[n] = r.allows(int32(n)) && (m == "" || m == want)
+	}
+	e.ownReq.Nodes = e.ownMask
+	return &e.ownReq
+}
+
+// reqAt is the request as GPU gi sees it (shareReq on a busy GPU).
+func (e *engine) reqAt(ix *index, gi int32) *Request {
+	if e.shareReq != nil && ix.gpus[gi].nres > 0 {
+		return e.shareReq
+	}
+	return e.req
+}
+
 // place runs filter, score and select for any scorer; the caller words the reason.
 // It returns the chosen candidates (nil: none) and the count of acceptable GPUs.
 // With draw set (the random baseline), a single GPU is drawn uniformly among the
@@ -454,6 +519,10 @@ func (e *engine) place(c *Cluster, r *Request, sc scorer, draw *rand.Rand) ([]ca
 		// so there is one path; Place must not change the caller's cluster.
 		c = c.Clone()
 	}
+	if r.constrained() {
+		r = e.constrain(c, r)
+	}
+	e.shareReq = e.ownModel(c, r)
 	ok, best, found := e.evalBuckets(c, r, sc, draw != nil || r.GPUs > 1)
 	if r.GPUs == 1 {
 		if !found {

@@ -18,7 +18,7 @@ func refScan(c *Cluster, r *Request, e *engine, sc scorer) (best cand, found boo
 	for n := range c.Nodes {
 		for g := range c.Nodes[n].GPUs {
 			gpu := &c.Nodes[n].GPUs[g]
-			st := summarize(gpu, int32(n), c.ix)
+			st := summarize(gpu, int32(n), c.Nodes[n].Model, c.ix)
 			cur := gi
 			gi++
 			switch {

@@ -36,6 +36,35 @@ type GPU struct {
 type Node struct {
 	Name string
 	GPUs []GPU
+	// Model is the GPU model of the node's GPUs ("" = unnamed); a request
+	// naming a model is placed only on nodes of that model.
+	Model string
+	// Features are the names a job selects this node by (its Slurm node
+	// features, its GPUs' model-named Type); a request naming features is
+	// placed only on nodes that have them all.
+	Features []string
+}
+
+// HasFeatures reports whether the node has every one of fs.
+func (n *Node) HasFeatures(fs []string) bool {
+	for _, f := range fs {
+		found := false
+		for _, have := range n.Features {
+			if have == f {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// admits reports whether the node meets r's model and feature constraints.
+func (n *Node) admits(r *Request) bool {
+	return (r.Model == "" || n.Model == r.Model) && n.HasFeatures(r.Features)
 }
 
 // Cluster is the state a decision is made on.
@@ -73,7 +102,15 @@ type Request struct {
 	// Cluster.Nodes[n]; missing entries are false): the job's partition, its
 	// -w and -x, and the nodes able to start jobs. nil allows every node.
 	Nodes []bool
+	// Model, when set, is the GPU model the job must run on (Node.Model), and
+	// Features the node features it asks for (Node.Features, all of them): a
+	// job's --gres=gpu:<type>:N and --constraint. They narrow Nodes.
+	Model    string
+	Features []string
 }
+
+// constrained reports whether r names a model or features.
+func (r *Request) constrained() bool { return r.Model != "" || len(r.Features) > 0 }
 
 // allows reports whether the request may use node n.
 func (r *Request) allows(n int32) bool {

@@ -153,3 +153,13 @@ func CatalogOf(ps []*Profile) Catalog {
 	}
 	return cat
 }
+
+// MeasuredOn is the GPU model the profile was measured on, "" when unknown (no
+// gpu_model, or one that says it is unknown, as imported Lucid profiles do):
+// placement lets a profile of unknown model serve every model.
+func (p *Profile) MeasuredOn() string {
+	if p == nil || strings.HasPrefix(p.GPUModel, "unknown") {
+		return ""
+	}
+	return p.GPUModel
+}

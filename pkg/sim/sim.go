@@ -28,8 +28,10 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/guard"
@@ -45,7 +47,12 @@ type Config struct {
 	Nodes       int
 	GPUsPerNode int
 	GPUMemMiB   float64 // memory of each GPU (default 32768)
-	Slots       int     // sharing slots per GPU (default placement.DefaultSlots)
+	// Cluster, when set, is the simulated cluster's nodes instead of Nodes x
+	// GPUsPerNode GPUs of GPUMemMiB: nodes of their own GPU count, memory and
+	// model (placeconf.Cluster of a configuration's cluster.groups). Its
+	// residents are ignored; every run starts it empty.
+	Cluster *placement.Cluster
+	Slots   int // sharing slots per GPU (default placement.DefaultSlots)
 	// MaxCoRunners is the most jobs on one GPU (default placement's default). The
 	// simulator does not ask the policy about a job that needs more GPUs than
 	// have a free slot and room for another job: no policy can place it then.
@@ -149,6 +156,10 @@ func (c Config) withDefaults() (Config, error) {
 		c.ProgressEvery = 50000
 	}
 	switch {
+	case c.Cluster != nil:
+		if n := c.Cluster.NumGPUs(); n < 1 || n > 1<<22 {
+			return c, fmt.Errorf("sim: cluster of %d GPUs: want 1..%d", n, 1<<22)
+		}
 	case c.Nodes < 1 || c.GPUsPerNode < 1:
 		return c, fmt.Errorf("sim: cluster %d nodes x %d GPUs: want at least 1 x 1", c.Nodes, c.GPUsPerNode)
 	case c.Nodes*c.GPUsPerNode > 1<<22:
@@ -160,7 +171,12 @@ func (c Config) withDefaults() (Config, error) {
 }
 
 // GPUs is the cluster's GPU count.
-func (c Config) GPUs() int { return c.Nodes * c.GPUsPerNode }
+func (c Config) GPUs() int {
+	if c.Cluster != nil {
+		return c.Cluster.NumGPUs()
+	}
+	return c.Nodes * c.GPUsPerNode
+}
 
 // JobResult is what happened to one job.
 type JobResult struct {
@@ -277,9 +293,17 @@ type simulator struct {
 	st    []jobState
 	res   []JobResult
 	gpuOn [][]int32 // residents (job indexes) of each global GPU
-	used  []int32   // slots held on each global GPU
-	open  int       // GPUs with a free slot and room for another job
-	ev    eventHeap
+	// nodeOff[n] is the global index of node n's GPU 0 (nodes differ in GPU count).
+	nodeOff []int32
+	// overMem is the first GPU found holding more profiled memory than it has.
+	overMem error
+	// modelMasks are the node filters of the GPU model lists jobs ask for.
+	modelMasks map[string][]bool
+	// room memoizes roomFor.
+	room map[roomKey]int
+	used []int32 // slots held on each global GPU
+	open int     // GPUs with a free slot and room for another job
+	ev   eventHeap
 
 	queue    []int32 // waiting jobs in FIFO order; -1 = started by backfill
 	qhead    int
@@ -337,6 +361,7 @@ type memoKey struct {
 	tag   int32
 	class profile.Class
 	gpus  int
+	nodes *bool // the job's node filter (GPU models), shared by the jobs asking the same: nil for all
 }
 
 // Run simulates jobs (sorted by Submit, each with a Tag in tt and a Class) on the
@@ -360,7 +385,15 @@ func Run(cfg Config, jobs []trace.Job, tt *truth.Table, pol placement.Policy) (*
 			return nil, fmt.Errorf("sim: the whole-GPU requests' policy: %w", err)
 		}
 	}
-	s.cl = placement.NewCluster(cfg.Nodes, cfg.GPUsPerNode, cfg.GPUMemMiB, cfg.Slots)
+	if cfg.Cluster != nil {
+		s.cl = emptyClone(cfg.Cluster, cfg.Slots)
+	} else {
+		s.cl = placement.NewCluster(cfg.Nodes, cfg.GPUsPerNode, cfg.GPUMemMiB, cfg.Slots)
+	}
+	s.nodeOff = make([]int32, len(s.cl.Nodes)+1)
+	for i, node := range s.cl.Nodes {
+		s.nodeOff[i+1] = s.nodeOff[i] + int32(len(node.GPUs))
+	}
 	if cfg.Reach != placement.ReachTyped {
 		s.cl.Reach = cfg.Reach
 		s.cl.Reindex()
@@ -388,11 +421,21 @@ func Run(cfg Config, jobs []trace.Job, tt *truth.Table, pol placement.Policy) (*
 		if !(j.Duration > 0) || j.GPUs < 1 {
 			return nil, fmt.Errorf("sim: job %s: duration %v, GPUs %d: want > 0 and >= 1", profile.Sanitize(j.ID), j.Duration, j.GPUs)
 		}
+		req := placement.Request{JobID: j.ID, Tag: j.Tag, Profile: tt.Profile(ti), Class: j.Class, GPUs: j.GPUs}
+		maskKey := ""
+		if len(j.GPUModels) > 0 && s.namesModels() {
+			if req.Nodes = s.modelNodes(j.GPUModels); req.Nodes == nil {
+				out.Dropped++ // no GPU of the models it asks for
+				continue
+			}
+			maskKey = strings.Join(j.GPUModels, "|")
+		}
+		if cfg.Cluster != nil && j.GPUs > s.roomFor(maskKey, req.Nodes, req.Profile.MemUsedMiB) {
+			out.Dropped++ // fewer GPUs with room for it than it asks for: it could never start
+			continue
+		}
 		s.jobs = append(s.jobs, j)
-		s.st = append(s.st, jobState{
-			req: placement.Request{JobID: j.ID, Tag: j.Tag, Profile: tt.Profile(ti), Class: j.Class, GPUs: j.GPUs},
-			tag: int32(ti), remaining: j.Duration,
-		})
+		s.st = append(s.st, jobState{req: req, tag: int32(ti), remaining: j.Duration})
 		s.res = append(s.res, JobResult{ID: j.ID, Tag: j.Tag, Class: j.Class, GPUs: j.GPUs, Submit: j.Submit, Duration: j.Duration, MinSpeed: 1})
 	}
 	s.tl = newTimeline(cfg.TimelineBuckets, s.jobs)
@@ -404,6 +447,9 @@ func Run(cfg Config, jobs []trace.Job, tt *truth.Table, pol placement.Policy) (*
 	}
 	if err := s.loop(); err != nil {
 		return nil, err
+	}
+	if s.overMem != nil {
+		return nil, s.overMem
 	}
 	out.Jobs = s.res
 	out.Makespan = s.now
@@ -635,7 +681,7 @@ func (s *simulator) start(j int, d placement.Decision) {
 	st.gpus = st.gpus[:0]
 	st.slots = st.slots[:0]
 	for _, p := range d.Placement {
-		g := int32(p.Node*s.cfg.GPUsPerNode + p.GPU)
+		g := s.nodeOff[p.Node] + int32(p.GPU)
 		st.gpus = append(st.gpus, g)
 		st.slots = append(st.slots, int32(p.Slots))
 		wasOpen := s.isOpen(g)
@@ -651,6 +697,7 @@ func (s *simulator) start(j int, d placement.Decision) {
 		}
 		s.gpuOn[g] = append(s.gpuOn[g], int32(j))
 		s.fixOpen(g, wasOpen)
+		s.checkMemory(g, p)
 	}
 	st.running = true
 	st.rate = 0
@@ -798,7 +845,7 @@ func (s *simulator) startPending() {
 		g := p.g
 		if p.untyped {
 			g = placement.FirstFitGPU(node, p.k)
-		} else if gpu := &node.GPUs[g]; gpu.Slots-int(s.used[int32(p.node*s.cfg.GPUsPerNode+g)]) < p.k {
+		} else if gpu := &node.GPUs[g]; gpu.Slots-int(s.used[s.nodeOff[p.node]+int32(g)]) < p.k {
 			g = -1
 		}
 		if g < 0 {
@@ -809,7 +856,7 @@ func (s *simulator) startPending() {
 		st := &s.st[p.j]
 		s.cl.Remove(st.req.JobID) // the reservation
 		d := placement.Decision{Action: placement.ActionExclusive, Placement: []placement.Slot{{Node: p.node, GPU: g, Slots: p.k}}}
-		if len(s.gpuOn[p.node*s.cfg.GPUsPerNode+g]) > 0 {
+		if len(s.gpuOn[s.nodeOff[p.node]+int32(g)]) > 0 {
 			d.Action = placement.ActionShare
 		}
 		s.redecided++
@@ -989,7 +1036,10 @@ func (s *simulator) backfill(all bool) {
 		if !endsInTime && st.req.GPUs > extra {
 			continue
 		}
-		key := memoKey{st.tag, st.req.Class, st.req.GPUs}
+		key := memoKey{st.tag, st.req.Class, st.req.GPUs, nil}
+		if len(st.req.Nodes) > 0 {
+			key.nodes = &st.req.Nodes[0]
+		}
 		if s.memo[key] {
 			continue
 		}
@@ -1050,4 +1100,110 @@ func (s *simulator) reservation(h int) (shadow float64, extra int) {
 		return math.Inf(1), 0
 	}
 	return shadow, free - h
+}
+
+// emptyClone is c's nodes (GPU counts, memory, slots, models) without residents.
+// Every GPU gets slots sharing slots (the simulator's accounting assumes one
+// count), and the reach is cfg.Reach's, set by Run.
+func emptyClone(c *placement.Cluster, slots int) *placement.Cluster {
+	d := &placement.Cluster{Nodes: make([]placement.Node, len(c.Nodes))}
+	for n, node := range c.Nodes {
+		d.Nodes[n] = node
+		d.Nodes[n].GPUs = make([]placement.GPU, len(node.GPUs))
+		for g, gpu := range node.GPUs {
+			gpu.Residents, gpu.Slots = nil, slots
+			d.Nodes[n].GPUs[g] = gpu
+		}
+	}
+	d.Reindex()
+	return d
+}
+
+// checkMemory is the invariant that no GPU holds jobs whose profiled memory
+// exceeds its own (a job that started there would fail for want of memory):
+// the first violation is kept and fails the run.
+func (s *simulator) checkMemory(g int32, p placement.Slot) {
+	if s.overMem != nil {
+		return
+	}
+	sum := 0.0
+	for _, o := range s.gpuOn[g] {
+		if pr := s.st[o].req.Profile; pr != nil {
+			sum += pr.MemUsedMiB
+		}
+	}
+	if capMiB := s.cl.Nodes[p.Node].GPUs[p.GPU].MemMiB; sum > capMiB {
+		s.overMem = fmt.Errorf("sim: %s: GPU %d of node %s over-committed at t=%.0f: %d jobs of %.0f MiB on %.0f MiB",
+			s.pol.Name(), p.GPU, s.cl.Nodes[p.Node].Name, s.now, len(s.gpuOn[g]), sum, capMiB)
+	}
+}
+
+// modelNodes is the node filter of a job that asks for one of the GPU models
+// names (trace.Job.GPUModels): the nodes whose model, or one of whose features,
+// is one of them, ignoring case. nil: no node has any of them.
+func (s *simulator) modelNodes(names []string) []bool {
+	key := strings.Join(names, "|")
+	if m, ok := s.modelMasks[key]; ok {
+		return m
+	}
+	if s.modelMasks == nil {
+		s.modelMasks = map[string][]bool{}
+	}
+	mask := make([]bool, len(s.cl.Nodes))
+	any := false
+	for n := range s.cl.Nodes {
+		node := &s.cl.Nodes[n]
+		for _, name := range names {
+			if strings.EqualFold(node.Model, name) || slices.ContainsFunc(node.Features, func(f string) bool { return strings.EqualFold(f, name) }) {
+				mask[n], any = true, true
+				break
+			}
+		}
+	}
+	if !any {
+		mask = nil
+	}
+	s.modelMasks[key] = mask
+	return mask
+}
+
+// namesModels reports whether any node names its GPU model or features: only
+// then do jobs' model requests narrow where they run.
+func (s *simulator) namesModels() bool {
+	for n := range s.cl.Nodes {
+		if s.cl.Nodes[n].Model != "" || len(s.cl.Nodes[n].Features) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+type roomKey struct {
+	models string
+	mem    float64
+}
+
+// roomFor is the number of GPUs on the nodes of mask (nil: all; models is its
+// key) with at least mem MiB: the most GPUs a job of that memory may ever get.
+func (s *simulator) roomFor(models string, mask []bool, mem float64) int {
+	k := roomKey{models, mem}
+	if n, ok := s.room[k]; ok {
+		return n
+	}
+	if s.room == nil {
+		s.room = map[roomKey]int{}
+	}
+	n := 0
+	for i := range s.cl.Nodes {
+		if mask != nil && !mask[i] {
+			continue
+		}
+		for _, g := range s.cl.Nodes[i].GPUs {
+			if g.MemMiB >= mem {
+				n++
+			}
+		}
+	}
+	s.room[k] = n
+	return n
 }

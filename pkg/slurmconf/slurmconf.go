@@ -71,7 +71,9 @@ func (c *Conf) Get(key string) string { return c.Keys[strings.ToLower(key)] }
 type Node struct {
 	Names string // the NodeName value, a hostlist such as n[1-4]
 	Gres  []Gres
-	Line  int // line number in its file
+	// Features: its Features= (or AvailableFeatures=), as listed.
+	Features []string
+	Line     int // line number in its file
 }
 
 // Gres is one entry of a Gres= list: gpu:h200:4, shard:16, gpu:g0:1.
@@ -294,6 +296,15 @@ func (c *Conf) parse(r io.Reader, name string) ([]string, error) {
 		case "nodename":
 			n := Node{Names: kvs[0][1], Line: lineNo}
 			for _, kv := range kvs[1:] {
+				if strings.EqualFold(kv[0], "features") || strings.EqualFold(kv[0], "availablefeatures") {
+					n.Features = nil
+					for _, f := range strings.Split(kv[1], ",") {
+						if f = strings.TrimSpace(f); f != "" {
+							n.Features = append(n.Features, f)
+						}
+					}
+					continue
+				}
 				if !strings.EqualFold(kv[0], "gres") {
 					continue
 				}

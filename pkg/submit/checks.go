@@ -40,6 +40,7 @@ type placeIn struct {
 	prof  *profile.Profile
 	class profile.Class
 	rec   decisionlog.Record
+	mc    modelAsk // the GPU model or node features the job asks for
 }
 
 // prepare is the first stage: everything decided from the job and the snapshot
@@ -59,8 +60,12 @@ func prepare(q *query) (in placeIn, out outcome, ok bool) {
 	cfg := st.cfg
 	dir := comment.ParseComment(j.Comment)
 	ask := readGPUs(&j)
+	mc, mcPass := modelConstraint(q, &ask)
 	gres, gresErr := ask.gres, ask.err
 	pass := ask.pass
+	if pass == "" {
+		pass = mcPass
+	}
 	if pass == "" {
 		pass = fieldsPass(&j)
 	}
@@ -134,7 +139,7 @@ func prepare(q *query) (in placeIn, out outcome, ok bool) {
 	if why := q.view.blocker(st, r.JobID); why != "" {
 		return in, finish(Result{}, r, "unchanged", "pass", why), false
 	}
-	return placeIn{dir: dir, ask: ask, prof: prof, class: class, rec: r}, outcome{}, true
+	return placeIn{dir: dir, ask: ask, prof: prof, class: class, rec: r, mc: mc}, outcome{}, true
 }
 
 // checkPassThrough is the last check (10): a job left as submitted keeps its

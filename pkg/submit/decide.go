@@ -167,7 +167,7 @@ func (e *Engine) decideLocked(q *query) outcome {
 		e.view.reserveLocked(out.rv)
 	}
 	if out.usedID && out.res.Code == Rewrite {
-		c := jobCtx{partition: q.partition(), reqNodes: q.reqNodes(), excNodes: q.excNodes(), arrayInx: q.arrayInx(), at: q.now}
+		c := jobCtx{partition: q.partition(), reqNodes: q.reqNodes(), excNodes: q.excNodes(), arrayInx: q.arrayInx(), at: q.now, mc: in.mc}
 		c.pinned = out.res.ReqNodes != "" && c.reqNodes == ""
 		e.view.rememberLocked(out.rec.ID, c)
 		if q.prevID != "" && q.prevID != out.rec.ID {
@@ -310,6 +310,11 @@ func place(q *query, in *placeIn) outcome {
 	}
 	// One decision cannot place the many tasks of an array: a pin would put every
 	// task on one node. Each task gets a whole GPU of Slurm's choice instead.
+	if in.mc.typed && (q.arrayInx() != "" || j.MinNodes > 1 && j.MinNodes != NoVal || gpus > 1) {
+		// The fallbacks below drop the request's GPU Type (a whole GPU of any
+		// node): a typed request keeps it, whole GPUs of Slurm's choice.
+		return finish(Result{}, r, "unchanged", "pass", "typed GPU request (type "+profile.Sanitize(in.ask.gres.Type)+") of an array, several nodes or several GPUs: left to Slurm")
+	}
 	if q.arrayInx() != "" {
 		if gpus > 1 {
 			return finish(Result{}, r, "unchanged", "pass", "job array with several GPUs per task: left to Slurm")
@@ -330,6 +335,7 @@ func place(q *query, in *placeIn) outcome {
 	if why != "" {
 		return finish(Result{}, r, "unchanged", "pass", why)
 	}
+	mask = narrowMask(mask, q.view.cluster.Nodes, &in.mc)
 	if gpus > 1 {
 		return multiGPU(q, in, gpus, mask)
 	}
@@ -370,6 +376,12 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	k := 0
 	if d.Action != placement.ActionWait && len(d.Placement) > 0 {
 		k = d.Placement[0].Slots
+	}
+	if (d.Action == placement.ActionWait || len(d.Placement) == 0) && in.mc.typed {
+		// The whole-GPU fallback would drop the Type: the request as submitted
+		// is the fallback (a whole GPU of that Type, Slurm's choice).
+		r.Action, r.Policy = "wait", st.policy.Name()
+		return finish(Result{}, r, "unchanged", "wait", d.Reason+"; typed request kept: a whole GPU of that Type")
 	}
 	if d.Action == placement.ActionWait || len(d.Placement) == 0 {
 		r.Action, r.Policy = "wait", st.policy.Name()

@@ -91,6 +91,11 @@ type JobFields struct {
 	// submit. Its coscheml-id token is the only one an update may carry: a
 	// token is bound to the job it was written into, not only to its uid.
 	StoredComment string
+
+	// Features is the job's --constraint (job_desc features): a plain feature or
+	// features joined by '&' that cluster.groups name is placed among those
+	// groups' nodes (docs/placement.md#several-gpu-models).
+	Features string
 }
 
 // has says whether the job description carries field f.

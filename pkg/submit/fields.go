@@ -39,6 +39,9 @@ type gpuAsk struct {
 	rest string
 	err  error  // tres_per_node not understood
 	pass string // why the request is left to Slurm ("" when coscheml may rewrite it)
+	// typedOnly: pass is only that the request names a GPU Type, which
+	// cluster.groups may resolve to a model (modelConstraint).
+	typedOnly bool
 }
 
 // readGPUs finds the job's GPU request. A single GPU is recognised in every form
@@ -94,6 +97,7 @@ func readGPUs(j *JobFields) gpuAsk {
 	case len(forms) > 1:
 		a.pass = "GPUs asked for in more than one way (" + strings.Join(forms, ", ") + "): left to Slurm"
 	case a.pass == "" && a.gres.Type != "":
+		a.typedOnly = true
 		a.pass = fmt.Sprintf("typed GPU request (type %s): shards carry no GPU type, so the job keeps its request and is left to Slurm", profile.Sanitize(a.gres.Type))
 	}
 	return a

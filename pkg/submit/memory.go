@@ -61,7 +61,11 @@ type finishedRun struct {
 // in problem; an unreadable folder gives no predictor: fail open to the model.
 // A missing folder is no problem: nothing was observed yet. The co-located
 // runs measured at or after runsSince are also returned, for the metrics.
-func loadMemory(dir string, pred model.Predictor, cat profile.Catalog, now func() time.Time, runsSince time.Time) memLoad {
+//
+// nodeModel, when not nil, is the GPU model of a configured node ("" unnamed):
+// a run on a node of another model than its job's profile was measured on says
+// nothing about the pairs on the profile's model, so it is not learned from.
+func loadMemory(dir string, pred model.Predictor, cat profile.Catalog, now func() time.Time, runsSince time.Time, nodeModel func(node string) string) memLoad {
 	var out memLoad
 	names, err := obsFiles(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -112,6 +116,11 @@ func loadMemory(dir string, pred model.Predictor, cat profile.Catalog, now func(
 		if !ok {
 			unknown++
 			continue
+		}
+		if nodeModel != nil {
+			if m, on := nodeModel(o.Node), job.MeasuredOn(); m != "" && on != "" && m != on {
+				continue // measured on another GPU model than the profile's
+			}
 		}
 		if err := mp.Observe(job, co, o.UID, o.Speed); err == nil {
 			out.used++

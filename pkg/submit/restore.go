@@ -70,9 +70,10 @@ func reservationsFrom(st *Snapshot, recs []decisionlog.Record, now time.Time, tt
 		if len(gpus) == 0 {
 			gpus = []int{r.GPU}
 		}
-		fits := len(gpus) <= st.cfg.Cluster.GPUsPerNode
+		nodeGPUs := len(st.shapes[node].GPUs)
+		fits := len(gpus) <= nodeGPUs
 		for _, g := range gpus {
-			fits = fits && g >= 0 && g < st.cfg.Cluster.GPUsPerNode
+			fits = fits && g >= 0 && g < nodeGPUs
 		}
 		slots := r.Shards
 		if slots <= 0 || slots > st.cfg.SlotsPerGPU {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/config"
-	"github.com/coscheml/coscheml/pkg/hostlist"
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/placeconf"
 	"github.com/coscheml/coscheml/pkg/placement"
@@ -101,12 +100,16 @@ type Snapshot struct {
 	// admins are the uids of admin_users (root and SlurmUser come from the shim).
 	admins map[uint32]bool
 
-	nodes      []string
-	nodeIdx    map[string]int
-	clusterErr error
-	reach      placement.Reach // how Slurm reaches a GPU (shard_pinning)
-	parts      *Partitions     // slurm.conf's partitions (nil: unknown, not checked)
-	key        []byte          // signs decision ids (nil: the engine's own)
+	nodes  []string
+	shapes []placement.Node // by node: its GPUs (count, memory), model and features, no residents
+	// selectsModels: some group names a GPU model, feature or gres Type, so jobs'
+	// --constraint and typed GPU requests are read (modelConstraint).
+	selectsModels bool
+	nodeIdx       map[string]int
+	clusterErr    error
+	reach         placement.Reach // how Slurm reaches a GPU (shard_pinning)
+	parts         *Partitions     // slurm.conf's partitions (nil: unknown, not checked)
+	key           []byte          // signs decision ids (nil: the engine's own)
 	// interner is shared by every cluster built for this snapshot, so the
 	// policy's prediction memo survives the rebuild after each residency change.
 	interner *placement.Interner
@@ -219,7 +222,7 @@ func loadSnapshot(src *Sources, prev *Snapshot, now, runsSince time.Time) *Snaps
 	if memoryOn(cfg) {
 		l.stamps.observations = obsStamp(cfg.ObservationDir)
 		if l.bare != nil && l.catErr == nil {
-			l.mem = loadMemory(cfg.ObservationDir, l.bare, l.catalog, time.Now, runsSince)
+			l.mem = loadMemory(cfg.ObservationDir, l.bare, l.catalog, time.Now, runsSince, nodeModels(cfg))
 			if l.mem.pred != nil {
 				l.pred = l.mem.pred
 			}
@@ -234,14 +237,21 @@ func loadSnapshot(src *Sources, prev *Snapshot, now, runsSince time.Time) *Snaps
 	var adminNote string
 	l.admins, adminNote = resolveAdmins(cfg.AdminUsers)
 	l.notes = append(l.notes, note{"info-admins", adminNote})
-	l.nodes, err = hostlist.Expand(cfg.Cluster.Nodes)
+	for _, g := range cfg.Cluster.Groups {
+		l.selectsModels = l.selectsModels || g.GPUModel != "" || g.Feature != "" || g.GresType != ""
+	}
+	l.shapes, err = placeconf.Nodes(cfg)
+	l.nodes = make([]string, len(l.shapes))
+	for i := range l.shapes {
+		l.nodes[i] = l.shapes[i].Name
+	}
 	switch {
 	case err != nil:
-		l.clusterErr = fmt.Errorf("cluster.nodes: %w", err)
+		l.clusterErr = err
 	case len(l.nodes) == 0:
 		l.clusterErr = errors.New("cluster.nodes is empty: no node to place on")
-	case cfg.Cluster.GPUsPerNode < 1 || cfg.Cluster.GPUsPerNode > 64:
-		l.clusterErr = fmt.Errorf("cluster.gpus_per_node = %d: want 1..64", cfg.Cluster.GPUsPerNode)
+	case badGPUCount(l.shapes):
+		l.clusterErr = fmt.Errorf("cluster.gpus_per_node: want 1..64 on every node")
 	case cfg.SlotsPerGPU < 1:
 		l.clusterErr = fmt.Errorf("slots_per_gpu = %d: want >= 1", cfg.SlotsPerGPU)
 	}
@@ -290,4 +300,35 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// badGPUCount reports a node with no GPU or more than 64 (the configuration
+// validates this; a Snapshot built otherwise must not index out of range).
+func badGPUCount(nodes []placement.Node) bool {
+	for i := range nodes {
+		if n := len(nodes[i].GPUs); n < 1 || n > 64 {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeModels maps a configured node to its group's GPU model; nil when no
+// group names one (the pair memory then learns from every run).
+func nodeModels(cfg config.Config) func(string) string {
+	models := map[string]string{}
+	groups := cfg.Cluster.NodeGroups()
+	hosts, err := cfg.Cluster.Hosts()
+	if err != nil {
+		return nil
+	}
+	for _, h := range hosts {
+		if m := groups[h.Group].GPUModel; m != "" {
+			models[h.Name] = m
+		}
+	}
+	if len(models) == 0 {
+		return nil
+	}
+	return func(node string) string { return models[node] }
 }

@@ -410,7 +410,8 @@ func (v *clusterView) dropLocked(id string, uid uint32, admin bool, jobID string
 // -w, -x and array from here (and knows whether the node list is the plugin's pin).
 type jobCtx struct {
 	partition, reqNodes, excNodes, arrayInx string
-	pinned                                  bool // req_nodes was set by the plugin, not the user
+	mc                                      modelAsk // the GPU model and features it asked for
+	pinned                                  bool     // req_nodes was set by the plugin, not the user
 	at                                      time.Time
 }
 
@@ -474,24 +475,25 @@ func buildCluster(st *Snapshot, entries []residency.Entry, spare *placement.Clus
 	cfg := st.cfg
 	slots := cfg.SlotsPerGPU
 	c := spare
-	if c == nil || len(c.Nodes) != len(st.nodes) {
-		c = &placement.Cluster{Nodes: make([]placement.Node, len(st.nodes))}
+	if c == nil || len(c.Nodes) != len(st.shapes) {
+		c = &placement.Cluster{Nodes: make([]placement.Node, len(st.shapes))}
 	}
 	c.Reach, c.Interner = st.reach, nil
 	if st.interner != nil && !st.interner.Full() {
 		c.Interner = st.interner
 	} // else a private table: signatures (and the memo) restart with this build
-	for i, name := range st.nodes {
+	for i := range st.shapes {
+		shape := &st.shapes[i]
 		gpus := c.Nodes[i].GPUs
-		if len(gpus) != cfg.Cluster.GPUsPerNode {
-			gpus = make([]placement.GPU, cfg.Cluster.GPUsPerNode)
+		if len(gpus) != len(shape.GPUs) {
+			gpus = make([]placement.GPU, len(shape.GPUs))
 		}
 		for g := range gpus {
 			res := gpus[g].Residents
 			clear(res) // drop the old residents' profiles
-			gpus[g] = placement.GPU{Index: g, MemMiB: cfg.Cluster.GPUMemoryMiB, Slots: slots, Residents: res[:0]}
+			gpus[g] = placement.GPU{Index: g, MemMiB: shape.GPUs[g].MemMiB, Slots: slots, Residents: res[:0]}
 		}
-		c.Nodes[i] = placement.Node{Name: name, GPUs: gpus}
+		c.Nodes[i] = placement.Node{Name: shape.Name, GPUs: gpus, Model: shape.Model, Features: shape.Features}
 	}
 	for i := range entries {
 		n, res, ok := residentOf(st, &entries[i])

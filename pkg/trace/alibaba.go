@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/coscheml/coscheml/pkg/profile"
 )
@@ -24,6 +26,10 @@ import (
 // one GPU. It becomes a 1-GPU job with GPUFrac = gpu_milli/1000: whether it shares
 // its GPU is the placement policy's decision, as in a Slurm cluster where the job
 // would ask for one GPU (or shards of one) and coscheml decides the sharing.
+//
+// GPU models: gpu_spec, when the column is there and the pod's is not empty,
+// names the GPU models the pod may run on ("V100M32", several joined by '|');
+// they become Job.GPUModels, which a simulated cluster naming models honours.
 func ReadAlibaba(r io.Reader) (*Trace, error) {
 	cr := newReader(r)
 	idx, err := header(cr, "alibaba", "name", "num_gpu", "gpu_milli", "creation_time", "deletion_time", "scheduled_time")
@@ -31,6 +37,8 @@ func ReadAlibaba(r io.Reader) (*Trace, error) {
 		return nil, err
 	}
 	t := &Trace{Format: "alibaba"}
+	_, hasSpec := idx["gpu_spec"]
+	specs := map[string][]string{} // one slice per distinct spec: pods share them
 	for {
 		row, err := cr.Read()
 		if errors.Is(err, io.EOF) {
@@ -82,6 +90,18 @@ func ReadAlibaba(r io.Reader) (*Trace, error) {
 		if gpus == 1 && milli > 0 && milli < 1000 {
 			j.GPUFrac = milli / 1000
 		}
+		if hasSpec {
+			if spec := field(row, idx, "gpu_spec"); spec != "" {
+				models, ok := specs[spec]
+				if !ok {
+					if models, err = gpuSpec(spec); err != nil {
+						return nil, fmt.Errorf("alibaba trace line %d: gpu_spec: %w", line, err)
+					}
+					specs[spec] = models
+				}
+				j.GPUModels = models
+			}
+		}
 		if profile.ValidateTag(name) == nil {
 			j.ID = "alibaba-" + name
 		} else {
@@ -106,4 +126,27 @@ func optNumber(s string) (float64, error) {
 		return 0, fmt.Errorf("%v out of range", v)
 	}
 	return v, nil
+}
+
+// maxSpecModels bounds the models one gpu_spec lists.
+const maxSpecModels = 16
+
+// specModelRE is one GPU model name of a gpu_spec ("V100M16", "A10", "G2").
+var specModelRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// gpuSpec splits a gpu_spec into its model names ('|'-separated).
+func gpuSpec(spec string) ([]string, error) {
+	parts := strings.Split(spec, "|")
+	if len(parts) > maxSpecModels {
+		return nil, fmt.Errorf("%d models, at most %d", len(parts), maxSpecModels)
+	}
+	out := make([]string, 0, len(parts))
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		if !specModelRE.MatchString(p) {
+			return nil, fmt.Errorf("%q is not a GPU model name", profile.Sanitize(p))
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }

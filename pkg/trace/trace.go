@@ -27,8 +27,12 @@ type Job struct {
 	// when it asked for less than a whole GPU; 0 otherwise. The simulator still
 	// places such a job as a 1-GPU job (see docs/evaluation.md).
 	GPUFrac float64
-	Tag     string        // application; "" until Assign gives one
-	Class   profile.Class // "" until Assign gives one
+	// GPUModels, when not empty, are the GPU models the job may run on, any
+	// of them (an Alibaba pod's gpu_spec): a simulated cluster whose nodes name
+	// models places it only on those.
+	GPUModels []string
+	Tag       string        // application; "" until Assign gives one
+	Class     profile.Class // "" until Assign gives one
 }
 
 // Trace is a parsed trace plus what was left out of it and why.

@@ -5,6 +5,7 @@ package trace
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -52,7 +53,7 @@ func checkTrace(t *testing.T, tr *Trace, err error, wantErr string, jobs []Job, 
 		t.Fatalf("got %d jobs %+v, want %d", len(tr.Jobs), tr.Jobs, len(jobs))
 	}
 	for i := range jobs {
-		if tr.Jobs[i] != jobs[i] {
+		if !reflect.DeepEqual(tr.Jobs[i], jobs[i]) {
 			t.Errorf("job %d = %+v, want %+v", i, tr.Jobs[i], jobs[i])
 		}
 	}
@@ -78,12 +79,18 @@ func TestReadAlibaba(t *testing.T) {
 			"openb-pod-0020,6000,8192,2,1000,,BE,Pending,50,,\n" +
 			"openb-pod-0021,6000,8192,8,1000,,BE,Failed,70,,80\n",
 			jobs: []Job{
-				{ID: "alibaba-openb-pod-0018", Submit: 0, Duration: 440, GPUs: 1, GPUFrac: 0.46},
+				{ID: "alibaba-openb-pod-0018", Submit: 0, Duration: 440, GPUs: 1, GPUFrac: 0.46, GPUModels: []string{"V100M16"}},
 				{ID: "alibaba-openb-pod-0017", Submit: 50, Duration: 950, GPUs: 1},
 			}, skipped: 3},
 		{name: "hostile name", in: aliHeader + "../../x\x01,1,1,1,1000,,LS,Running,0,10,1\n",
 			jobs: []Job{{ID: "alibaba-1", Submit: 0, Duration: 9, GPUs: 1}}},
 		{name: "missing column", in: "name,num_gpu\n", wantErr: "gpu_milli"},
+		{name: "several models", in: aliHeader + "p,1,1,1,1000,V100M16|V100M32,LS,Running,0,10,1\n",
+			jobs: []Job{{ID: "alibaba-p", Submit: 0, Duration: 9, GPUs: 1, GPUModels: []string{"V100M16", "V100M32"}}}},
+		{name: "no gpu_spec column", in: "name,cpu_milli,memory_mib,num_gpu,gpu_milli,qos,pod_phase,creation_time,deletion_time,scheduled_time\np,1,1,1,1000,LS,Running,0,10,1\n",
+			jobs: []Job{{ID: "alibaba-p", Submit: 0, Duration: 9, GPUs: 1}}},
+		{name: "bad model name", in: aliHeader + "p,1,1,1,1000,V100|a b,LS,Running,0,10,1\n", wantErr: "gpu_spec"},
+		{name: "empty model in list", in: aliHeader + "p,1,1,1,1000,V100||T4,LS,Running,0,10,1\n", wantErr: "gpu_spec"},
 		{name: "bad milli", in: aliHeader + "p,1,1,1,2000,,LS,Running,0,10,1\n", wantErr: "gpu_milli"},
 		{name: "bad time", in: aliHeader + "p,1,1,1,1000,,LS,Running,x,10,1\n", wantErr: "creation_time"},
 	}
@@ -222,6 +229,7 @@ func FuzzReadPhilly(f *testing.F) {
 func FuzzReadAlibaba(f *testing.F) {
 	f.Add(aliHeader + "openb-pod-0017,12000,16384,1,460,,LS,Running,100,1100,150\n")
 	f.Add(aliHeader + "p,,,,,,,,,,\n")
+	f.Add(aliHeader + "p,1,1,1,1000,V100M16|T4,LS,Running,0,10,1\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		tr, err := ReadAlibaba(strings.NewReader(in))
 		checkFuzz(t, tr, err)

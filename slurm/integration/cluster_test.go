@@ -330,6 +330,22 @@ type topology struct {
 	// minJobAge keeps a finished job's record this long (0: 600 s), so that a
 	// replay longer than that still sees its first jobs' end states.
 	minJobAge time.Duration
+	// hetero: two node groups, n1 of heteroSmallGPUs GPUs of Type a100 with
+	// feature a100, the other nodes of gpusPerNode GPUs of Type h200 with
+	// feature h200 (all with feature ib, which no group names); coscheml's
+	// configuration lists them as cluster.groups.
+	hetero bool
+}
+
+// heteroSmallGPUs is the GPU count of the hetero topology's node n1.
+const heteroSmallGPUs = 2
+
+// gpusOf is the GPU count of node i (0-based) and its Type.
+func (tp topology) gpusOf(i int) (int, string) {
+	if tp.hetero && i == 0 {
+		return heteroSmallGPUs, "a100"
+	}
+	return gpusPerNode, "h200"
 }
 
 func (tp topology) String() string {
@@ -440,6 +456,9 @@ func newClusterTopo(t *testing.T, a artifacts, plugin bool, topo topology, edit 
 	// The daemon-name trap shows as Gres=(null): the GPUs must be there.
 	// (With Cores=, newer releases add the sockets: gpu:h200:4(S:0-1).)
 	want := regexp.MustCompile(fmt.Sprintf(`Gres=gpu:h200:%d(\(S:[0-9-]+\))?,shard:`, gpusPerNode))
+	if topo.hetero {
+		want = regexp.MustCompile(fmt.Sprintf(`Gres=gpu:a100:%d(\(S:[0-9-]+\))?,shard:`, heteroSmallGPUs))
+	}
 	if topo.typed {
 		want = regexp.MustCompile(`Gres=gpu:g0:1(\(S:[0-9-]+\))?,gpu:g1:1`)
 	}
@@ -525,6 +544,12 @@ exec %q "$@"
 	cfg.Cluster = config.ClusterSpec{
 		Nodes: fmt.Sprintf("n[1-%d]", numNodes), GPUsPerNode: gpusPerNode, GPUMemoryMiB: 143771,
 	}
+	if c.topo.hetero {
+		cfg.Cluster = config.ClusterSpec{Groups: []config.NodeGroup{
+			{Nodes: "n1", GPUsPerNode: heteroSmallGPUs, GPUMemoryMiB: 40960, GPUModel: "NVIDIA A100-SXM4-40GB", Feature: "a100", GresType: "a100"},
+			{Nodes: fmt.Sprintf("n[2-%d]", numNodes), GPUsPerNode: gpusPerNode, GPUMemoryMiB: 143771, GPUModel: "NVIDIA H200", Feature: "h200", GresType: "h200"},
+		}}
+	}
 	cfg.Profiling.Backend = "mock"
 	cfg.Profiling.Interval = 100 * time.Millisecond
 	// One short job of one user makes a profile here (tests follow one run).
@@ -590,6 +615,12 @@ func (c *cluster) gresConf() string {
 		return " Cores=4-7"
 	}
 	switch {
+	case c.topo.hetero:
+		for i, n := range c.nodes {
+			gpus, typ := c.topo.gpusOf(i)
+			fmt.Fprintf(&b, "NodeName=%s Name=gpu Type=%s File=%s/nvidia[0-%d]\nNodeName=%s Name=shard Count=%d\n",
+				n, typ, c.path("dev"), gpus-1, n, gpus*shardsPerGPU)
+		}
 	case c.topo.typed:
 		for i := 0; i < gpusPerNode; i++ {
 			fmt.Fprintf(&b, "NodeName=%s Name=gpu Type=g%d File=%s/nvidia%d%s\n", nodes, i, c.path("dev"), i, affinity(i))
@@ -680,8 +711,13 @@ func (c *cluster) writeSlurmConf() {
 		cpus = "CPUs=8 Sockets=2 CoresPerSocket=4 ThreadsPerCore=1"
 	}
 	for i, n := range c.nodes {
-		p("NodeName=%s NodeHostname=%s NodeAddr=127.0.0.1 Port=%d %s RealMemory=2000 Gres=%s",
-			n, c.host, c.nodePorts[i], cpus, gres)
+		g, features := gres, ""
+		if c.topo.hetero {
+			gpus, typ := c.topo.gpusOf(i)
+			g, features = fmt.Sprintf("gpu:%s:%d,shard:%d", typ, gpus, gpus*shardsPerGPU), " Features="+typ+",ib"
+		}
+		p("NodeName=%s NodeHostname=%s NodeAddr=127.0.0.1 Port=%d %s RealMemory=2000%s Gres=%s",
+			n, c.host, c.nodePorts[i], cpus, features, g)
 	}
 	p("PartitionName=p Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
 	if c.topo.extraConf != "" {

@@ -7,4 +7,4 @@ package cqtest
 // abiHeaderSHA256 is the hash of the C headers this package includes from
 // outside its folder: the go command does not see them, so a change to them
 // must change this file for cgo to compile the package again.
-const abiHeaderSHA256 = "498a229983fe7b50a46d7a7f3ef690148343bccb66b5a32872ef0272adaba491"
+const abiHeaderSHA256 = "de1a61c0d23cb6eeecd9a80c361cacd7980b91c81e2514857604c16fa782ffa9"
