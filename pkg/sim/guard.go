@@ -303,24 +303,28 @@ func (s *simulator) requeueAt(j int32) {
 
 // excludeNodes keeps requeued job j off the nodes it ran on, as the guard's
 // requeue asks Slurm (the job's excluded nodes), so that it does not start
-// again next to the same co-runner; when that would leave it no node, it may
-// use every node again.
+// again next to the same co-runner. As the guard does, it leaves the job's
+// nodes as they are when too few GPUs would be left for it (its models,
+// memory and GPU count).
 func (s *simulator) excludeNodes(j int) {
 	st := &s.st[j]
-	allowed := st.req.Nodes
-	if allowed == nil {
-		allowed = make([]bool, s.cfg.Nodes)
-		for n := range allowed {
-			allowed[n] = true
-		}
+	allowed := make([]bool, len(s.cl.Nodes))
+	for n := range allowed {
+		allowed[n] = st.req.Nodes == nil || (n < len(st.req.Nodes) && st.req.Nodes[n])
 	}
 	for _, g := range st.gpus {
-		allowed[int(g)/s.cfg.GPUsPerNode] = false
+		allowed[s.nodeOfGPU(g)] = false
 	}
-	if !slices.Contains(allowed, true) {
-		allowed = nil
+	if s.roomIn(allowed, st.req.Profile.MemUsedMiB) < st.req.GPUs {
+		return
 	}
 	st.req.Nodes = allowed
+}
+
+// nodeOfGPU is the node of global GPU index g.
+func (s *simulator) nodeOfGPU(g int32) int {
+	n, _ := slices.BinarySearch(s.nodeOff, g+1)
+	return n - 1
 }
 
 // guardResumes resumes the jobs whose protected job has left, through the

@@ -1193,6 +1193,14 @@ func (s *simulator) roomFor(models string, mask []bool, mem float64) int {
 	if s.room == nil {
 		s.room = map[roomKey]int{}
 	}
+	n := s.roomIn(mask, mem)
+	s.room[k] = n
+	return n
+}
+
+// roomIn counts the GPUs of the nodes mask allows (nil: all) with at least mem
+// MiB.
+func (s *simulator) roomIn(mask []bool, mem float64) int {
 	n := 0
 	for i := range s.cl.Nodes {
 		if mask != nil && !mask[i] {
@@ -1204,6 +1212,5 @@ func (s *simulator) roomFor(models string, mask []bool, mem float64) int {
 			}
 		}
 	}
-	s.room[k] = n
 	return n
 }
