@@ -48,6 +48,7 @@ func TestSlurm(t *testing.T) {
 	sub("bad_input", testBadInput)
 	sub("bootstrap", testBootstrap)
 	sub("bypass", testBypass)
+	sub("user_explain", testUserExplain)
 	sub("update_unknown_profile", testUpdateUnknownProfile)
 	sub("copied_token", testCopiedToken)
 	sub("running_retag", testRunningRetag)
