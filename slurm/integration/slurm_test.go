@@ -59,6 +59,7 @@ func TestSlurm(t *testing.T) {
 	sub("exclude", testExclude)
 	sub("drained", testDrained)
 	sub("log_levels", testLogLevels)
+	sub("retrain", testRetrain) // after the jobs above: retrain on what they recorded
 	c.reportPins("first-fit, TestSlurm")
 }
 
