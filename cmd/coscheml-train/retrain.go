@@ -296,8 +296,8 @@ func shortfall(site, train, hold []observation.Observation, holdDir string, hold
 	p := cfg.Profiling
 	fmt.Fprintf(&b, "  The accumulated observations: %d from %d users over %d pairs. Each user counts at most %d per pair, so %d more observations need at least %d more (user, pair) combinations.\n",
 		len(site), len(users), len(sitePairs), observation.DefaultMaxPerUser, more, (more+observation.DefaultMaxPerUser-1)/observation.DefaultMaxPerUser)
-	fmt.Fprintf(&b, "  A tagged job's run is observed only once its application has a profile (%d solo runs of at least %v by %d users: profiling.min_runs, min_run_time, min_users) and it shared a GPU.\n",
-		p.MinRuns, p.MinRunTime, p.MinUsers)
+	fmt.Fprintf(&b, "  A tagged job's run is observed only once its application has a profile (%d solo runs of at least %.0f s by %d users: profiling.min_runs, min_run_time, min_users) and it shared a GPU.\n",
+		p.MinRuns, p.MinRunTime.Seconds(), p.MinUsers)
 	if eta := etaAtRate(site, more, now); eta != "" {
 		b.WriteString("  " + eta + "\n")
 	}

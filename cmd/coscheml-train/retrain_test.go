@@ -214,7 +214,7 @@ func TestRetrainRefusals(t *testing.T) {
 			},
 			code: exitNeedsData,
 			want: []string{"not enough data yet", "training set: 6 observations (6 accumulated + 0 --pairs), needs 94 more",
-				"distinct pairs", "from 6 users over", "at least 32 more (user, pair) combinations", "3 solo runs of at least 1m0s by 2 users"},
+				"distinct pairs", "from 6 users over", "at least 32 more (user, pair) combinations", "3 solo runs of at least 60 s by 2 users"},
 			not: []string{"held-out set"},
 		},
 		{
