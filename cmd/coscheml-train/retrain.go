@@ -227,7 +227,7 @@ func retrain(c *cli.Context, stdout, stderr io.Writer) error {
 	}
 	info := m.Info()
 	fmt.Fprintf(stdout, "wrote %s (format %d, created %s)\n", c.String("out"), info.Format, info.CreatedAt.Format(time.RFC3339))
-	if curPath == "" {
+	if cfg.ModelPath == "" {
 		// A file the configuration does not name is never loaded.
 		fmt.Fprintln(stdout, "model_path is empty: install the file and set model_path to it (docs/retrain.md#install-the-new-model)")
 	}
