@@ -123,7 +123,7 @@ func retrain(c *cli.Context, stdout, stderr io.Writer) error {
 		cur = nil
 	}
 
-	cat, err := retrainCatalog(profDir, c.String("solo"), stderr)
+	cat, err := retrainCatalog(profDir, cfg.MaxProfiles, c.String("solo"), stderr)
 	if err != nil {
 		return err
 	}
@@ -361,9 +361,10 @@ func orDefault(s, def string) string {
 	return s
 }
 
-// retrainCatalog is the profile store in dir plus the profiles of the Lucid
-// solo file solo ("" = none) that the store lacks.
-func retrainCatalog(dir, solo string, stderr io.Writer) (profile.Catalog, error) {
+// retrainCatalog is the profile store in dir (at most limit profiles, as the
+// plugin loads) plus the profiles of the Lucid solo file solo ("" = none) that
+// the store lacks.
+func retrainCatalog(dir string, limit int, solo string, stderr io.Writer) (profile.Catalog, error) {
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("--profiles %s: not a folder", dir)
 	}
@@ -371,7 +372,7 @@ func retrainCatalog(dir, solo string, stderr io.Writer) (profile.Catalog, error)
 	if err != nil {
 		return nil, err
 	}
-	cat, problems := st.Catalog()
+	cat, problems := st.CatalogMax(limit)
 	for _, p := range problems {
 		fmt.Fprintf(stderr, "warning: skipped: %v\n", p)
 	}
