@@ -8,18 +8,13 @@ import (
 
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/model/training"
+	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/urfave/cli/v2"
 )
 
-// loadModel loads --model, or the built-in default model when it is empty.
+// loadModel loads --model, or the default model when it is empty.
 func loadModel(c *cli.Context) (*model.Model, string, error) {
-	path := c.String("model")
-	if path == "" {
-		m, err := model.Default()
-		return m, "built-in default model", err
-	}
-	m, err := model.Load(path)
-	return m, path, err
+	return model.Current(c.String("model"))
 }
 
 func modelFlag() cli.Flag {
@@ -72,15 +67,22 @@ func evalCommand() *cli.Command {
 
 func infoCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "info",
-		Usage:     "print a model file's summary (format, params, training digest, CV metrics)",
-		UsageText: "coscheml-train info [--model M] [--json]",
-		Flags:     []cli.Flag{modelFlag(), &cli.BoolFlag{Name: "json", Usage: "print as JSON"}},
+		Name:        "info",
+		Usage:       "print a model file's summary (format, params, training digest, CV metrics)",
+		UsageText:   "coscheml-train info [FILE | --model FILE] [--json]",
+		Description: "FILE (or --model FILE) is a model file; without either, the default model.",
+		Flags:       []cli.Flag{modelFlag(), &cli.BoolFlag{Name: "json", Usage: "print as JSON"}},
 		Action: func(c *cli.Context) error {
-			if c.Args().Present() {
-				return usagef("info: unexpected argument %q", c.Args().First())
+			path := c.String("model")
+			switch {
+			case c.NArg() > 1:
+				return usagef("info: unexpected argument %q", profile.Sanitize(c.Args().Get(1)))
+			case c.NArg() == 1 && path != "":
+				return usagef("info: give the model file once: %q or --model %q", profile.Sanitize(c.Args().First()), profile.Sanitize(path))
+			case c.NArg() == 1:
+				path = c.Args().First()
 			}
-			m, name, err := loadModel(c)
+			m, name, err := model.Current(path)
 			if err != nil {
 				return err
 			}

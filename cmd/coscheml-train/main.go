@@ -24,6 +24,8 @@ const (
 	exitUsage   = 2 // bad flags or arguments
 	// A missing input file, as `coscheml` says for an unknown tag, job or file.
 	exitNotFound = 3
+	// retrain: not enough data yet to train, calibrate and compare a model.
+	exitNeedsData = 4
 )
 
 // usageError marks an error in how the program was called.
@@ -47,9 +49,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "coscheml-train:", err)
 	var ue usageError
+	var nd needsDataError
 	switch {
 	case errors.As(err, &ue):
 		return exitUsage
+	case errors.As(err, &nd):
+		return exitNeedsData
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, profile.ErrNotFound):
 		return exitNotFound
 	}
@@ -65,7 +70,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			"forest), reports k-fold and leave-applications-out cross-validation against the mean\n" +
 			"predictor and the utilization-sum heuristic, and writes a model file. `eval` scores a model\n" +
 			"file on any pair file. Without --solo/--pairs both use the Lucid data built into the binary.\n\n" +
-			"Exit codes: 0 ok, 1 failure, 2 usage error, 3 not found (a missing file or profile).",
+			"Exit codes: 0 ok, 1 failure, 2 usage error, 3 not found (a missing file or profile), 4 not enough\n" +
+			"data yet (retrain).",
 		Commands: []*cli.Command{
 			trainCommand(),
 			evalCommand(),

@@ -4,9 +4,13 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/coscheml/coscheml/models"
+	"github.com/coscheml/coscheml/pkg/model"
 )
 
 // Exit codes match coscheml's: a missing file is "not found" (3) in both.
@@ -56,5 +60,34 @@ func TestStage(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(w.String()), "\n")
 	if len(lines) != 2 || lines[0] != "coscheml-train: step ..." || !strings.HasPrefix(lines[1], "coscheml-train: step: done in ") {
 		t.Errorf("stage output %q", w.String())
+	}
+}
+
+// `info FILE` reads FILE, as `info --model FILE` does; without either it
+// describes the default model.
+func TestInfoFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "default.model")
+	if err := os.WriteFile(path, models.DefaultModel, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"FILE", []string{"info", path}, exitOK, "model " + path},
+		{"--model FILE", []string{"info", "--model", path}, exitOK, "model " + path},
+		{"neither", []string{"info"}, exitOK, "model " + model.DefaultModelName},
+		{"both", []string{"info", "--model", path, path}, exitUsage, "give the model file once"},
+		{"two files", []string{"info", path, path}, exitUsage, "unexpected argument"},
+		{"missing FILE", []string{"info", path + ".nope"}, exitNotFound, "nope"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, tc.args...)
+			if code != tc.code || !strings.Contains(stdout+stderr, tc.want) {
+				t.Errorf("exit %d, want %d and %q in:\n%s%s", code, tc.code, tc.want, stdout, stderr)
+			}
+		})
 	}
 }

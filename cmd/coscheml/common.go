@@ -59,10 +59,8 @@ func loadModel(c *cli.Context) (*model.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p := modelPath(c, cfg); p != "" {
-		return model.Load(p)
-	}
-	return model.Default()
+	m, _, err := model.Current(modelPath(c, cfg))
+	return m, err
 }
 
 // loadCatalog returns the profiles of the config's profile_dir. When that folder

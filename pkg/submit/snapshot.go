@@ -45,15 +45,7 @@ func DefaultSources(configPath string) Sources {
 			return config.Load(p)
 		},
 		LoadModel: func(p string) (model.Predictor, error) {
-			var (
-				m   *model.Model
-				err error
-			)
-			if p == "" {
-				m, err = model.Default()
-			} else {
-				m, err = model.Load(p)
-			}
+			m, _, err := model.Current(p)
 			if err != nil {
 				return nil, err // no typed nil in the interface
 			}

@@ -63,6 +63,7 @@ func TestSlurm(t *testing.T) {
 	sub("drained", testDrained)
 	sub("log_levels", testLogLevels)
 	sub("docs", testDocs)
+	sub("retrain", testRetrain) // after the jobs above: retrain on what they recorded
 	c.reportPins("first-fit, TestSlurm")
 }
 

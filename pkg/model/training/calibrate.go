@@ -16,6 +16,10 @@ import (
 // CoverageLevels are the coverage levels a calibration stores.
 var CoverageLevels = []float64{0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.875, 0.9, 0.925, 0.95, 0.975, 0.99}
 
+// DefaultMinResiduals is the default CalibrationOptions.MinResiduals: with
+// 100, the conformal quantile exists up to coverage 0.99.
+const DefaultMinResiduals = 100
+
 // DefaultTarget is the default CalibrationOptions.Target: the largest share of
 // accepted held-out co-locations allowed below their floor when the default
 // coverage is chosen.
@@ -93,7 +97,7 @@ func (o CalibrationOptions) withDefaults() CalibrationOptions {
 		o.Window = 0.05
 	}
 	if o.MinResiduals <= 0 {
-		o.MinResiduals = 100
+		o.MinResiduals = DefaultMinResiduals
 	}
 	if len(o.Floors) == 0 {
 		f := config.Default().SpeedFloor
