@@ -216,7 +216,7 @@ install: build install-data
 	else \
 		echo "make: NOT installing the Slurm plugin: lib/job_submit_coscheml.so was not built (see make build)."; \
 	fi
-	install -d "$(DESTDIR)$(SYSCONFDIR)/coscheml"
+	install -d "$(DESTDIR)$(SYSCONFDIR)/coscheml" "$(DESTDIR)$(SYSCONFDIR)/coscheml/holdout"
 	@# Never overwrite an admin's configuration; leave the new one beside it.
 	@if [ -e "$(DESTDIR)$(SYSCONFDIR)/coscheml/coscheml.yaml" ]; then \
 		echo "make: keeping $(DESTDIR)$(SYSCONFDIR)/coscheml/coscheml.yaml; the shipped one is coscheml.yaml.dist"; \
