@@ -22,8 +22,8 @@ import (
 //     again where its floor holds. With no co-runner using the GPU the finding
 //     is only observed.
 //   - rate limits: a job triggers at most one action per Cooldown and at most one
-//     action on each co-runner; a job the guard holds suspended is not acted on
-//     again.
+//     action on each co-runner; a job the guard holds suspended, or has requeued
+//     or cancelled, is not acted on again.
 //
 // sm gives each resident job's smoothed SM utilization (%) on the GPU.
 func Decide(cfg Config, f Finding, resident []Job, sm map[string]float64, h History, now time.Time) Action {
@@ -67,6 +67,9 @@ func Decide(cfg Config, f Finding, resident []Job, sm map[string]float64, h Hist
 	}
 	if h.Suspended(target.ID) {
 		return observe(f.Reason + fmt.Sprintf("; job %s is already suspended by the guard", target.ID))
+	}
+	if h.Removed(target.ID) {
+		return observe(f.Reason + fmt.Sprintf("; job %s is already requeued or cancelled by the guard", target.ID))
 	}
 	a := Action{Kind: kind, JobID: target.ID, Trigger: f.Job.ID, GPU: f.GPU, Elsewhere: f.Kind == SpeedBelowFloor && kind == Requeue}
 	switch f.Kind {

@@ -148,6 +148,21 @@ func TestDecideRateLimits(t *testing.T) {
 	if a.Kind != Observe || !strings.Contains(a.Reason, "already suspended") {
 		t.Errorf("suspended target: %+v, want observe", a)
 	}
+	// Two findings of one round: a job requeued for the first is not acted on
+	// again for the second (Slurm refuses a second requeue of a pending job).
+	def := Default()
+	st4 := NewState(def)
+	r1 := Decide(def, speedFinding(victim), []Job{victim, a2}, sm, st4, t0)
+	st4.Record(r1, t0)
+	r2 := Decide(def, speedFinding(a2), []Job{victim, a2}, sm, st4, t0)
+	if r1.Kind != Requeue || r1.JobID != "12" || r2.Kind != Observe || !strings.Contains(r2.Reason, "already requeued") {
+		t.Errorf("one round, two findings on job 12: %+v then %+v, want one requeue then observe", r1, r2)
+	}
+	// Once it left the node, it is forgotten.
+	st4.Resumes([]Job{victim})
+	if st4.Removed("12") {
+		t.Error("job 12 still counted as removed after it left the node")
+	}
 	// Observe actions never count towards the limits.
 	st3 := NewState(cfg)
 	st3.Record(Action{Kind: Observe, JobID: "12", Trigger: "10"}, t0)

@@ -40,6 +40,7 @@ type State struct {
 	lastAction map[string]time.Time // trigger job -> its last action
 	pairActed  map[[2]string]bool   // (trigger, target) already acted on
 	suspended  map[string]suspension
+	removed    map[string]bool        // jobs requeued or cancelled, until they leave the node
 	observed   map[string][]time.Time // user|pair -> times of early observations
 }
 
@@ -47,7 +48,7 @@ type State struct {
 func NewState(cfg Config) *State {
 	return &State{cfg: cfg, tracks: map[trackKey]*track{}, gpus: map[int]*gpuTrack{},
 		lastAction: map[string]time.Time{}, pairActed: map[[2]string]bool{},
-		suspended: map[string]suspension{}, observed: map[string][]time.Time{}}
+		suspended: map[string]suspension{}, removed: map[string]bool{}, observed: map[string][]time.Time{}}
 }
 
 func (s *State) alpha() float64 { return 2 / float64(s.cfg.Window+1) }
@@ -170,6 +171,9 @@ type History interface {
 	LastAction(trigger string) (time.Time, bool)
 	ActedOn(trigger, target string) bool
 	Suspended(jobID string) bool
+	// Removed: the guard requeued or cancelled the job and it has not left the
+	// node yet (two findings of one round must not act on it twice).
+	Removed(jobID string) bool
 }
 
 // LastAction returns when trigger last caused an action.
@@ -184,6 +188,10 @@ func (s *State) ActedOn(trigger, target string) bool { return s.pairActed[[2]str
 // Suspended reports whether the guard holds jobID suspended.
 func (s *State) Suspended(jobID string) bool { _, ok := s.suspended[jobID]; return ok }
 
+// Removed reports whether the guard requeued or cancelled jobID and the job is
+// still listed on the node.
+func (s *State) Removed(jobID string) bool { return s.removed[jobID] }
+
 // Record notes an action taken (anything but Observe) for the rate limits and,
 // for Suspend, the resume.
 func (s *State) Record(a Action, now time.Time) {
@@ -196,8 +204,11 @@ func (s *State) Record(a Action, now time.Time) {
 	}
 	s.lastAction[a.Trigger] = now
 	s.pairActed[[2]string{a.Trigger, a.JobID}] = true
-	if a.Kind == Suspend {
+	switch a.Kind {
+	case Suspend:
 		s.suspended[a.JobID] = suspension{protects: a.Protects, gpu: a.GPU}
+	case Requeue, Cancel:
+		s.removed[a.JobID] = true
 	}
 }
 
@@ -222,6 +233,11 @@ func (s *State) Resumes(jobs []Job) []Action {
 	for id := range s.lastAction {
 		if !present[id] {
 			delete(s.lastAction, id)
+		}
+	}
+	for id := range s.removed {
+		if !present[id] {
+			delete(s.removed, id)
 		}
 	}
 	for p := range s.pairActed {

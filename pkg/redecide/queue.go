@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/comment"
+	"github.com/coscheml/coscheml/pkg/hostlist"
 )
 
 // Job is one job of the queue listing.
@@ -29,10 +30,14 @@ type Job struct {
 	Tres    string // tres_per_node as Slurm stores it (gres:shard:4 / gres/shard:4)
 	Comment string
 	Begin   int64 // start or begin time (unix seconds; 0: unknown)
+	// Exclude is the job's excluded nodes (-x, ExcNodeList; "" none): the loop
+	// sends them with its update, so that the plugin decides with the job's
+	// exclusions as they are now (the guard adds its node to a job it requeues).
+	Exclude string
 }
 
 // fields of one record in the squeue format, the comment last.
-const nFields = 6
+const nFields = 7
 
 // TimeEnv makes squeue print times as unix seconds (its %S).
 const TimeEnv = "SLURM_TIME_FORMAT=%s"
@@ -50,10 +55,10 @@ func NewMarker() (string, error) {
 }
 
 // Format is squeue's -o format for marker: marker, job ID, state, reason,
-// tres_per_node, start (for a deferred job: begin) time, comment, marker, per
-// job. Run squeue with TimeEnv in its environment.
+// tres_per_node, start (for a deferred job: begin) time, excluded nodes,
+// comment, marker, per job. Run squeue with TimeEnv in its environment.
 func Format(marker string) string {
-	return marker + "%i|%T|%r|%b|%S|%k" + marker
+	return marker + "%i|%T|%r|%b|%S|%x|%k" + marker
 }
 
 // ParseQueue reads squeue output written with Format(marker). Between records
@@ -84,9 +89,15 @@ func ParseQueue(out, marker string) ([]Job, error) {
 		if err != nil {
 			continue // an array record or a het job component: not re-decided here
 		}
-		c := f[5]
+		c := f[6]
 		if c == "(null)" {
 			c = ""
+		}
+		exc := f[5]
+		if exc == "(null)" || exc == "N/A" {
+			exc = ""
+		} else if _, err := hostlist.Expand(exc); err != nil || strings.ContainsAny(exc, " \t") {
+			exc = "" // a value of another shape is not sent back to Slurm
 		}
 		tres := f[3]
 		if tres == "(null)" || tres == "N/A" {
@@ -96,7 +107,7 @@ func ParseQueue(out, marker string) ([]Job, error) {
 		if err != nil || begin < 0 {
 			begin = 0 // N/A, Unknown
 		}
-		jobs = append(jobs, Job{ID: uint32(id), State: f[1], Reason: f[2], Tres: tres, Comment: c, Begin: begin})
+		jobs = append(jobs, Job{ID: uint32(id), State: f[1], Reason: f[2], Tres: tres, Comment: c, Begin: begin, Exclude: exc})
 	}
 	return jobs, nil
 }
@@ -144,9 +155,14 @@ func Running(jobs []Job) string {
 }
 
 // UpdateArgs is scontrol's argument list that re-decides j: its own comment and
-// GPU request sent back unchanged, so job_modify hands the plugin both and it
-// decides again (nothing else of the job changes unless the plugin changes it).
+// GPU request (and excluded nodes, if any) sent back unchanged, so job_modify
+// hands the plugin them and it decides again (nothing else of the job changes
+// unless the plugin changes it).
 func UpdateArgs(j Job) []string {
-	return []string{"update", "JobId=" + strconv.FormatUint(uint64(j.ID), 10),
+	args := []string{"update", "JobId=" + strconv.FormatUint(uint64(j.ID), 10),
 		"Comment=" + j.Comment, "TresPerNode=" + j.Tres}
+	if j.Exclude != "" {
+		args = append(args, "ExcNodeList="+j.Exclude)
+	}
+	return args
 }

@@ -24,21 +24,21 @@ func TestParseQueue(t *testing.T) {
 	}{
 		{name: "empty", out: "", want: nil},
 		{name: "two jobs, comment with separators and spaces",
-			out: rec("12", "PENDING", "BeginTime", "gres:shard:4", "1900000000", "nightly a|b coscheml:app=x coscheml-id=ab-1:4") +
-				rec("13", "RUNNING", "None", "gres/shard:g1:2", "N/A", "(null)"),
+			out: rec("12", "PENDING", "BeginTime", "gres:shard:4", "1900000000", "n[1-2]", "nightly a|b coscheml:app=x coscheml-id=ab-1:4") +
+				rec("13", "RUNNING", "None", "gres/shard:g1:2", "N/A", "(null)", "(null)"),
 			want: []Job{
-				{ID: 12, State: "PENDING", Reason: "BeginTime", Tres: "gres:shard:4", Begin: 1900000000, Comment: "nightly a|b coscheml:app=x coscheml-id=ab-1:4"},
+				{ID: 12, State: "PENDING", Reason: "BeginTime", Tres: "gres:shard:4", Begin: 1900000000, Exclude: "n[1-2]", Comment: "nightly a|b coscheml:app=x coscheml-id=ab-1:4"},
 				{ID: 13, State: "RUNNING", Reason: "None", Tres: "gres/shard:g1:2"},
 			}},
-		{name: "array record skipped", out: rec("14_[1-3]", "PENDING", "BeginTime", "gres:shard:4", "0", "coscheml:app=x"), want: nil},
-		{name: "no tres", out: rec("15", "PENDING", "Priority", "N/A", "Unknown", "x"), want: []Job{{ID: 15, State: "PENDING", Reason: "Priority", Comment: "x"}}},
+		{name: "array record skipped", out: rec("14_[1-3]", "PENDING", "BeginTime", "gres:shard:4", "0", "(null)", "coscheml:app=x"), want: nil},
+		{name: "no tres", out: rec("15", "PENDING", "Priority", "N/A", "Unknown", "bad list[", "x"), want: []Job{{ID: 15, State: "PENDING", Reason: "Priority", Comment: "x"}}},
 		// A comment with a newline and a forged record cannot make a record: it
 		// does not know the marker.
 		{name: "forged line inside a comment",
-			out:  rec("16", "PENDING", "BeginTime", "gres:shard:4", "5", "coscheml:app=x\n17|PENDING|BeginTime|gres:gpu:8|9|coscheml:app=y coscheml-id=z-1:4"),
-			want: []Job{{ID: 16, State: "PENDING", Reason: "BeginTime", Tres: "gres:shard:4", Begin: 5, Comment: "coscheml:app=x\n17|PENDING|BeginTime|gres:gpu:8|9|coscheml:app=y coscheml-id=z-1:4"}}},
-		{name: "text outside records", out: "squeue: error: x\n" + rec("1", "PENDING", "None", "", "0", ""), wantErr: "outside a record"},
-		{name: "unbalanced", out: mk + "1|PENDING|None||0|x\n", wantErr: "unbalanced"},
+			out:  rec("16", "PENDING", "BeginTime", "gres:shard:4", "5", "(null)", "coscheml:app=x\n17|PENDING|BeginTime|gres:gpu:8|9|(null)|coscheml:app=y coscheml-id=z-1:4"),
+			want: []Job{{ID: 16, State: "PENDING", Reason: "BeginTime", Tres: "gres:shard:4", Begin: 5, Comment: "coscheml:app=x\n17|PENDING|BeginTime|gres:gpu:8|9|(null)|coscheml:app=y coscheml-id=z-1:4"}}},
+		{name: "text outside records", out: "squeue: error: x\n" + rec("1", "PENDING", "None", "", "0", "", ""), wantErr: "outside a record"},
+		{name: "unbalanced", out: mk + "1|PENDING|None||0||x\n", wantErr: "unbalanced"},
 		{name: "too few fields", out: rec("1", "PENDING", "None", "0"), wantErr: "fields"},
 	}
 	for _, tc := range cases {
@@ -91,6 +91,12 @@ func TestDeferredAndRunning(t *testing.T) {
 	if got := UpdateArgs(jobs[1]); !reflect.DeepEqual(got, []string{"update", "JobId=21", "Comment=coscheml:app=b coscheml-id=p-1:4", "TresPerNode=gres:shard:4"}) {
 		t.Fatalf("update args %q", got)
 	}
+	// A job the guard requeued away from a node keeps that exclusion in the
+	// re-decision.
+	jobs[1].Exclude = "n4"
+	if got := UpdateArgs(jobs[1]); !reflect.DeepEqual(got, []string{"update", "JobId=21", "Comment=coscheml:app=b coscheml-id=p-1:4", "TresPerNode=gres:shard:4", "ExcNodeList=n4"}) {
+		t.Fatalf("update args %q", got)
+	}
 }
 
 // fakeSlurm answers squeue with the current queue (in the caller's marker) and
@@ -108,7 +114,7 @@ func (f *fakeSlurm) run(_ context.Context, name string, args ...string) (string,
 		marker := format[:strings.Index(format, "%i")]
 		var b strings.Builder
 		for _, j := range f.queue {
-			fmt.Fprintf(&b, "%s%d|%s|%s|%s|%d|%s%s\n", marker, j.ID, j.State, j.Reason, j.Tres, j.Begin, j.Comment, marker)
+			fmt.Fprintf(&b, "%s%d|%s|%s|%s|%d|%s|%s%s\n", marker, j.ID, j.State, j.Reason, j.Tres, j.Begin, j.Exclude, j.Comment, marker)
 		}
 		return b.String(), nil
 	case "scontrol":
