@@ -669,7 +669,11 @@ func FuzzMentions(f *testing.F) {
 		if got := cqtest.Mentions(s, "coscheml"); got != want {
 			t.Fatalf("cq_mentions(%q) = %v, Go finds %v", s, got, want)
 		}
-		if d := comment.ParseComment(s); !want && d != (comment.Directive{}) {
+		// A near miss ("cosceml:") is no directive; the pass window sends those
+		// comments to Go by cq_colon_word (FuzzColonWord), not by this test.
+		d := comment.ParseComment(s)
+		d.NearMiss = ""
+		if !want && d != (comment.Directive{}) {
 			t.Fatalf("%q: no mention, but it parses as %+v", s, d)
 		}
 	})
