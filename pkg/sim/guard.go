@@ -276,6 +276,9 @@ func (s *simulator) guardRequeue(j int) {
 	s.release(j)
 	s.st[j].remaining = s.jobs[j].Duration
 	s.dirty = true
+	// The job has left its node: the guard's state forgets it now, as the
+	// node's next round would, so that its next placement is judged afresh.
+	s.gd.sinceTidy = tidyEvery
 	s.guardResumes()
 	if s.cfg.Submit != nil && !s.st[j].whole {
 		s.arrive(j)
@@ -327,12 +330,16 @@ func (s *simulator) nodeOfGPU(g int32) int {
 	return n - 1
 }
 
+// tidyEvery is how many finishes may pass before the guard's state forgets
+// departed jobs when none is suspended.
+const tidyEvery = 1024
+
 // guardResumes resumes the jobs whose protected job has left, through the
 // guard's own State (which also forgets what it knew of departed jobs).
 func (s *simulator) guardResumes() {
 	gd := s.gd
 	gd.sinceTidy++
-	if gd.suspended == 0 && gd.sinceTidy < 1024 {
+	if gd.suspended == 0 && gd.sinceTidy < tidyEvery {
 		return
 	}
 	gd.sinceTidy = 0
