@@ -25,6 +25,7 @@
 #   make licenses     the Go dependencies' licence texts into build/licenses (go-licenses; docs/licensing.md)
 #   make licenses-check  fails on a Go dependency with a forbidden, restricted or unknown licence (part of CI)
 #   make test-deb-suite  install the .debs here, run the integration suite on them, purge (root)
+#   make real-gpu-check  the guard against real PyTorch processes on GPU 0 (needs a GPU; REAL_GPU_OUT)
 #   make clean
 #   make help         this list
 #
@@ -198,6 +199,15 @@ fuzz:
 # few seconds of mutation find (31 targets: about two minutes on 2 cores).
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
+
+# The guard on a real GPU: real NVML, two real PyTorch processes sharing GPU 0
+# (docs/guard.md, "On a real GPU"). Never part of make test.
+REAL_GPU_OUT ?= real-gpu-out
+real-gpu-check:
+	mkdir -p $(REAL_GPU_OUT)
+	$(GO) test -c -o $(REAL_GPU_OUT)/guard.test ./pkg/guard
+	cd pkg/guard && COSCHEML_REAL_NVML=1 COSCHEML_REAL_NVML_OUT=$(abspath $(REAL_GPU_OUT)) PYTHONUNBUFFERED=1 \
+		$(abspath $(REAL_GPU_OUT))/guard.test -test.run 'TestRealNVML$$|TestRealNVMLShared' -test.v -test.timeout 10m
 
 # The main job on the embedded default: no cluster, no GPU.
 demo: programs

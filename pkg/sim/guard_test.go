@@ -109,3 +109,31 @@ func TestExperimentGuardOnlyForPlugin(t *testing.T) {
 		}
 	}
 }
+
+// A job the guard requeued is judged afresh where it starts next: placed into a
+// second conflict, it is requeued again (not merely observed because the guard
+// once acted on it), and only then runs alone.
+func TestGuardRequeuedJobJudgedAfresh(t *testing.T) {
+	tb := handTruth(t)
+	jobs := []trace.Job{
+		{ID: "1", Submit: 0, Duration: 1000, GPUs: 1, Tag: "a", Class: profile.ClassTrain},
+		{ID: "2", Submit: 10, Duration: 1000, GPUs: 1, Tag: "a", Class: profile.ClassTrain},
+		{ID: "3", Submit: 20, Duration: 1000, GPUs: 1, Tag: "a", Class: profile.ClassTrain},
+	}
+	cfg := guard.Default()
+	res, err := Run(Config{Nodes: 3, GPUsPerNode: 1, Guard: &cfg}, jobs, tb, mustPolicy(t, "coscheml", model.Optimistic{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range res.Jobs {
+		t.Logf("job %s: start %.0f end %.0f requeued %d below floor %.0f s", j.ID, j.Start, j.End, j.Requeued, j.BelowFloorSec)
+	}
+	if res.Guard.Requeues != 2 || res.Jobs[1].Requeued != 2 {
+		t.Fatalf("guard %+v, job 2 requeued %d times; want job 2 requeued twice", res.Guard, res.Jobs[1].Requeued)
+	}
+	for _, j := range res.Jobs {
+		if j.BelowFloorSec > 2*90+1e-6 {
+			t.Errorf("job %s below floor %.0f s: more than two detection delays", j.ID, j.BelowFloorSec)
+		}
+	}
+}
