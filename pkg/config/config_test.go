@@ -209,7 +209,7 @@ func TestParse(t *testing.T) {
 		}},
 		{name: "guard floor never cancels", yaml: "guard:\n  actions:\n    hpc:\n      floor: cancel\n", wantErr: []string{`"guard.actions.hpc.floor"`, "observe or suspend or requeue"}},
 		{name: "guard memory never suspends", yaml: "guard:\n  actions:\n    infer:\n      memory: suspend\n", wantErr: []string{`"guard.actions.infer.memory"`}},
-		{name: "guard period too short", yaml: "guard:\n  period: 100ms\n", wantErr: []string{`"guard.period"`, "1s..10m"}},
+		{name: "guard period too short", yaml: "guard:\n  period: 100ms\n", wantErr: []string{`"guard.period"`, "250ms..10m"}},
 		{name: "optimistic predictor", yaml: "predictor: optimistic\n", check: func(c Config) bool {
 			return c.Predictor == PredictorOptimistic && Default().Predictor == PredictorModel
 		}},

@@ -293,11 +293,20 @@ func replayClusterConfig(o replayOptions) func(*config.Config) {
 	}
 }
 
-// replayGuardTiming is the guard's clock in a replay: its jobs last tens of
-// seconds, so the guard reads every second, smooths over two readings and acts
-// on a breach held two seconds (the defaults, 5 s, 6 and 1 min, are for jobs
-// of hours).
-var replayGuardTiming = fastGuard
+// replayGuardTiming is the guard's clock in a replay, compressed with the jobs:
+// the defaults (5 s, 6 readings, 1 min) react in about 90 s to jobs of hours;
+// at 100x that is under a second, below what the emulated jobs resolve (they
+// re-read every 500 ms). Reading every 250 ms, smoothing over two readings and
+// acting on a breach held 500 ms, the guard reacts in about 1.5 s: 150 s of
+// trace time.
+var replayGuardTiming = guardTiming{period: 250 * time.Millisecond, sustain: 500 * time.Millisecond, window: 2}
+
+// replayJobInterval is how often an emulated job re-reads its co-runners and
+// writes its reading: twice per guard round, so that every round has a fresh
+// reading of every running job (a round with none reads its share as 0, as
+// NVML reports a process that did not run). Every setup uses it, guard or not,
+// so that their below-floor times are measured alike.
+var replayJobInterval = replayGuardTiming.period / 2
 
 // slurmVersionNumber is SLURM_VERSION_NUMBER of a release as slurmctld -V
 // prints it ("22.05.8"); 0 when it does not parse (unknown: as 22.05).
@@ -451,8 +460,8 @@ func replayOnce(t *testing.T, a artifacts, o replayOptions, setup string, share 
 		} else {
 			args = append(args, "--gres=gpu:1")
 		}
-		args = append(args, fmt.Sprintf("--wrap=exec %s --config %s e2e-job --tag %s --class %s --work %.3f --results %s",
-			bin, c.path("coscheml.yaml"), j.Tag, j.Class, j.Duration, results))
+		args = append(args, fmt.Sprintf("--wrap=exec %s --config %s e2e-job --tag %s --class %s --work %.3f --interval %s --results %s",
+			bin, c.path("coscheml.yaml"), j.Tag, j.Class, j.Duration, replayJobInterval, results))
 		id, stderr, err := c.sbatch(args...)
 		if err != nil {
 			t.Fatalf("job %s: %v: %s", j.ID, err, stderr)
