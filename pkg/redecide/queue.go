@@ -13,6 +13,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,10 +35,19 @@ type Job struct {
 	// sends them with its update, so that the plugin decides with the job's
 	// exclusions as they are now (the guard adds its node to a job it requeues).
 	Exclude string
+	// Features is the job's --constraint when it is a plain feature list
+	// (f1&f2; "" otherwise): the loop sends it with its update, so that the
+	// plugin places the job on the GPU model it asked for also when slurmctld
+	// restarted since its submission (the plugin's memory of the job is gone).
+	Features string
 }
 
-// fields of one record in the squeue format, the comment last.
-const nFields = 7
+// fields before the features in one record of the squeue format.
+const nFields = 6
+
+// plainFeaturesRE is a --constraint the plugin reads: features joined by '&'
+// in Slurm's feature alphabet. Anything else is not sent back.
+var plainFeaturesRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}(&[A-Za-z0-9_.-]{1,64}){0,15}$`)
 
 // TimeEnv makes squeue print times as unix seconds (its %S).
 const TimeEnv = "SLURM_TIME_FORMAT=%s"
@@ -56,10 +66,15 @@ func NewMarker() (string, error) {
 
 // Format is squeue's -o format for marker: marker, job ID, state, reason,
 // tres_per_node, start (for a deferred job: begin) time, excluded nodes,
-// comment, marker, per job. Run squeue with TimeEnv in its environment.
+// features, the field separator, comment, marker, per job. Run squeue with
+// TimeEnv in its environment.
 func Format(marker string) string {
-	return marker + "%i|%T|%r|%b|%S|%x|%k" + marker
+	return marker + "%i|%T|%r|%b|%S|%x|%f" + fieldSep(marker) + "%k" + marker
 }
+
+// fieldSep separates the two fields a user writes freely (features and
+// comment): drawn with the marker, it cannot appear in either.
+func fieldSep(marker string) string { return "#" + strings.Trim(marker, "@") + "#" }
 
 // ParseQueue reads squeue output written with Format(marker). Between records
 // only white space may appear; anything else (output not made with this marker)
@@ -81,17 +96,21 @@ func ParseQueue(out, marker string) ([]Job, error) {
 			}
 			continue
 		}
-		f := strings.SplitN(p, "|", nFields)
-		if len(f) != nFields {
-			return nil, fmt.Errorf("squeue listing: record with %d fields, want %d: %.60q", len(f), nFields, p)
+		head, c, ok := strings.Cut(p, fieldSep(marker))
+		f := strings.SplitN(head, "|", nFields+1)
+		if !ok || len(f) != nFields+1 {
+			return nil, fmt.Errorf("squeue listing: record with %d fields, want %d: %.60q", len(f)+1, nFields+2, p)
 		}
 		id, err := strconv.ParseUint(f[0], 10, 32)
 		if err != nil {
 			continue // an array record or a het job component: not re-decided here
 		}
-		c := f[6]
 		if c == "(null)" {
 			c = ""
+		}
+		feats := f[6]
+		if !plainFeaturesRE.MatchString(feats) {
+			feats = "" // (null), or an expression the plugin does not read
 		}
 		exc := f[5]
 		if exc == "(null)" || exc == "N/A" {
@@ -107,7 +126,7 @@ func ParseQueue(out, marker string) ([]Job, error) {
 		if err != nil || begin < 0 {
 			begin = 0 // N/A, Unknown
 		}
-		jobs = append(jobs, Job{ID: uint32(id), State: f[1], Reason: f[2], Tres: tres, Comment: c, Begin: begin, Exclude: exc})
+		jobs = append(jobs, Job{ID: uint32(id), State: f[1], Reason: f[2], Tres: tres, Comment: c, Begin: begin, Exclude: exc, Features: feats})
 	}
 	return jobs, nil
 }
@@ -155,7 +174,7 @@ func Running(jobs []Job) string {
 }
 
 // UpdateArgs is scontrol's argument list that re-decides j: its own comment and
-// GPU request (and excluded nodes, if any) sent back unchanged, so job_modify
+// GPU request (and excluded nodes and features, if any) sent back unchanged, so job_modify
 // hands the plugin them and it decides again (nothing else of the job changes
 // unless the plugin changes it).
 func UpdateArgs(j Job) []string {
@@ -163,6 +182,9 @@ func UpdateArgs(j Job) []string {
 		"Comment=" + j.Comment, "TresPerNode=" + j.Tres}
 	if j.Exclude != "" {
 		args = append(args, "ExcNodeList="+j.Exclude)
+	}
+	if j.Features != "" {
+		args = append(args, "Features="+j.Features)
 	}
 	return args
 }

@@ -60,6 +60,13 @@ func prepare(q *query) (in placeIn, out outcome, ok bool) {
 	cfg := st.cfg
 	dir := comment.ParseComment(j.Comment)
 	ask := readGPUs(&j)
+	if j.Modify && ask.typedOnly && ask.gres.Shards > 0 && isPinType(cfg.ShardTypePrefix, ask.gres.Type) {
+		// The plugin's own earlier pin (a job requeued after it started, which
+		// the re-decide loop sends back with the request it ran with): decided
+		// again like first-fit pinning's untyped shards, not left to Slurm as
+		// a typed request, which would keep it on the node it was requeued from.
+		ask.pass, ask.typedOnly, ask.gres.Type, ask.ownPin = "", false, "", true
+	}
 	mc, mcPass := modelConstraint(q, &ask)
 	gres, gresErr := ask.gres, ask.err
 	pass := ask.pass

@@ -361,7 +361,10 @@ func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	defer func() { *req = placement.Request{} }() // keeps no profile or mask alive
 	typed := c.Reach == placement.ReachTyped
 	var d placement.Decision
-	untyped := typed && q.j.Modify && !TypedUpdates(q.version)
+	// A requeued job's stored request is typed already: 22.05 refuses an
+	// untyped update of it ("with and without type identification") and
+	// accepts a typed one (measured), so it is re-pinned typed on every release.
+	untyped := typed && q.j.Modify && !TypedUpdates(q.version) && !in.ask.ownPin
 	if untyped {
 		// Slurm 22.05 refuses a typed shard request in an update of a pending
 		// job ("Invalid GRES specification", measured), so a re-decision asks

@@ -3,6 +3,7 @@
 package submit
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -228,6 +229,35 @@ func TestDeferralFollowsTheLoop(t *testing.T) {
 			}
 			if again := f.e.Decide(job("coscheml:app=heavy-b")); tc.note != "" && strings.Contains(logOf(again), tc.note) {
 				t.Fatalf("said twice: %q", logOf(again))
+			}
+		})
+	}
+}
+
+// A job requeued after it started comes back (through the re-decide loop) with
+// the typed pin it ran with. It is placed again, typed on every release: 22.05
+// refuses an untyped update of a typed request and accepts a typed one.
+func TestRequeuedPinRedecided(t *testing.T) {
+	const v2205, v2605 = 22<<16 | 5<<8 | 8, 26<<16 | 5<<8 | 3
+	for _, version := range []uint32{v2205, v2605} {
+		t.Run(fmt.Sprintf("%d.%02d", version>>16, version>>8&0xff), func(t *testing.T) {
+			f := newFixture(t, func(c *config.Config) {
+				c.Cluster.Nodes, c.Cluster.GPUsPerNode = "n[1-2]", 2
+				c.ShardPinning, c.ShardTypePrefix = config.PinTyped, "g"
+			})
+			f.e.Close()
+			e := New(f.sources(), Options{Now: f.clock, SlurmVersion: func() uint32 { return version }})
+			t.Cleanup(e.Close)
+			first := e.Decide(job("coscheml:app=light-a"))
+			if first.Code != Rewrite || first.ReqNodes == "" || !strings.Contains(first.TresPerNode, "shard:g") {
+				t.Fatalf("submit: not a typed pin: %+v", first)
+			}
+			// Requeued away from its node: the guard excluded it.
+			m := JobFields{Comment: first.Comment, StoredComment: first.Comment, TresPerNode: first.TresPerNode,
+				ExcNodes: first.ReqNodes, MinNodes: 1, JobID: 77, Modify: true, Admin: true}
+			r := e.Decide(m)
+			if r.Code != Rewrite || r.ReqNodes == "" || r.ReqNodes == first.ReqNodes || !strings.Contains(r.TresPerNode, "shard:g") {
+				t.Fatalf("requeued job's update: %+v; want a typed pin on another node than %s", r, first.ReqNodes)
 			}
 		})
 	}

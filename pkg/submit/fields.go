@@ -42,6 +42,8 @@ type gpuAsk struct {
 	// typedOnly: pass is only that the request names a GPU Type, which
 	// cluster.groups may resolve to a model (modelConstraint).
 	typedOnly bool
+	// ownPin: an update carrying the plugin's own typed pin (a requeued job).
+	ownPin bool
 }
 
 // readGPUs finds the job's GPU request. A single GPU is recognised in every form

@@ -80,6 +80,13 @@ func TestJobFields(t *testing.T) {
 		{"--gpus-per-socket passes", func(j *JobFields) { j.TresPerNode = ""; j.TresPerSocket = "gres/gpu:1" }, Unchanged, "", nil, "per socket", 0},
 		{"two forms pass", func(j *JobFields) { j.TresPerJob = "gres:gpu:1" }, Unchanged, "", nil, "more than one way", 0},
 		{"--gpus=1 in an update passes", func(j *JobFields) { j.TresPerNode = ""; j.TresPerJob = "gres:gpu:1"; j.Modify = true; j.JobID = 9 }, Unchanged, "", nil, "", 0},
+		// A job requeued after it started comes back with the pin it ran with:
+		// placed again (here away from the node it was requeued from), not left
+		// to Slurm as a typed request.
+		{"own pin in an update is placed again", func(j *JobFields) {
+			j.TresPerNode, j.ExcNodes, j.Modify, j.JobID = "gres:shard:g0:2", "n1", true, 9
+		}, Rewrite, "n2", nil, "", 0},
+		{"model-typed shards in an update are raw shards", func(j *JobFields) { j.TresPerNode = "gres:shard:a100:2"; j.Modify = true; j.JobID = 9 }, Deny, "", nil, "raw_shard", 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -144,3 +144,19 @@ func tresPrefix(v uint32) string {
 
 // TypeName is the Slurm GPU Type of GPU index i under shard_pinning: typed.
 func TypeName(prefix string, i int) string { return prefix + strconv.Itoa(i) }
+
+// isPinType says whether typ is a per-GPU Type TypeName makes: the prefix and a
+// GPU index. Such Types exist only for exact pinning, and a shard request of one
+// is a placement the plugin wrote.
+func isPinType(prefix, typ string) bool {
+	idx, ok := strings.CutPrefix(typ, prefix)
+	if !ok || idx == "" || len(idx) > 4 {
+		return false
+	}
+	for _, c := range idx {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}

@@ -5,6 +5,7 @@
 package integration
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -75,10 +76,65 @@ func TestHetero(t *testing.T) {
 		}
 	}
 
+	t.Run("constraint across a restart", func(t *testing.T) { testHeteroRestart(t, c) })
+
 	cmd := exec.Command(filepath.Join(c.a.binDir, "coscheml"), "preflight", "--slurm-conf", c.path("slurm.conf"))
 	cmd.Env = append(c.env, "COSCHEML_CONFIG="+c.path("coscheml.yaml"))
 	out, _ := cmd.CombinedOutput() // other checks (the installed plugin) may fail here
 	if !strings.Contains(string(out), "cluster.groups[0] (NVIDIA A100-SXM4-40GB): 1 nodes of 2 GPUs match slurm.conf, feature a100, Type a100") {
 		t.Errorf("preflight does not find the a100 group:\n%s", out)
+	}
+}
+
+// testHeteroRestart: a job asking for the a100s while they are full is deferred;
+// slurmctld restarts (the plugin forgets the job's constraint); when the a100s
+// free, the re-decide loop sends the job's constraint back with its update, and
+// the job starts on the a100 node. Without it the plugin would place the job as
+// if it asked for no model, next to the light job running on an h200 node, where
+// Slurm can never start it.
+func testHeteroRestart(t *testing.T, c *cluster) {
+	_, restore := c.deferWaits(10 * time.Second) // the fillers hold whole GPUs
+	var ids []int
+	defer func() { restore(ids...) }()
+	stop := c.startRedecide(time.Second)
+	defer stop()
+
+	started := func(id int, m string) {
+		t.Helper()
+		if !c.waitStarted(id, m, 40*time.Second) {
+			t.Fatalf("job %d did not start within 40 s:\n%s", id, c.showJob(id).Raw)
+		}
+	}
+	marker := func(what string) string { return c.path("jobs", fmt.Sprintf("%s.%d", what, time.Now().UnixNano())) }
+	// A light job on an h200: the co-runner an unconstrained placement prefers.
+	hm := marker("h200light")
+	h := c.mustSbatch("--gres=gpu:1", "--constraint=h200", "--time=10", "-o", "/dev/null", "--comment=coscheml:app="+lightA, "--wrap=touch "+hm+"; exec sleep 300")
+	ids = append(ids, h)
+	started(h, hm)
+	var fillers []int
+	for i := 0; i < heteroSmallGPUs; i++ {
+		m := marker(fmt.Sprintf("a100filler%d", i))
+		id := c.mustSbatch("--gres=gpu:1", "--constraint=a100", "--time=10", "-o", "/dev/null", "--wrap=touch "+m+"; exec sleep 300")
+		ids = append(ids, id)
+		fillers = append(fillers, id)
+		started(id, m)
+	}
+	time.Sleep(residencySettle + 2*time.Second) // residency recorded; the loop's heartbeat seen
+
+	xm := marker("a100deferred")
+	x := c.mustSbatch("--gres=gpu:1", "--constraint=a100", "--time=10", "-o", "/dev/null", "--comment=coscheml:app="+lightA, "--wrap=touch "+xm+"; exec sleep 2")
+	ids = append(ids, x)
+	if xj := c.showJob(x); xj.State != "PENDING" || xj.Reason != "BeginTime" {
+		t.Fatalf("a100 job %d with the a100s full: state %s reason %s, want deferred:\n%s", x, xj.State, xj.Reason, xj.Raw)
+	}
+	c.restartCtld()
+	c.cancel(fillers...)
+	if !c.waitStarted(x, xm, 60*time.Second) {
+		t.Fatalf("deferred a100 job %d did not start within 60 s of the a100s freeing after a restart:\n%s", x, c.showJob(x).Raw)
+	}
+	if xj := c.showJob(x); xj.NodeList != "n1" {
+		t.Errorf("deferred a100 job %d ran on %s, want n1 (the a100 node)", x, xj.NodeList)
+	} else {
+		t.Logf("deferred a100 job %d: re-decided after a slurmctld restart onto %s/%s (%s)", x, xj.NodeList, xj.GPUIdx, xj.TresPerNode)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/redecide"
 )
 
@@ -24,19 +25,9 @@ import (
 // into a shared placement that Slurm allocates on the intended GPU.
 func testRedecide(t *testing.T, c *cluster) {
 	tags := pickTags(t, c.cfg, c.a.repo)
-	orig := c.cfg
-	cfg := orig
-	cfg.WaitDefer = 10 * time.Second
-	cfg.Untagged = "exclusive" // untagged jobs hold whole GPUs through shards
-	c.writeConfig(cfg)
-	c.restartCtld()
+	cfg, restore := c.deferWaits(10 * time.Second)
 	var ids []int
-	defer func() {
-		c.cancel(ids...)
-		c.waitNoJobs(60 * time.Second)
-		c.writeConfig(orig)
-		c.restartCtld()
-	}()
+	defer func() { restore(ids...) }()
 
 	// A good pair fills one GPU (two co-runners, the most allowed) ...
 	a := c.startJob("coscheml:app="+tags.goodA, "gpu:1")
@@ -147,6 +138,24 @@ func testRedecide(t *testing.T, c *cluster) {
 		t.Errorf("job %d's final decision is not a re-decided share: %s", x, l)
 	}
 	t.Logf("job %d: deferred as %s, re-decided into %s next to job %d (%s)", x, first, where(xj), a.ID, xj.TresPerNode)
+}
+
+// deferWaits restarts slurmctld with waits deferred (wait_defer) and untagged
+// jobs holding whole GPUs through shards; restore cancels the given jobs, waits
+// for an empty queue and restarts slurmctld with the configuration as it was.
+func (c *cluster) deferWaits(wait time.Duration) (cfg config.Config, restore func(ids ...int)) {
+	orig := c.cfg
+	cfg = orig
+	cfg.WaitDefer = wait
+	cfg.Untagged = "exclusive"
+	c.writeConfig(cfg)
+	c.restartCtld()
+	return cfg, func(ids ...int) {
+		c.cancel(ids...)
+		c.waitNoJobs(60 * time.Second)
+		c.writeConfig(orig)
+		c.restartCtld()
+	}
 }
 
 // checkStandbyPass runs one `coscheml redecide` pass as the loop on a backup
