@@ -33,18 +33,11 @@ import (
 // Python (default python3). The record of one such run is kept in
 // testdata/realgpu; no other test depends on a GPU.
 func TestRealNVMLShared(t *testing.T) {
-	if os.Getenv("COSCHEML_REAL_NVML") == "" {
-		t.Skip("set COSCHEML_REAL_NVML=1 on a GPU node with PyTorch")
-	}
+	raw := realBackend(t, "set COSCHEML_REAL_NVML=1 on a GPU node with PyTorch")
 	out := os.Getenv("COSCHEML_REAL_NVML_OUT")
 	if out == "" {
 		out = t.TempDir()
 	}
-	raw := nvml.WithTimeout(nvml.NewReal(), nvml.DefaultCallTimeout)
-	if err := raw.Init(); err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Shutdown()
 	b := &recordingBackend{Backend: raw}
 	d, err := raw.Device(0)
 	if err != nil {

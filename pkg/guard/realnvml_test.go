@@ -12,19 +12,27 @@ import (
 	"github.com/coscheml/coscheml/pkg/profile"
 )
 
-// TestRealNVML runs the monitor and whole guard rounds on the node's real driver.
-// It needs a GPU: set COSCHEML_REAL_NVML=1, and COSCHEML_REAL_NVML_PID to the
-// host PID of a process holding a CUDA context on GPU 0 to check that the process
-// is listed with its memory (and is unknown to the guard: it is in no Slurm job).
-func TestRealNVML(t *testing.T) {
+// realBackend is the node's real NVML, bounded and initialized, shut down when
+// the test ends; the test is skipped (with skipMsg) unless COSCHEML_REAL_NVML is set.
+func realBackend(t *testing.T, skipMsg string) nvml.Backend {
+	t.Helper()
 	if os.Getenv("COSCHEML_REAL_NVML") == "" {
-		t.Skip("set COSCHEML_REAL_NVML=1 on a GPU node")
+		t.Skip(skipMsg)
 	}
 	b := nvml.WithTimeout(nvml.NewReal(), nvml.DefaultCallTimeout)
 	if err := b.Init(); err != nil {
 		t.Fatal(err)
 	}
-	defer b.Shutdown()
+	t.Cleanup(func() { _ = b.Shutdown() })
+	return b
+}
+
+// TestRealNVML runs the monitor and whole guard rounds on the node's real driver.
+// It needs a GPU: set COSCHEML_REAL_NVML=1, and COSCHEML_REAL_NVML_PID to the
+// host PID of a process holding a CUDA context on GPU 0 to check that the process
+// is listed with its memory (and is unknown to the guard: it is in no Slurm job).
+func TestRealNVML(t *testing.T) {
+	b := realBackend(t, "set COSCHEML_REAL_NVML=1 on a GPU node")
 	n, err := b.DeviceCount()
 	if err != nil || n < 1 {
 		t.Fatalf("device count %d: %v", n, err)
