@@ -88,6 +88,7 @@ func ParseQueue(out, marker string) ([]Job, error) {
 	if len(parts)%2 == 0 {
 		return nil, fmt.Errorf("squeue listing: unbalanced record markers")
 	}
+	sep := fieldSep(marker)
 	var jobs []Job
 	for i, p := range parts {
 		if i%2 == 0 {
@@ -96,7 +97,7 @@ func ParseQueue(out, marker string) ([]Job, error) {
 			}
 			continue
 		}
-		head, c, ok := strings.Cut(p, fieldSep(marker))
+		head, c, ok := strings.Cut(p, sep)
 		f := strings.SplitN(head, "|", nFields+1)
 		if !ok || len(f) != nFields+1 {
 			return nil, fmt.Errorf("squeue listing: record with %d fields, want %d: %.60q", len(f)+1, nFields+2, p)
