@@ -28,6 +28,8 @@ import (
 // over affected jobs of the speed they lose (1 - new job's speed, plus each resident's
 // speed before minus after). That sum is the GPU-time the cluster loses to sharing, so
 // minimizing it maximizes useful throughput; the floors bound what any one job pays.
+// Ties go to the GPU with the least memory (best fit: a job that fits a small GPU
+// model leaves the large ones to the jobs that need them), then the lower index.
 // A job alone on an idle GPU takes ShareSlots so a compatible job may join later.
 // Requests without a profile cannot be judged: they take a whole idle GPU.
 //
@@ -237,7 +239,7 @@ func (p *CoScheML) score(c *Cluster, st *gpuState, bi, gi int32, r *Request, cd 
 		if r.Profile != nil {
 			slots = min(p.opts.shareSlots(st.slots), st.slots)
 		}
-		*cd = cand{key: keyTier, speed: 1, minRes: 1, gi: gi, node: st.node, slots: slots}
+		*cd = cand{key: keyTier, fit: st.memCap, speed: 1, minRes: 1, gi: gi, node: st.node, slots: slots}
 		return rejNone
 	}
 	if st.unknown > 0 {
@@ -262,7 +264,7 @@ func (p *CoScheML) score(c *Cluster, st *gpuState, bi, gi int32, r *Request, cd 
 	} else {
 		p.cycle.lowShare = true
 	}
-	*cd = cand{key: key, speed: res.speed, minRes: res.minRes, gi: gi, node: st.node, slots: p.opts.shareSlots(st.slots), share: true}
+	*cd = cand{key: key, fit: st.memCap, speed: res.speed, minRes: res.minRes, gi: gi, node: st.node, slots: p.opts.shareSlots(st.slots), share: true}
 	return rejNone
 }
 

@@ -76,7 +76,11 @@ const keyTier = 1e6
 
 // cand is a GPU that can take the job.
 type cand struct {
-	key    float64 // higher is better; ties go to the lower GPU index
+	key float64 // higher is better; ties go to the lower fit, then the lower GPU index
+	// fit breaks ties of key, lower first: Co-scheML's best fit (the GPU's
+	// memory, so a job that fits a small GPU leaves the large ones to jobs
+	// that need them); 0 for the baselines, which keep Slurm's first fit.
+	fit    float64
 	speed  float64 // predicted speed of the new job on this GPU (1 when alone)
 	minRes float64 // lowest predicted speed of a resident here after joining (1 if none)
 	gi     int32   // global GPU index
@@ -276,10 +280,13 @@ type bucketResult struct {
 	why reject
 }
 
-// better orders candidates: higher key, then lower GPU index.
+// better orders candidates: higher key, then lower fit, then lower GPU index.
 func better(a, b *cand) bool {
 	if a.key != b.key {
 		return a.key > b.key
+	}
+	if a.fit != b.fit {
+		return a.fit < b.fit
 	}
 	return a.gi < b.gi
 }

@@ -258,3 +258,51 @@ func TestProfileOfAnotherModel(t *testing.T) {
 		})
 	}
 }
+
+// TestBestFit: among equally good GPUs Co-scheML (and the oracle) takes the one
+// with the least memory the job fits, leaving the large GPUs to jobs that need
+// them; a job too large for the small GPUs still gets a large one; the
+// baselines keep Slurm's first fit (the lowest GPU in cluster order).
+func TestBestFit(t *testing.T) {
+	// n1: two 80 GB GPUs first in cluster order, n2: two 40 GB GPUs.
+	cluster := func() *Cluster {
+		c := &Cluster{Nodes: []Node{
+			{Name: "n1", GPUs: []GPU{{Index: 0, MemMiB: 80000, Slots: 4}, {Index: 1, MemMiB: 80000, Slots: 4}}},
+			{Name: "n2", GPUs: []GPU{{Index: 0, MemMiB: 40000, Slots: 4}, {Index: 1, MemMiB: 40000, Slots: 4}}},
+		}}
+		c.Reindex()
+		return c
+	}
+	small := prof("small", profile.ClassTrain, 20, 10000)
+	large := prof("large", profile.ClassTrain, 20, 60000)
+	cases := []struct {
+		policy string
+		job    *profile.Profile
+		gpus   int
+		node   int
+	}{
+		{"coscheml", small, 1, 1},
+		{"oracle", small, 1, 1},
+		{"coscheml", large, 1, 0},
+		{"coscheml", small, 2, 1},
+		{"exclusive", small, 1, 0},
+		{"blind", small, 1, 0},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%s/%s/%d", tc.policy, tc.job.Tag, tc.gpus), func(t *testing.T) {
+			pol, err := ByName(tc.policy, fakePred{k: 0.5}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := pol.Place(cluster(), req("j", tc.job, tc.gpus))
+			if d.Action == ActionWait || len(d.Placement) != tc.gpus {
+				t.Fatalf("decision %v %+v (%s)", d.Action, d.Placement, d.Reason)
+			}
+			for _, s := range d.Placement {
+				if s.Node != tc.node {
+					t.Errorf("placed on node %d, want %d (%s)", s.Node, tc.node, d.Reason)
+				}
+			}
+		})
+	}
+}

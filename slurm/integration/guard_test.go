@@ -260,3 +260,72 @@ func testGuardSpeedBreach(t *testing.T, c *cluster) {
 		t.Errorf("the suspended job reports no stopped time: %+v", lr)
 	}
 }
+
+// TestGuardRequeueElsewhere: the default floor action end to end, on the
+// plugin's exact pinning. The plugin, predicting every pair at full speed,
+// puts a job next to one it slows below its floor; the guard requeues the
+// later one and keeps it off the node; the re-decide loop re-pins it (typed)
+// away from there, where Slurm starts it again; both complete. On 22.05 too:
+// a requeued job's typed re-pin is honoured there (a pending job's is not).
+func TestGuardRequeueElsewhere(t *testing.T) {
+	needRoot(t)
+	ensurePackages(t)
+	a := build(t)
+	ensureMunge(t)
+	// A requeued job waits out the credential lifetime before it may start
+	// again: 5 s instead of 120.
+	c := newClusterTopo(t, a, true, topology{typed: true, redecide: time.Second, extraConf: "AuthInfo=cred_expire=5"}, func(cfg *config.Config) {
+		cfg.ShardPinning = config.PinTyped
+		cfg.ShardTypePrefix = "g"
+		cfg.WaitDefer = config.Default().WaitDefer
+		cfg.Predictor = config.PredictorOptimistic
+		guardConfig(fastGuard)(cfg)
+	})
+	t.Cleanup(c.startGuards())
+	results := c.path("jobs", "results")
+	c.mkdirs(filepath.Join("jobs", "results"), filepath.Join("jobs", "out"))
+	submit := func(tag string, work float64) int {
+		return c.mustSbatch("-J", "guard", "--gres=gpu:1", "--time=10", "-o", c.path("jobs", "out", "%j.out"),
+			fmt.Sprintf("--comment=coscheml:app=%s,class=train", tag),
+			fmt.Sprintf("--wrap=exec %s --config %s e2e-job --tag %s --class train --work %g --results %s",
+				filepath.Join(c.a.binDir, "coscheml"), c.cfgPath, tag, work, results))
+	}
+	running := func(j job) bool { return j.State == "RUNNING" }
+	// Lucid: mobilenetv3-bs128 runs at 0.63 next to dcgan-bs64 (floor 0.75).
+	protected := submit("mobilenetv3-bs128", 40)
+	p, ok := c.waitJob(protected, 30*time.Second, running)
+	if !ok {
+		t.Fatalf("job %d did not start: %s", protected, p.Raw)
+	}
+	later := submit("dcgan-bs64", 20)
+	l, ok := c.waitJob(later, 30*time.Second, running)
+	if !ok {
+		t.Fatalf("job %d did not start: %s", later, l.Raw)
+	}
+	if l.NodeList != p.NodeList || l.GPUIdx != p.GPUIdx {
+		t.Fatalf("the plugin did not put the jobs on one GPU (%s/%s, %s/%s): the test proves nothing", p.NodeList, p.GPUIdx, l.NodeList, l.GPUIdx)
+	}
+	first := l.NodeList
+	l, ok = c.waitJob(later, 30*time.Second, func(j job) bool { return strings.Contains(adminComment(j), "requeue") && j.State != "RUNNING" })
+	if !ok {
+		t.Fatalf("the later co-runner %d was not requeued within 30 s (state %s, AdminComment %q)", later, l.State, adminComment(l))
+	}
+	t.Logf("later %d: %s (%s), AdminComment=%s", later, l.State, l.Reason, adminComment(l))
+	l, ok = c.waitJob(later, 150*time.Second, func(j job) bool { return j.State == "RUNNING" || j.State == "COMPLETED" })
+	if !ok {
+		t.Fatalf("the requeued job %d did not start again within 150 s: %s (%s), TresPerNode=%s ReqNodeList=%s\n%s",
+			later, l.State, l.Reason, l.TresPerNode, l.ReqNodeList, l.Raw)
+	}
+	if l.NodeList == first {
+		t.Errorf("the requeued job %d started again on %s, the node it was requeued from", later, first)
+	}
+	t.Logf("later %d: started again on %s GPU %s (%s)", later, l.NodeList, l.GPUIdx, l.TresPerNode)
+	for _, id := range []int{protected, later} {
+		if j, ok := c.waitJob(id, 120*time.Second, func(j job) bool { return j.State == "COMPLETED" }); !ok {
+			t.Errorf("job %d did not complete: %s (%s)", id, j.State, j.Reason)
+		}
+	}
+	if pj := c.showJob(protected); strings.Contains(adminComment(pj), "coscheml guard") {
+		t.Errorf("the protected job %d was acted on: %q", protected, adminComment(pj))
+	}
+}
