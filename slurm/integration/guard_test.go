@@ -292,12 +292,12 @@ func TestGuardRequeueElsewhere(t *testing.T) {
 	}
 	running := func(j job) bool { return j.State == "RUNNING" }
 	// Lucid: mobilenetv3-bs128 runs at 0.63 next to dcgan-bs64 (floor 0.75).
-	protected := submit("mobilenetv3-bs128", 40)
+	protected := submit("mobilenetv3-bs128", 15)
 	p, ok := c.waitJob(protected, 30*time.Second, running)
 	if !ok {
 		t.Fatalf("job %d did not start: %s", protected, p.Raw)
 	}
-	later := submit("dcgan-bs64", 20)
+	later := submit("dcgan-bs64", 10)
 	l, ok := c.waitJob(later, 30*time.Second, running)
 	if !ok {
 		t.Fatalf("job %d did not start: %s", later, l.Raw)
