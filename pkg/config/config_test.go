@@ -75,6 +75,22 @@ func TestDefaultValidates(t *testing.T) {
 	}
 }
 
+// The shipped guard example changes the floor action of hpc and train only.
+func TestGuardSuspendExample(t *testing.T) {
+	c, err := Load(filepath.Join("..", "..", "etc", "examples", "guard-suspend.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.Guard.Actions.HPC.Floor, want.Guard.Actions.Train.Floor = "suspend", "suspend"
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("got guard %+v\nwant %+v", c.Guard, want.Guard)
+	}
+	if c.Guard.Actions.Infer.Floor == "suspend" {
+		t.Fatal("the example suspends inference servers")
+	}
+}
+
 func TestLoadOverridesOnlyGivenKeys(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "c.yaml")

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,6 +56,10 @@ type replayOptions struct {
 	// readings (E2E_GUARD=on); predictor is the plugin's (E2E_PREDICTOR).
 	guard     bool
 	predictor string
+	// guardFloor, when set (E2E_GUARD_FLOOR), is the guard's floor action for
+	// classes hpc and train; infer keeps its default (requeue: a suspended
+	// server would time its clients out).
+	guardFloor string
 }
 
 // Defaults of make e2e (docs/evaluation.md says how they were chosen): the
@@ -155,6 +160,12 @@ func replayFromEnv(t *testing.T, o replayOptions) replayOptions {
 		o.guard = true
 	default:
 		t.Fatalf("E2E_GUARD=%q: want on or off", v)
+	}
+	if v := os.Getenv("E2E_GUARD_FLOOR"); v != "" {
+		if !o.guard || !slices.Contains(config.GuardFloorActions, v) {
+			t.Fatalf("E2E_GUARD_FLOOR=%q: want one of %v, with E2E_GUARD=on", v, config.GuardFloorActions)
+		}
+		o.guardFloor = v
 	}
 	switch v := os.Getenv("E2E_PREDICTOR"); v {
 	case "":
@@ -290,7 +301,24 @@ func replayClusterConfig(o replayOptions) func(*config.Config) {
 		if o.guard {
 			guardConfig(replayGuardTiming)(cfg)
 		}
+		if o.guardFloor != "" {
+			cfg.Guard.Actions.HPC.Floor, cfg.Guard.Actions.Train.Floor = o.guardFloor, o.guardFloor
+		}
 	}
+}
+
+func guardFloorArg(floor string) string {
+	if floor == "" {
+		return ""
+	}
+	return " E2E_GUARD_FLOOR=" + floor
+}
+
+func guardActionsText(floor string) string {
+	if floor == "" {
+		return "default actions"
+	}
+	return "floor action " + floor + " for hpc and train, other actions default"
 }
 
 // replayGuardTiming is the guard's clock in a replay, compressed with the jobs:
@@ -372,7 +400,7 @@ func runReplay(t *testing.T, a artifacts, o replayOptions, save func(replay.Repo
 	rep := replay.Report{
 		Command: "E2E=1 E2E_JOBS=" + strconv.Itoa(o.jobs) + " E2E_SEEDS=" + strconv.Itoa(len(o.seeds)) +
 			" E2E_COMPRESS=" + strconv.FormatFloat(o.compress, 'g', -1, 64) + " E2E_WAIT_DEFER=" + o.waitDefer.String() +
-			" E2E_GUARD=" + map[bool]string{true: "on", false: "off"}[o.guard] + " E2E_PREDICTOR=" + cmp.Or(o.predictor, config.PredictorModel) + " make e2e",
+			" E2E_GUARD=" + map[bool]string{true: "on", false: "off"}[o.guard] + guardFloorArg(o.guardFloor) + " E2E_PREDICTOR=" + cmp.Or(o.predictor, config.PredictorModel) + " make e2e",
 		Date: time.Now().UTC().Format(time.RFC3339),
 		Setup: []string{
 			fmt.Sprintf("Slurm %s; cluster: %d nodes x %d GPUs x %d shards (fake GPUs, real slurmctld/slurmd/munge), shard_pinning %s", a.slurm.version, numNodes, gpusPerNode, shardsPerGPU, pin),
@@ -386,7 +414,7 @@ func runReplay(t *testing.T, a artifacts, o replayOptions, save func(replay.Repo
 	}
 	if o.guard {
 		g := replayGuardTiming
-		rep.Setup = append(rep.Setup, fmt.Sprintf("guard on: coscheml-node guard on every node over the emulated jobs' readings (guard.emulated_metrics_dir), period %s, window %d, sustain %s, default actions", g.period, g.window, g.sustain))
+		rep.Setup = append(rep.Setup, fmt.Sprintf("guard on: coscheml-node guard on every node over the emulated jobs' readings (guard.emulated_metrics_dir), period %s, window %d, sustain %s, %s", g.period, g.window, g.sustain, guardActionsText(o.guardFloor)))
 	}
 	for _, seed := range o.seeds {
 		jobs, err := replay.Prepare(tr.Jobs, tt.Tags(), replay.Spec{Jobs: o.jobs, Seed: seed, MaxDuration: o.maxDur,
