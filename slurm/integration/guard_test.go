@@ -115,30 +115,32 @@ func TestGuard(t *testing.T) {
 	sub("speed_breach", testGuardSpeedBreach)
 }
 
+// submitEmulated submits an emulated train job of tag (coscheml e2e-job) with
+// the placement flags place (e.g. "-w", node, "--gres=shard:2") and extra
+// e2e-job flags.
+func (c *cluster) submitEmulated(tag string, work float64, place []string, extra ...string) int {
+	c.t.Helper()
+	results := c.path("jobs", "results")
+	c.mkdirs(filepath.Join("jobs", "results"), filepath.Join("jobs", "out"))
+	args := append(append([]string{"-J", "guard"}, place...), "--time=10", "-o", c.path("jobs", "out", "%j.out"),
+		fmt.Sprintf("--comment=coscheml:app=%s,class=train", tag),
+		fmt.Sprintf("--wrap=exec %s --config %s e2e-job --tag %s --class train --work %g --results %s %s",
+			filepath.Join(c.a.binDir, "coscheml"), c.cfgPath, tag, work, results, strings.Join(extra, " ")))
+	return c.mustSbatch(args...)
+}
+
 // emulatedJob submits an emulated job of tag on node, on shards of a GPU,
 // with extra e2e-job flags; it waits until the job runs.
 func (c *cluster) emulatedJob(node, tag string, work float64, extra ...string) job {
 	c.t.Helper()
-	results := c.path("jobs", "results")
-	c.mkdirs(filepath.Join("jobs", "results"), filepath.Join("jobs", "out"))
-	id := c.mustSbatch("-J", "guard", "-w", node, "--gres=shard:2", "--time=10", "-o", c.path("jobs", "out", "%j.out"),
-		fmt.Sprintf("--comment=coscheml:app=%s,class=train", tag),
-		fmt.Sprintf("--wrap=exec %s --config %s e2e-job --tag %s --class train --work %g --results %s %s",
-			filepath.Join(c.a.binDir, "coscheml"), c.cfgPath, tag, work, results, strings.Join(extra, " ")))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		j := c.showJob(id)
-		if j.State == "RUNNING" {
-			return j
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("job %d did not start within 30 s:\n%s", id, j.Raw)
-		}
-		time.Sleep(200 * time.Millisecond)
+	id := c.submitEmulated(tag, work, []string{"-w", node, "--gres=shard:2"}, extra...)
+	j, ok := c.waitJob(id, 30*time.Second, func(j job) bool { return j.State == "RUNNING" })
+	if !ok {
+		c.t.Fatalf("job %d did not start within 30 s:\n%s", id, j.Raw)
 	}
+	return j
 }
 
-// waitJob polls job id until ok says yes or d passes; it returns the last state.
 func (c *cluster) waitJob(id int, d time.Duration, ok func(job) bool) (job, bool) {
 	c.t.Helper()
 	deadline := time.Now().Add(d)
@@ -282,14 +284,9 @@ func TestGuardRequeueElsewhere(t *testing.T) {
 		guardConfig(fastGuard)(cfg)
 	})
 	t.Cleanup(c.startGuards())
-	results := c.path("jobs", "results")
-	c.mkdirs(filepath.Join("jobs", "results"), filepath.Join("jobs", "out"))
-	submit := func(tag string, work float64) int {
-		return c.mustSbatch("-J", "guard", "--gres=gpu:1", "--time=10", "-o", c.path("jobs", "out", "%j.out"),
-			fmt.Sprintf("--comment=coscheml:app=%s,class=train", tag),
-			fmt.Sprintf("--wrap=exec %s --config %s e2e-job --tag %s --class train --work %g --results %s",
-				filepath.Join(c.a.binDir, "coscheml"), c.cfgPath, tag, work, results))
-	}
+	// The plugin places both jobs (--gres=gpu:1), so the optimistic predictor
+	// decides that they share.
+	submit := func(tag string, work float64) int { return c.submitEmulated(tag, work, []string{"--gres=gpu:1"}) }
 	running := func(j job) bool { return j.State == "RUNNING" }
 	// Lucid: mobilenetv3-bs128 runs at 0.63 next to dcgan-bs64 (floor 0.75).
 	protected := submit("mobilenetv3-bs128", 15)
