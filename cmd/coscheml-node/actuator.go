@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +47,7 @@ func (s *slurmActuator) Requeue(jobID, reason string) error {
 // places it again it starts away from the co-runner it was acted on for. The
 // node is added only while the job's partition keeps another node it may use;
 // otherwise, or when the update fails, the requeue stands and a line says why.
+// The job's partition and excluded nodes come from squeue (jobPlacementFormat).
 func (s *slurmActuator) RequeueElsewhere(jobID, reason string) error {
 	if err := s.Requeue(jobID, reason); err != nil {
 		return err
@@ -60,13 +62,16 @@ func (s *slurmActuator) excludeNode(jobID string) error {
 	if s.node == "" {
 		return fmt.Errorf("the guard's node is unknown")
 	}
-	out, err := s.output("scontrol", "show", "job", "-o", jobID)
+	out, err := s.output("squeue", "--noheader", "--states=all", "-j", jobID, "-o", jobPlacementFormat)
 	if err != nil {
 		return err
 	}
-	part, exc := jobField(out, "Partition"), jobField(out, "ExcNodeList")
+	part, exc, err := parseJobPlacement(out)
+	if err != nil {
+		return err
+	}
 	var names []string
-	if exc != "" && exc != "(null)" {
+	if exc != "" {
 		if names, err = hostlist.Expand(exc); err != nil {
 			return fmt.Errorf("the job's excluded nodes %q: %w", safetext.Limit(exc, 100), err)
 		}
@@ -75,9 +80,6 @@ func (s *slurmActuator) excludeNode(jobID string) error {
 		return nil
 	}
 	names = append(names, s.node)
-	if part == "" {
-		return fmt.Errorf("no partition in scontrol's answer")
-	}
 	total, err := s.partitionNodes(part)
 	if err != nil {
 		return err
@@ -105,14 +107,31 @@ func (s *slurmActuator) partitionNodes(part string) (int, error) {
 	return total, nil
 }
 
-// jobField returns KEY's value in `scontrol show job -o`'s one-line answer.
-func jobField(out, key string) string {
-	for _, f := range strings.Fields(out) {
-		if v, ok := strings.CutPrefix(f, key+"="); ok {
-			return v
-		}
+// jobPlacementFormat asks squeue for a job's partition and excluded nodes:
+// Slurm's own fields only. `scontrol show job -o` prints the job's name (its
+// owner's words) before them, and a name such as "x ExcNodeList=n[1-4]" read
+// as the job's excluded nodes.
+const jobPlacementFormat = "%P|%x"
+
+var (
+	partitionRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	nodeListRE  = regexp.MustCompile(`^[A-Za-z0-9_.,\[\]-]*$`)
+)
+
+// parseJobPlacement reads squeue's answer in jobPlacementFormat: the first
+// line, the partition and the excluded nodes ("" for none).
+func parseJobPlacement(out string) (part, exc string, err error) {
+	line, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
+	part, exc, ok := strings.Cut(line, "|")
+	switch {
+	case !ok || !partitionRE.MatchString(part):
+		return "", "", fmt.Errorf("squeue's answer %q is not a partition and excluded nodes", safetext.Limit(line, 100))
+	case exc == "(null)":
+		exc = ""
+	case !nodeListRE.MatchString(exc):
+		return "", "", fmt.Errorf("squeue's excluded nodes %q are not a node list", safetext.Limit(exc, 100))
 	}
-	return ""
+	return part, exc, nil
 }
 
 func (s *slurmActuator) Cancel(jobID, reason string) error {

@@ -99,6 +99,8 @@ type guardService struct {
 
 	g     *guard.Guard
 	noted map[string]time.Time // lines logged by note, when
+	// savedSuspended is the record of suspended jobs last written (or read).
+	savedSuspended string
 }
 
 // guardConfig is the site's guard configuration (guard.FromConfig, shared with
@@ -165,8 +167,8 @@ func (s *guardService) close() {
 // run starts the guard and runs a round every period until ctx ends.
 func (s *guardService) run(ctx context.Context) {
 	c := s.cfg.Guard
-	s.logf("guard: start %s on node %s: enabled=%t dry_run=%t period=%v nvml_timeout=%v command_timeout=%v event_log=%q metrics_file=%q actions hpc=%s/%s train=%s/%s infer=%s/%s (memory/floor) floors hpc=%v train=%v infer=%v",
-		version.String(), s.node, c.Enabled, c.DryRun, c.Period, c.NVMLTimeout, c.CommandTimeout, s.eventPath(), c.MetricsFile,
+	s.logf("guard: start %s on node %s: enabled=%t dry_run=%t period=%v nvml_timeout=%v command_timeout=%v event_log=%q state_dir=%q metrics_file=%q actions hpc=%s/%s train=%s/%s infer=%s/%s (memory/floor) floors hpc=%v train=%v infer=%v",
+		version.String(), s.node, c.Enabled, c.DryRun, c.Period, c.NVMLTimeout, c.CommandTimeout, s.eventPath(), c.StateDir, c.MetricsFile,
 		c.Actions.HPC.Memory, c.Actions.HPC.Floor, c.Actions.Train.Memory, c.Actions.Train.Floor, c.Actions.Infer.Memory, c.Actions.Infer.Floor,
 		s.gcfg.Floors.HPC, s.gcfg.Floors.Train, s.gcfg.Floors.Infer)
 	if c.EmulatedMetricsDir != "" {
@@ -256,11 +258,13 @@ func (s *guardService) step(now time.Time) bool {
 		}
 		s.g = g
 		s.logf("guard: NVML open (%s)", b.Kind())
+		s.restoreSuspensions()
 	}
 	if s.act != nil {
 		s.act.reset()
 	}
 	res, err := s.g.Round(now)
+	s.saveSuspensions(now)
 	if s.emulated != nil {
 		for _, p := range s.emulated.Problems() {
 			s.logf("guard: %s", p)
@@ -310,7 +314,7 @@ func (s *guardService) writeObservations(obs []guard.Observation) {
 		}
 		row := observation.Observation{Tag: o.Tag, Class: o.Class, CoTags: o.CoTags, Speed: o.Speed,
 			Source: "guard", JobID: o.JobID, Node: s.node, When: o.When.UTC().Truncate(time.Second),
-			UID: strconv.FormatUint(uint64(s.uids.lookup(o.User)), 10)}
+			UID: s.uids.observationUID(o.User)}
 		if err := observation.Sane(row); err != nil {
 			s.note(o.When, "guard: no observation of job %s: %v", o.JobID, err)
 			continue
@@ -392,34 +396,49 @@ func (s *guardService) logEvent(now time.Time, jobID string, j guard.Job, action
 	}
 }
 
-// uidCache maps user names to uids for the event log (explain shows a user only
-// their own jobs' records); a name that does not resolve maps to nobody.
+// uidCache maps user names to uids for the event log (explain and the per-user
+// views show a user only their own jobs' records); a name that does not
+// resolve maps to decisionlog.NoUser, whose records are in no user's view.
 type uidCache struct {
 	mu sync.Mutex
 	m  map[string]uint32
 }
 
+// nobodyUID attributes the early observations of a user that does not resolve:
+// they share one per-user cap.
 const nobodyUID = 65534
 
 func (c *uidCache) lookup(name string) uint32 {
 	if name == "" {
-		return nobodyUID
+		return decisionlog.NoUser
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if uid, ok := c.m[name]; ok {
 		return uid
 	}
-	uid := uint32(nobodyUID)
+	uid := decisionlog.NoUser
 	if u, err := user.Lookup(name); err == nil {
 		if n, err := strconv.ParseUint(u.Uid, 10, 32); err == nil {
 			uid = uint32(n)
 		}
+	} else if n, err := strconv.ParseUint(name, 10, 32); err == nil && observation.ValidateUID(name) == nil {
+		uid = uint32(n) // the Prolog records the uid when Slurm gave no user name
 	}
 	if len(c.m) < 4096 {
 		c.m[name] = uid
 	}
 	return uid
+}
+
+// observationUID is the uid an early observation of user's job is attributed
+// to (the per-user cap): a user that does not resolve counts as nobody.
+func (c *uidCache) observationUID(name string) string {
+	uid := c.lookup(name)
+	if uid == decisionlog.NoUser {
+		uid = nobodyUID
+	}
+	return strconv.FormatUint(uint64(uid), 10)
 }
 
 // residencyJobs is the guard's JobSource: the residency entries of this node,

@@ -32,8 +32,8 @@ import (
 
 // standInSlurm puts scontrol and scancel stand-ins on PATH that append their
 // arguments to the returned log; FAKE_FAIL ("scontrol requeue") makes that
-// command fail, FAKE_HANG makes it hang; `scontrol show` prints FAKE_SHOW and
-// sinfo FAKE_SINFO.
+// command fail, FAKE_HANG makes it hang; `scontrol show` and `squeue
+// --noheader` print FAKE_SHOW and sinfo FAKE_SINFO.
 func standInSlurm(t *testing.T) string {
 	t.Helper()
 	bin := t.TempDir()
@@ -43,10 +43,10 @@ name=$(basename "$0")
 echo "$name $*" >> "` + logPath + `"
 case "$FAKE_HANG" in "$name $1") exec sleep 30;; esac
 case "$FAKE_FAIL" in "$name $1") echo "slurm_$1 error: Invalid job id specified" >&2; exit 1;; esac
-case "$name $1" in "scontrol show") echo "$FAKE_SHOW";; "sinfo -h") echo "$FAKE_SINFO";; esac
+case "$name $1" in "scontrol show"|"squeue --noheader") echo "$FAKE_SHOW";; "sinfo -h") echo "$FAKE_SINFO";; esac
 exit 0
 `
-	for _, n := range []string{"scontrol", "scancel", "sinfo"} {
+	for _, n := range []string{"scontrol", "scancel", "sinfo", "squeue"} {
 		if err := os.WriteFile(filepath.Join(bin, n), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func TestSlurmActuator(t *testing.T) {
 // left; the requeue stands whatever happens after it.
 func TestRequeueElsewhere(t *testing.T) {
 	const reason = "r"
-	head := []string{"scontrol update jobid=7 admincomment=r", "scontrol requeue 7", "scontrol show job -o 7", "sinfo -h -p gpu -o %D"}
+	head := []string{"scontrol update jobid=7 admincomment=r", "scontrol requeue 7", "squeue --noheader --states=all -j 7 -o %P|%x", "sinfo -h -p gpu -o %D"}
 	tests := []struct {
 		name       string
 		show       string
@@ -138,13 +138,15 @@ func TestRequeueElsewhere(t *testing.T) {
 		wantLog    string
 		wantUpdate string
 	}{
-		{name: "excluded", show: "JobId=7 Partition=gpu ExcNodeList=(null) NodeList=n1", sinfo: "2\n1",
+		{name: "excluded", show: "gpu|(null)", sinfo: "2\n1",
 			wantUpdate: "scontrol update jobid=7 ExcNodeList=n1"},
-		{name: "merged with the job's own", show: "JobId=7 Partition=gpu ExcNodeList=n[3-4]", sinfo: "4",
+		{name: "merged with the job's own", show: "gpu|n[3-4]", sinfo: "4",
 			wantUpdate: "scontrol update jobid=7 ExcNodeList=n3,n4,n1"},
-		{name: "no node would be left", show: "JobId=7 Partition=gpu ExcNodeList=n2", sinfo: "2", wantLog: "none would be left"},
-		{name: "scontrol show fails", show: "", fail: "scontrol show", wantLog: "not excluded",
-			wantCalls: []string{"scontrol update jobid=7 admincomment=r", "scontrol requeue 7", "scontrol show job -o 7"}},
+		{name: "no node would be left", show: "gpu|n2", sinfo: "2", wantLog: "none would be left"},
+		{name: "squeue fails", show: "", fail: "squeue --noheader", wantLog: "not excluded",
+			wantCalls: []string{"scontrol update jobid=7 admincomment=r", "scontrol requeue 7", "squeue --noheader --states=all -j 7 -o %P|%x"}},
+		{name: "squeue answers nonsense", show: "gpu ExcNodeList=n[1-4]", wantLog: "not excluded",
+			wantCalls: []string{"scontrol update jobid=7 admincomment=r", "scontrol requeue 7", "squeue --noheader --states=all -j 7 -o %P|%x"}},
 		{name: "requeue fails", fail: "scontrol requeue", wantErr: "Invalid job id",
 			wantCalls: []string{"scontrol update jobid=7 admincomment=r", "scontrol requeue 7"}},
 	}
@@ -628,14 +630,14 @@ func TestGuardEvents(t *testing.T) {
 		{name: "memory requeue", steps: []step{{0, guard.Action{Kind: guard.Requeue, JobID: "11", Trigger: "11", Reason: "over budget"}, "taken"}},
 			want: []string{"11|requeue|taken|0"}},
 		{name: "suspend of a co-runner", steps: []step{{0, guard.Action{Kind: guard.Suspend, JobID: "11", Trigger: "12", Protects: "12", Reason: "job 12 below floor; job 11 shares"}, "taken"}},
-			want: []string{"11|suspend|taken|0", "12|suspend-co-runner|taken|65534"}},
+			want: []string{"11|suspend|taken|0", "12|suspend-co-runner|taken|4294967295"}},
 		{name: "resume concerns the resumed job only", steps: []step{{0, guard.Action{Kind: guard.Resume, JobID: "11", Trigger: "12", Reason: "job 12 left"}, "taken"}},
 			want: []string{"11|resume|taken|0"}},
 		{name: "observed finding once per 10 minutes", steps: []step{
 			{0, guard.Action{Kind: guard.Observe, JobID: "12", Trigger: "12", Reason: "below floor"}, "observed"},
 			{5 * time.Second, guard.Action{Kind: guard.Observe, JobID: "12", Trigger: "12", Reason: "below floor"}, "observed"},
 			{11 * time.Minute, guard.Action{Kind: guard.Observe, JobID: "12", Trigger: "12", Reason: "below floor"}, "observed"},
-		}, want: []string{"12|observe|observed|65534", "12|observe|observed|65534"}},
+		}, want: []string{"12|observe|observed|4294967295", "12|observe|observed|4294967295"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -815,4 +817,128 @@ func TestGuardEmulatedMetrics(t *testing.T) {
 			}
 		})
 	}
+}
+
+// slowingNode is a go-nvml mock whose GPU 0 is busy with two jobs: pid 100
+// (job 11) at an SM share of 30%, pid 200 (job 12) at 68%.
+func slowingNode() nvml.Backend {
+	srv := dgxh200.New()
+	for i := range srv.Devices {
+		d := srv.Devices[i].(*server.Device)
+		var procs []gonvml.ProcessInfo
+		sm := map[uint32]uint32{100: 30, 200: 68}
+		if i == 0 {
+			procs = []gonvml.ProcessInfo{{Pid: 100, UsedGpuMemory: 1000 << 20}, {Pid: 200, UsedGpuMemory: 1000 << 20}}
+		}
+		d.GetMemoryInfoFunc = func() (gonvml.Memory, gonvml.Return) {
+			return gonvml.Memory{Used: 2000 << 20, Total: 144384 << 20}, gonvml.SUCCESS
+		}
+		d.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) { return gonvml.Utilization{Gpu: 98}, gonvml.SUCCESS }
+		d.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) { return procs, gonvml.SUCCESS }
+		d.GetProcessUtilizationFunc = func(since uint64) ([]gonvml.ProcessUtilizationSample, gonvml.Return) {
+			var out []gonvml.ProcessUtilizationSample
+			for _, p := range procs {
+				out = append(out, gonvml.ProcessUtilizationSample{Pid: p.Pid, TimeStamp: since + 1, SmUtil: sm[p.Pid]})
+			}
+			return out, gonvml.SUCCESS
+		}
+	}
+	return nvml.Wrap(srv, "mock")
+}
+
+// A job the guard suspended is resumed when the job it protects ends, also
+// when the guard restarted in between (an upgrade, a crash): suspensions are
+// kept on disk, not only in memory.
+func TestGuardResumesAfterRestart(t *testing.T) {
+	calls := standInSlurm(t)
+	t.Setenv("FAKE_FAIL", "")
+	t.Setenv("FAKE_HANG", "")
+	cfg := guardTestSetup(t)
+	cfg.Guard.StateDir = filepath.Join(filepath.Dir(cfg.ResidencyDir), "guard-state")
+	cfg.Guard.Window, cfg.Guard.SustainFor = 1, 0
+	cfg.Guard.Actions.HPC.Floor = "suspend"
+	procRoot := writeProcRoot(t, map[uint32]string{100: "11", 200: "12"})
+	start := func() *guardService {
+		svc, err := newGuardService(cfg, "n1", t.Logf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc.procRoot = procRoot
+		svc.nvml = nvml.WithTimeout(slowingNode(), time.Second)
+		return svc
+	}
+	svc := start()
+	now := time.Now()
+	svc.step(now)
+	svc.close()
+	if got := readCalls(t, calls); len(got) == 0 || got[len(got)-1] != "scontrol suspend 12" {
+		t.Fatalf("commands %q: want job 12 (later, less protected) suspended for job 11", got)
+	}
+	// The guard restarts; meanwhile the protected job 11 ended.
+	store, _ := residency.Open(cfg.ResidencyDir)
+	if _, err := store.End("11", "n1", now.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	svc = start()
+	defer svc.close()
+	svc.step(now.Add(2 * time.Second))
+	if got := readCalls(t, calls); got[len(got)-1] != "scontrol resume 12" {
+		t.Fatalf("commands after the restart %q: want job 12 resumed", got)
+	}
+	// Resumed once: the file no longer holds it.
+	svc.step(now.Add(3 * time.Second))
+	n := 0
+	for _, c := range readCalls(t, calls) {
+		if c == "scontrol resume 12" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("job 12 resumed %d times", n)
+	}
+}
+
+// The job's name is its owner's: one that reads like Slurm's own fields in
+// `scontrol show job -o` must not steer which nodes the guard excludes. The
+// requeue-elsewhere action asks squeue for Slurm's fields alone.
+func TestRequeueElsewhereJobNameCannotSteer(t *testing.T) {
+	calls := standInSlurm(t)
+	t.Setenv("FAKE_FAIL", "")
+	t.Setenv("FAKE_HANG", "")
+	t.Setenv("FAKE_SINFO", "4")
+	// What scontrol show job -o printed for `sbatch -J "x ExcNodeList=n[1-4]"`
+	// (JobId=7 JobName=x ExcNodeList=n[1-4] ... ExcNodeList=(null) ...); squeue
+	// prints only the partition and the real excluded nodes.
+	t.Setenv("FAKE_SHOW", "gpu|(null)")
+	act := &slurmActuator{timeout: time.Second, logf: t.Logf, node: "n1"}
+	if err := act.RequeueElsewhere("7", "r"); err != nil {
+		t.Fatal(err)
+	}
+	got := readCalls(t, calls)
+	if got[len(got)-1] != "scontrol update jobid=7 ExcNodeList=n1" {
+		t.Fatalf("commands %q: the node was not excluded", got)
+	}
+	for _, c := range got {
+		if strings.HasPrefix(c, "scontrol show") {
+			t.Errorf("read the job through scontrol show, where its name can forge fields: %q", c)
+		}
+	}
+}
+
+// FuzzParseJobPlacement: whatever squeue prints, the answer is a partition
+// name of Slurm's characters and an excluded-node list without separators, or
+// an error.
+func FuzzParseJobPlacement(f *testing.F) {
+	for _, s := range []string{"gpu|(null)\n", "gpu|n[1-4]", "gpu ExcNodeList=n1", "|", "a|b|c", "gpu|n1\nother|n2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		part, exc, err := parseJobPlacement(in)
+		if err != nil {
+			return
+		}
+		if !partitionRE.MatchString(part) || strings.ContainsAny(exc, "|\n") || exc == "(null)" {
+			t.Fatalf("accepted partition %q, excluded %q", part, exc)
+		}
+	})
 }

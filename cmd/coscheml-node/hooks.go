@@ -255,6 +255,11 @@ func prolog(cfg config.Config, env map[string]string, now time.Time, log *logger
 	if err != nil {
 		return err
 	}
+	if je.Class == "" && je.Tag != "" {
+		// No class= in the comment: placement judged the job by its
+		// profile's class, and so must the guard and explain.
+		je.Class = profileClass(cfg, je.Tag)
+	}
 	shards := d.Shards
 	if shards == 0 {
 		if n, err := strconv.Atoi(env["SLURM_SHARDS_ON_NODE"]); err == nil && n > 0 {
@@ -285,6 +290,20 @@ func prolog(cfg config.Config, env map[string]string, now time.Time, log *logger
 		return fmt.Errorf("profiling job %s: %w", je.JobID, err)
 	}
 	return nil
+}
+
+// profileClass is tag's profile class, "" when it has no profile (or the
+// store cannot be read: the guard then resolves it from the profile itself).
+func profileClass(cfg config.Config, tag string) profile.Class {
+	ps, err := profile.Open(cfg.ProfileDir)
+	if err != nil {
+		return ""
+	}
+	p, err := ps.Get(tag)
+	if err != nil {
+		return ""
+	}
+	return p.Class
 }
 
 // keeper decides what happens to a collected run; the Epilog's is the detached

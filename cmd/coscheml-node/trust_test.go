@@ -224,3 +224,37 @@ func FuzzParseStatus(f *testing.F) {
 		}
 	})
 }
+
+// A job tagged without class= is recorded with its profile's class, the one
+// placement judged it by, so the guard and explain see that class, not none
+// (none would take the observe-only actions and the strictest floor).
+func TestPrologRecordsProfileClass(t *testing.T) {
+	cfg, _ := testConfig(t)
+	ps, _ := profile.Open(cfg.ProfileDir)
+	if err := ps.Put(&profile.Profile{Tag: "svc", Class: profile.ClassTrain, SoloRuntimeS: 100, CollectedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		comment string
+		want    profile.Class
+	}{
+		{"coscheml:app=svc", profile.ClassTrain},
+		{"coscheml:app=svc,class=infer", profile.ClassInfer}, // the user's stricter word stands
+		{"coscheml:app=unknown", ""},
+	} {
+		env := map[string]string{"SLURM_JOB_ID": "71", "SLURMD_NODENAME": "n1", "SLURM_JOB_GPUS": "0",
+			"SLURM_JOB_COMMENT": tc.comment, "SLURM_JOB_UID": "1000"}
+		if err := prolog(cfg, env, t0, quiet()); err != nil {
+			t.Fatal(err)
+		}
+		store, _ := residency.Open(cfg.ResidencyDir)
+		en, err := store.Get("71", "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if en.Class != tc.want {
+			t.Errorf("%q: recorded class %q, want %q", tc.comment, en.Class, tc.want)
+		}
+		store.End("71", "n1", t0.Add(time.Minute))
+	}
+}

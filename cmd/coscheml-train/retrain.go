@@ -150,6 +150,14 @@ func retrain(c *cli.Context, stdout, stderr io.Writer) error {
 	if capped > 0 {
 		fmt.Fprintf(stderr, "warning: dropped %d accumulated observations over %d per user per pair (the oldest)\n", capped, observation.DefaultMaxPerUser)
 	}
+	// Nor may one user's word train a pair at all: three reports of a slow
+	// pair as fast would loosen its bound. A pair counts once min_users
+	// distinct users observed it, as a profile does.
+	site, lone, lonePairs := observation.KeepMultiUser(site, cfg.Profiling.MinUsers)
+	if lone > 0 {
+		fmt.Fprintf(stderr, "warning: left out %d accumulated observations of %d pairs observed by fewer than %d users (profiling.min_users): one user's measurements do not train a pair\n",
+			lone, lonePairs, cfg.Profiling.MinUsers)
+	}
 
 	// The held-out set comes from where users cannot write: never a part of the
 	// accumulated observations, which users' jobs measured.
@@ -300,8 +308,8 @@ func shortfall(site, train, hold []observation.Observation, holdDir string, hold
 		b.WriteString("  - " + l + "\n")
 	}
 	p := cfg.Profiling
-	fmt.Fprintf(&b, "  The accumulated observations: %d from %d users over %d pairs. Each user counts at most %d per pair, so %d more observations need at least %d more (user, pair) combinations.\n",
-		len(site), len(users), len(sitePairs), observation.DefaultMaxPerUser, more, (more+observation.DefaultMaxPerUser-1)/observation.DefaultMaxPerUser)
+	fmt.Fprintf(&b, "  The accumulated observations: %d from %d users over %d pairs. Each user counts at most %d per pair and a pair counts once %d users observed it (profiling.min_users), so %d more observations need at least %d more (user, pair) combinations.\n",
+		len(site), len(users), len(sitePairs), observation.DefaultMaxPerUser, max(p.MinUsers, 1), more, (more+observation.DefaultMaxPerUser-1)/observation.DefaultMaxPerUser)
 	fmt.Fprintf(&b, "  A tagged job's run is observed only once its application has a profile (%d solo runs of at least %.0f s by %d users: profiling.min_runs, min_run_time, min_users) and it shared a GPU.\n",
 		p.MinRuns, p.MinRunTime.Seconds(), p.MinUsers)
 	if eta := etaAtRate(site, more, now); eta != "" {

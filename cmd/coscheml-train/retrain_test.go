@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,8 +23,8 @@ import (
 
 // retrainFixture is a site: a profile store of the Lucid solo profiles, an
 // observation folder holding the first Lucid pairs as if epilogs had recorded
-// them (each observation from its own user), and an admin-only held-out folder
-// holding the next ones.
+// them (each pair observed by two users, as retrain asks of a pair), and an
+// admin-only held-out folder holding the next ones.
 type retrainFixture struct {
 	dir, profiles, obs, hold string
 	cat                      profile.Catalog
@@ -70,7 +71,12 @@ func newRetrainFixture(t *testing.T, nObs int) *retrainFixture {
 			t.Fatal(err)
 		}
 	}
-	if err := observation.AppendFile(filepath.Join(f.obs, "n1.csv"), site...); err != nil {
+	// Every pair is seen by a second user too (uid 30000+i).
+	second := append([]observation.Observation(nil), site...)
+	for i := range second {
+		second[i].UID = strconv.Itoa(30000 + i)
+	}
+	if err := observation.AppendFile(filepath.Join(f.obs, "n1.csv"), append(slices.Clone(site), second...)...); err != nil {
 		t.Fatal(err)
 	}
 	if err := observation.AppendFile(filepath.Join(f.hold, "admin.csv"), held...); err != nil {
@@ -215,8 +221,8 @@ func TestRetrainRefusals(t *testing.T) {
 				return []string{"--config", f.writeConfig(t, "")}
 			},
 			code: exitNeedsData,
-			want: []string{"not enough data yet", "training set: 6 observations (6 accumulated + 0 --pairs), needs 94 more",
-				"distinct pairs", "from 6 users over", "at least 32 more (user, pair) combinations", "3 solo runs of at least 60 s by 2 users"},
+			want: []string{"not enough data yet", "training set: 12 observations (12 accumulated + 0 --pairs), needs 88 more",
+				"distinct pairs", "from 12 users over", "a pair counts once 2 users observed it", "at least 30 more (user, pair) combinations", "3 solo runs of at least 60 s by 2 users"},
 			not: []string{"held-out set"},
 		},
 		{
@@ -293,7 +299,7 @@ func TestRetrainWritesBetterModel(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s %s", code, stdout, errOut)
 	}
-	for _, w := range []string{"300 accumulated + 0 shared); 60 held out", "current model: MAE", "(" + cur + ")", "wrote " + out + " (format 3, created"} {
+	for _, w := range []string{"600 accumulated + 0 shared); 60 held out", "current model: MAE", "(" + cur + ")", "wrote " + out + " (format 3, created"} {
 		if !strings.Contains(stdout, w) {
 			t.Errorf("stdout lacks %q:\n%s", w, stdout)
 		}
@@ -302,7 +308,7 @@ func TestRetrainWritesBetterModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !nm.Calibrated() || nm.Calibration.Residuals != 300 || len(nm.Calibration.FloorCoverage) == 0 {
+	if !nm.Calibrated() || nm.Calibration.Residuals != 600 || len(nm.Calibration.FloorCoverage) == 0 {
 		t.Errorf("leave-families-out margins: calibrated %v, %d residuals, %d floor coverages", nm.Calibrated(), nm.Calibration.Residuals, len(nm.Calibration.FloorCoverage))
 	}
 	if len(nm.SeenCalibration.Levels) == 0 || nm.SeenCalibration.Scale <= 0 {
@@ -314,8 +320,8 @@ func TestRetrainWritesBetterModel(t *testing.T) {
 	if v := fileFormat(t, out); v != model.FormatVersion {
 		t.Errorf("file format %d, want %d", v, model.FormatVersion)
 	}
-	if nm.TrainSamples != 300 || len(nm.Measured) != 0 {
-		t.Errorf("%d training samples (want 300), %d measured pairs (want none: only --pairs answers pairs)", nm.TrainSamples, len(nm.Measured))
+	if nm.TrainSamples != 600 || len(nm.Measured) != 0 {
+		t.Errorf("%d training samples (want 600), %d measured pairs (want none: only --pairs answers pairs)", nm.TrainSamples, len(nm.Measured))
 	}
 	if nm.CV.Apps < 2 {
 		t.Errorf("leave-apps-out summary over %d applications", nm.CV.Apps)
@@ -335,7 +341,7 @@ func TestRetrainWritesBetterModel(t *testing.T) {
 		t.Fatalf("--pairs: exit %d: %s %s", code, stdout, errOut)
 	}
 	if !strings.Contains(errOut, "not training on 60 --pairs observations that are also in the held-out set") ||
-		!strings.Contains(stdout, "(300 accumulated + 340 shared); 60 held out") {
+		!strings.Contains(stdout, "(600 accumulated + 340 shared); 60 held out") {
 		t.Errorf("--pairs: stdout %q stderr %q", stdout, errOut)
 	}
 	nm2, err := model.Load(out2)
@@ -378,7 +384,7 @@ func TestRetrainDataTrust(t *testing.T) {
 		t.Fatalf("exit %d: %s %s", code, stdout, errOut)
 	}
 	if !strings.Contains(errOut, "dropped 7 accumulated observations over 3 per user per pair") ||
-		!strings.Contains(stdout, "(303 accumulated + 0 shared); 60 held out") {
+		!strings.Contains(stdout, "(603 accumulated + 0 shared); 60 held out") {
 		t.Errorf("per-user cap: stdout %q stderr %q", stdout, errOut)
 	}
 
@@ -464,5 +470,61 @@ func TestRetrainShortfallRate(t *testing.T) {
 				t.Errorf("no count of the observations needed:\n%s", msg)
 			}
 		})
+	}
+}
+
+// One user's word does not train a pair: a user who reports a pair measured
+// slow as fast, three times (the per-user cap), leaves the written model
+// exactly as it would be without those reports, and retrain says so.
+func TestRetrainOneUserCannotTrainAPair(t *testing.T) {
+	f := newRetrainFixture(t, 300)
+	cur := f.saveModel(t, "optimistic.model", training.DefaultParams(), func(float64) float64 { return 1 })
+	cfg := f.writeConfig(t, cur)
+	obs, err := observation.ReadLucidPairs(bytes.NewReader(models.DefaultPairsCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A slow pair neither the site nor the held-out set has observed.
+	var slow observation.Observation
+	for _, o := range obs[len(f.all):] {
+		if o.Speed < 0.6 {
+			slow = o
+			break
+		}
+	}
+	if slow.Tag == "" {
+		t.Fatal("no slow pair beyond the fixture's")
+	}
+	train := func(name string) *model.Model {
+		out := filepath.Join(f.dir, name)
+		code, stdout, errOut := runTrain("retrain", "--config", cfg, "--holdout-dir", f.hold, "--out", out, "--seed", "7")
+		if code != exitOK {
+			t.Fatalf("exit %d: %s %s", code, stdout, errOut)
+		}
+		if name == "hostile.model" && !strings.Contains(errOut, "left out 3 accumulated observations of 1 pairs observed by fewer than 2 users") {
+			t.Errorf("stderr does not say the lone user's observations were left out: %s", errOut)
+		}
+		m, err := model.Load(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	honest := train("honest.model")
+	lie := make([]observation.Observation, 3)
+	for i := range lie {
+		lie[i] = slow
+		lie[i].UID, lie[i].Speed = "6666", 1.0
+	}
+	if err := observation.AppendFile(filepath.Join(f.obs, "n2.csv"), lie...); err != nil {
+		t.Fatal(err)
+	}
+	hostile := train("hostile.model")
+	co := []*profile.Profile{f.cat[slow.CoTags[0]]}
+	hs, hl := honest.Bound(f.cat[slow.Tag], co, model.Query{Floor: 0.75})
+	xs, xl := hostile.Bound(f.cat[slow.Tag], co, model.Query{Floor: 0.75})
+	t.Logf("pair %s next to %s measured %.2f: honest model %.3f (bound %.3f), with the lone user's reports %.3f (bound %.3f)", slow.Tag, slow.CoTags[0], slow.Speed, hs, hl, xs, xl)
+	if xs != hs || xl != hl {
+		t.Errorf("one user's reports moved the pair's prediction from %.3f (bound %.3f) to %.3f (bound %.3f)", hs, hl, xs, xl)
 	}
 }

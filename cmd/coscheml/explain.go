@@ -97,7 +97,7 @@ func seesAll(uid int, logPath string) bool {
 
 // decisionSource is where the caller reads decisions: the log itself for root,
 // its owner and whoever may read it (its group: admins); for anyone else their
-// own per-user view (decisionlog.PublishUserViews, written by the controller's
+// own per-user view (decisionlog.ViewPublisher, written by the controller's
 // `coscheml redecide --loop`). note says why there is none ("" when there is).
 func decisionSource(logPath string) (path, note string) {
 	uid := callerUID()
@@ -213,8 +213,12 @@ func runExplain(c *cli.Context) error {
 			}
 		}
 	}
-	if out.JobID != "" && cfg.Guard.EventDir != "" {
-		out.Guard = guardEvents(cfg.Guard.EventDir, out.JobID)
+	if out.JobID != "" {
+		view := ""
+		if logPath != cfg.DecisionLog {
+			view = logPath // the caller's own view holds the guard's events about their jobs
+		}
+		out.Guard = guardEvents(cfg.Guard.EventDir, view, out.JobID)
 	}
 	if out.Decision == nil && out.JobState == "" && len(out.Running) == 0 && len(out.Guard) == 0 {
 		return &notFoundError{msg: "no decision found: " + out.Note}
@@ -444,14 +448,23 @@ func printExplain(w io.Writer, o *explainOut) {
 // maxGuardEvents bounds the guard events explain shows for one job.
 const maxGuardEvents = 20
 
-// guardEvents reads the job's events from every node's guard log in dir,
-// oldest first. A caller who is neither root nor a log's owner sees only the
-// events of their own jobs. Unreadable logs are skipped: the guard's events
-// are extra information, never a reason for explain to fail.
-func guardEvents(dir, jobID string) []decisionlog.Record {
-	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+// guardEvents reads the job's events from every node's guard log in dir and
+// from the caller's own view (view, "" for none), oldest first. A caller who is
+// neither root nor a log's owner sees only the events of their own jobs: the
+// guard's logs are root's, so an ordinary user reads them from their view.
+// Unreadable logs are skipped: the guard's events are extra information, never
+// a reason for explain to fail.
+func guardEvents(dir, view, jobID string) []decisionlog.Record {
+	var logs []string
+	if dir != "" {
+		logs, _ = filepath.Glob(filepath.Join(dir, "*.log"))
+	}
+	if view != "" {
+		logs = append(logs, view)
+	}
 	uid := callerUID()
 	var out []decisionlog.Record
+	seen := map[string]bool{}
 	for _, p := range logs {
 		recs, err := decisionlog.JobRecords(p, jobID, decisionlog.OpGuard, maxGuardEvents)
 		if err != nil {
@@ -459,7 +472,8 @@ func guardEvents(dir, jobID string) []decisionlog.Record {
 		}
 		all := seesAll(uid, p)
 		for _, r := range recs {
-			if all || int64(r.UserID) == int64(uid) {
+			if (all || int64(r.UserID) == int64(uid)) && !seen[r.ID] {
+				seen[r.ID] = true
 				out = append(out, r)
 			}
 		}

@@ -303,7 +303,7 @@ func TestExplainUserView(t *testing.T) {
 	w.Log(decisionlog.Record{ID: "u2-1", Time: now, Op: "submit", JobID: "5002", UserID: 2000, Tag: "secret-app", Class: "infer", Outcome: "rewrite",
 		Action: "share", Node: "n1", GPU: 2, Shards: 2, PredictedSpeed: 0.95, MinResidentSpeed: 0.94, Reason: "second user's reason"})
 	w.Close()
-	if n, err := decisionlog.PublishUserViews(dlog, decisionlog.MaxUserView); err != nil || n != 2 {
+	if n, err := (&decisionlog.ViewPublisher{LogPath: dlog, MaxPerUser: decisionlog.MaxUserView}).Publish(); err != nil || n != 2 {
 		t.Fatalf("publish: %d views, %v", n, err)
 	}
 	oldUID, oldReadable := callerUID, readable

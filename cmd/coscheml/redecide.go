@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/decisionlog"
 	"github.com/coscheml/coscheml/pkg/redecide"
 	"github.com/coscheml/coscheml/pkg/safetext"
@@ -74,7 +76,7 @@ func runRedecide(c *cli.Context) error {
 		defer stop()
 		fmt.Fprintf(c.App.ErrWriter, "coscheml: redecide: start %s: wait_defer is 0, nothing to re-decide; publishing the per-user decision views in %s only\n",
 			version.String(), decisionlog.UserViewDir(cfg.DecisionLog))
-		publishViews(ctx, cfg.DecisionLog, c.Duration("interval"), c.App.ErrWriter)
+		publishViews(ctx, viewPublisher(cfg), c.Duration("interval"), c.App.ErrWriter)
 		fmt.Fprintln(c.App.ErrWriter, "coscheml: redecide: stopped")
 		return nil
 	}
@@ -126,7 +128,7 @@ func runRedecide(c *cli.Context) error {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				publishViews(ctx, cfg.DecisionLog, interval, errw)
+				publishViews(ctx, viewPublisher(cfg), interval, errw)
 			}()
 			defer func() { <-done }()
 		}
@@ -157,22 +159,29 @@ func runSlurm(ctx context.Context, name string, args ...string) (string, error) 
 	return string(out), nil
 }
 
-// publishViews copies each user's decisions into their own view of the log
-// (decisionlog.PublishUserViews) whenever the log changed, checked every
-// interval, until ctx ends. A failure is logged once per distinct message; the
+// viewPublisher publishes cfg's decision log and the guard's events
+// (guard.event_dir) into the per-user views.
+func viewPublisher(cfg config.Config) *decisionlog.ViewPublisher {
+	return &decisionlog.ViewPublisher{LogPath: cfg.DecisionLog, GuardDir: cfg.Guard.EventDir, MaxPerUser: decisionlog.MaxUserView}
+}
+
+// publishViews copies each user's decisions and the guard's events about their
+// jobs into their own view (decisionlog.ViewPublisher) whenever a log changed,
+// checked every interval, until ctx ends; only the views whose records changed
+// are rewritten. A failure is logged once per distinct message; the
 // re-decisions go on regardless.
-func publishViews(ctx context.Context, logPath string, interval time.Duration, errw io.Writer) {
+func publishViews(ctx context.Context, pub *decisionlog.ViewPublisher, interval time.Duration, errw io.Writer) {
 	if interval <= 0 {
 		interval = 2 * time.Second
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	var last [2]logStamp
+	last := ""
 	lastErr := ""
 	for {
-		now := [2]logStamp{stampOf(logPath + ".1"), stampOf(logPath)}
+		now := logStamps(pub)
 		if now != last {
-			if _, err := decisionlog.PublishUserViews(logPath, decisionlog.MaxUserView); err != nil {
+			if _, err := pub.Publish(); err != nil {
 				if msg := err.Error(); msg != lastErr {
 					fmt.Fprintln(errw, "coscheml: redecide:", sanitizeLine(msg))
 					lastErr = msg
@@ -189,15 +198,21 @@ func publishViews(ctx context.Context, logPath string, interval time.Duration, e
 	}
 }
 
-type logStamp struct {
-	mod  time.Time
-	size int64
-}
-
-func stampOf(path string) logStamp {
-	st, err := os.Stat(path)
-	if err != nil {
-		return logStamp{}
+// logStamps words the size and time of every log the views are made of: the
+// decision log, the guard's logs and their rotated files.
+func logStamps(pub *decisionlog.ViewPublisher) string {
+	paths := []string{pub.LogPath}
+	if pub.GuardDir != "" {
+		logs, _ := filepath.Glob(filepath.Join(pub.GuardDir, "*.log"))
+		paths = append(paths, logs...)
 	}
-	return logStamp{st.ModTime(), st.Size()}
+	var b strings.Builder
+	for _, p := range paths {
+		for _, f := range []string{p + ".1", p} {
+			if st, err := os.Stat(f); err == nil {
+				fmt.Fprintf(&b, "%s %d %d\n", f, st.ModTime().UnixNano(), st.Size())
+			}
+		}
+	}
+	return b.String()
 }

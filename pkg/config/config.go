@@ -246,6 +246,10 @@ type GuardSpec struct {
 	// EventDir holds one event log per node (<node>.log, decision-log records
 	// with op "guard") that `coscheml explain` reads; "" = no events written.
 	EventDir string `yaml:"event_dir"`
+	// StateDir holds what the guard must remember across a restart: the jobs
+	// it holds suspended and the job whose end resumes each (<node>.suspended);
+	// "" = kept in memory only.
+	StateDir string `yaml:"state_dir"`
 	// MetricsFile: the guard's action counters, Prometheus text format ("" = off).
 	MetricsFile string       `yaml:"metrics_file"`
 	Actions     GuardActions `yaml:"actions"`
@@ -353,7 +357,7 @@ func Default() Config {
 		Profiling: ProfilingSpec{Enabled: true, Backend: "nvml", Interval: 500 * time.Millisecond, StaleAfter: 30 * 24 * time.Hour,
 			MinRuns: 3, MinUsers: 2, MinRunTime: time.Minute, MaxNewProfilesPerUser: 10},
 		Guard: GuardSpec{Enabled: true, Period: 5 * time.Second, NVMLTimeout: 2 * time.Second, CommandTimeout: 10 * time.Second,
-			EventDir: "/var/lib/coscheml/guard", Window: 6, SustainFor: time.Minute,
+			EventDir: "/var/lib/coscheml/guard", StateDir: "/var/lib/coscheml/guard", Window: 6, SustainFor: time.Minute,
 			Actions: GuardActions{
 				HPC:   GuardClassActions{Memory: "requeue", Floor: "requeue"},
 				Train: GuardClassActions{Memory: "requeue", Floor: "requeue"},

@@ -331,6 +331,7 @@ func (c Config) Validate() error {
 		{"metrics_file", c.MetricsFile},
 		{"redecide_heartbeat", c.RedecideHeartbeat},
 		{"guard.event_dir", c.Guard.EventDir},
+		{"guard.state_dir", c.Guard.StateDir},
 		{"guard.metrics_file", c.Guard.MetricsFile},
 		{"guard.emulated_metrics_dir", c.Guard.EmulatedMetricsDir},
 	} {

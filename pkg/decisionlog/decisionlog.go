@@ -368,6 +368,9 @@ func Find(path, id, jobID string) (Record, error) {
 			if json.Unmarshal(sc.Bytes(), &r) != nil {
 				continue
 			}
+			if r.Op == OpGuard {
+				continue // a view holds the guard's events too: they are not decisions
+			}
 			if (id != "" && r.ID == id) || (id == "" && jobID != "" && r.JobID == jobID) {
 				best, found = r, true
 			}

@@ -13,14 +13,16 @@ import (
 //
 //   - memory: the job over its own budget is the one acted on (its class's
 //     Memory action), never a neighbour.
-//   - speed: the job acted on is a co-runner that is placed later or less
-//     protected (a lower floor) than the slowed job and uses at least
-//     MinCauseSMUtil of the GPU; among several, the least protected, then the
-//     latest placed. A co-runner placed earlier and as protected is never acted
-//     on: when all that slow the job are such, the job itself was placed into
-//     the conflict and is requeued (unless its class only observes) to start
-//     again where its floor holds. With no co-runner using the GPU the finding
-//     is only observed.
+//   - speed: the job acted on is a co-runner placed after the slowed job that
+//     uses at least MinCauseSMUtil of the GPU; among several, the least
+//     protected (lowest floor), then the latest placed. A co-runner placed
+//     earlier is never acted on, whatever the classes: a class is its owner's
+//     own word, so submitting next to someone else's job, however protected,
+//     must not get theirs suspended or requeued. When every co-runner that
+//     slows the job was there first, the job itself was placed into the
+//     conflict and is requeued (unless its class only observes) to start again
+//     where its floor holds. With no co-runner using the GPU the finding is
+//     only observed.
 //   - rate limits: a job triggers at most one action per Cooldown and at most one
 //     action on each co-runner; a job the guard holds suspended, or has requeued
 //     or cancelled, is not acted on again.
@@ -77,7 +79,7 @@ func Decide(cfg Config, f Finding, resident []Job, sm map[string]float64, h Hist
 		a.Reason = fmt.Sprintf("coscheml guard: %s; %s it", f.Reason, kind)
 	case SpeedBelowFloor:
 		if self {
-			a.Reason = fmt.Sprintf("coscheml guard: %s; every co-runner slowing it was placed earlier or is more protected, so it was placed into the conflict: requeue it to start again elsewhere", f.Reason)
+			a.Reason = fmt.Sprintf("coscheml guard: %s; every co-runner slowing it was placed earlier, so it was placed into the conflict: requeue it to start again elsewhere", f.Reason)
 			break
 		}
 		a.Reason = fmt.Sprintf("coscheml guard: %s; job %s (%s, placed %s) shares the GPU with it", f.Reason,
@@ -112,14 +114,12 @@ func causedBy(cfg Config, victim Job, resident []Job, sm map[string]float64) boo
 
 // floorTarget picks the co-runner a speed breach of victim acts on.
 func floorTarget(cfg Config, victim Job, resident []Job, sm map[string]float64) (Job, bool) {
-	vFloor := cfg.Floors.For(victim.Class)
 	var cands []Job
 	for _, c := range resident {
 		if c.ID == victim.ID || sm[c.ID] < cfg.MinCauseSMUtil {
 			continue
 		}
-		cFloor := cfg.Floors.For(c.Class)
-		if cFloor < vFloor || (cFloor == vFloor && c.Start.After(victim.Start)) {
+		if placedAfter(c, victim) {
 			cands = append(cands, c)
 		}
 	}
@@ -134,10 +134,21 @@ func floorTarget(cfg Config, victim Job, resident []Job, sm map[string]float64) 
 				return -1
 			}
 			return 1
-		case !a.Start.Equal(b.Start):
-			return b.Start.Compare(a.Start) // later placed first
+		case placedAfter(a, b):
+			return -1 // later placed first
+		case placedAfter(b, a):
+			return 1
 		}
-		return CompareIDs(b.ID, a.ID)
+		return 0
 	})
 	return cands[0], true
+}
+
+// placedAfter says whether job a was placed after job b: a later start, or the
+// same start and a higher job id (Slurm numbers jobs in submission order).
+func placedAfter(a, b Job) bool {
+	if !a.Start.Equal(b.Start) {
+		return a.Start.After(b.Start)
+	}
+	return CompareIDs(a.ID, b.ID) > 0
 }

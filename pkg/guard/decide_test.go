@@ -24,6 +24,9 @@ func TestDecideFloorTarget(t *testing.T) {
 	inferEarly := job("20", profile.ClassInfer, "dave", 0, 30, 1000, 0)
 	inferLate := job("21", profile.ClassInfer, "erin", time.Hour, 30, 1000, 0)
 	hpcEarly := job("30", profile.ClassHPC, "frank", -time.Hour, 90, 1000, 0)
+	hpcLater := job("31", profile.ClassHPC, "grace", 3*time.Hour, 90, 1000, 0)
+	noClassLate := job("40", "", "mallory", time.Hour, 90, 1000, 0)
+	sameStart := job("13", profile.ClassTrain, "heidi", time.Hour, 90, 1000, 0)
 	busy := func(ids ...string) map[string]float64 {
 		m := map[string]float64{}
 		for _, id := range ids {
@@ -44,11 +47,19 @@ func TestDecideFloorTarget(t *testing.T) {
 		// An earlier-placed, equally protected co-runner is never acted on: the
 		// job placed into the conflict is requeued itself.
 		{"earlier-placed co-runner is left alone, the latecomer requeued", late, []Job{early, late}, busy("10", "11"), Requeue, "11"},
-		// Less protected (lower floor) wins over placement order.
-		{"less protected earlier co-runner", inferLate, []Job{early, inferLate}, busy("10", "21"), Suspend, "10"},
-		{"more protected later co-runner is left alone", early, []Job{early, inferLate}, busy("10", "21"), Requeue, "10"},
+		// The class is the user's own word: a later job with a stricter floor
+		// (infer) that runs below it next to an earlier train job is the one
+		// placed into the conflict; the earlier job is never acted on.
+		{"earlier less protected co-runner is left alone, the later infer job requeued", inferLate, []Job{early, inferLate}, busy("10", "21"), Requeue, "21"},
+		{"later infer co-runner of a train job is requeued", early, []Job{early, inferLate}, busy("10", "21"), Requeue, "21"},
 		{"infer co-runner of infer is requeued", inferEarly, []Job{inferEarly, inferLate}, busy("20", "21"), Requeue, "21"},
-		{"least protected of several", inferLate, []Job{hpcEarly, inferLate, late}, busy("30", "21", "11"), Suspend, "11"},
+		{"least protected of several later-placed", inferEarly, []Job{inferEarly, hpcEarly, later, hpcLater, inferLate}, busy("20", "30", "12", "31", "21"), Suspend, "31"},
+		// A job with no class at all (nor in its profile: Round takes the
+		// profile's) still cannot reach an earlier job; its own class-less
+		// actions only observe.
+		{"a class-less later job cannot get the earlier one acted on", noClassLate, []Job{early, noClassLate}, busy("10", "40"), Observe, "40"},
+		// Placed in the same instant: the higher job id was submitted later.
+		{"same start: the higher job id is the later", early, []Job{sameStart, late}, busy("13", "11"), Suspend, "13"},
 		// Trust: an idle co-runner cannot be what slows the victim.
 		{"idle co-runner is not the cause", early, []Job{early, late}, map[string]float64{"10": 50, "11": 3}, Observe, "10"},
 	}
@@ -371,4 +382,34 @@ func suspending(cfg Config) Config {
 	cfg.Actions[profile.ClassHPC] = ClassActions{Memory: Requeue, Floor: Suspend}
 	cfg.Actions[profile.ClassTrain] = ClassActions{Memory: Requeue, Floor: Suspend}
 	return cfg
+}
+
+// A job submitted without class= (the documented common form) is judged and
+// acted on by its profile's class, as placement judged it: over its memory
+// budget it is requeued, not only observed, and its floor is its profile
+// class's, not the strictest.
+func TestGuardRoundClassFromProfile(t *testing.T) {
+	g0 := &fakeGPU{memUsed: 140 << 30, memTotal: 141 << 30, util: 99,
+		procs: []gonvml.ProcessInfo{{Pid: 300, UsedGpuMemory: 120 << 30}, {Pid: 400, UsedGpuMemory: 10 << 30}},
+		sm:    map[uint32]uint32{300: 30, 400: 30}}
+	root := procRoot(t, map[uint32]string{300: "3", 400: "4"})
+	hog := job("3", profile.ClassTrain, "mallory", time.Hour, 30, 12000, 0)
+	hog.Class = "" // comment coscheml:app=TAG, no class=; the profile says train
+	src := &staticJobs{jobs: []Job{job("4", profile.ClassTrain, "carol", 0, 30, 12000, 0), hog}}
+	act := &recordingActuator{}
+	var log logLines
+	g, err := New(Default(), NewMonitor(initBackend(t, fakeNode([]*fakeGPU{g0})), CgroupMapper{Root: root}, log.logf), src, act, log.logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.Round(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(act.calls, ",") != "requeue 3" {
+		t.Fatalf("actuator calls %v (actions %+v), want the class-less hog requeued by its profile's class", act.calls, res.Actions)
+	}
+	if len(res.Findings) != 1 || res.Findings[0].Job.Class != profile.ClassTrain {
+		t.Errorf("findings %+v: the job's class should be its profile's (train)", res.Findings)
+	}
 }

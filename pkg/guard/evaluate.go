@@ -68,7 +68,10 @@ type SpeedVerdict struct {
 //     utilization at least BusySMUtil) and the job still gets at least
 //     FairShareFrac of its fair time slice, min(solo share, 100 / active jobs):
 //     under time-slicing a job that wants the GPU gets its slice, so one below
-//     it is not asking for more, it is idle.
+//     it is not asking for more, it is idle. Nor can it claim a slowdown that
+//     the GPU's idle time could have absorbed: the speed of a breach is its
+//     share plus the time neither the device nor any job used, over its solo
+//     share.
 //   - infer: speed is inferlatency's latency estimate from the co-runners'
 //     shares, and counts only while the job's own share is at least
 //     InferMinDemandFrac of its solo share (it is serving requests).
@@ -113,8 +116,25 @@ func JudgeSpeed(cfg Config, in SpeedInput) SpeedVerdict {
 		v.Why = fmt.Sprintf("own demand dropped: SM %.0f%% below %.0f%% of its fair slice %.0f%%", in.OwnSM, 100*cfg.FairShareFrac, fair)
 		return v
 	}
+	// The GPU's idle time is time the job could have run in: under
+	// time-slicing a job that wants the GPU takes it when nobody else does. So
+	// the speed a job can claim is its share plus the time neither the device
+	// nor any job's share used (the shares are sampled apart from the device's
+	// busy time, so the larger of the two counts as used).
+	coSum := 0.0
+	for _, c := range in.CoSM {
+		coSum += max(c, 0)
+	}
+	idle := max(0, 100-max(in.DeviceSM, max(in.OwnSM, 0)+coSum))
+	claim := min(1, (max(in.OwnSM, 0)+idle)/in.SoloSM)
+	if claim >= v.Floor {
+		v.Why = fmt.Sprintf("idle, not slowed: the GPU is %.0f%% idle, which would give it %.0f%% of its solo %.0f%% (speed %.2f, floor %.2f)",
+			idle, 100*claim, in.SoloSM, claim, v.Floor)
+		return v
+	}
+	v.Speed = claim
 	v.Breach = true
-	v.Why = fmt.Sprintf("speed %.2f below floor %.2f (SM %.0f%% of solo %.0f%%, GPU busy %.0f%%)", v.Speed, v.Floor, in.OwnSM, in.SoloSM, in.DeviceSM)
+	v.Why = fmt.Sprintf("speed %.2f below floor %.2f (SM %.0f%% of solo %.0f%%, GPU busy %.0f%%, idle %.0f%%)", v.Speed, v.Floor, in.OwnSM, in.SoloSM, in.DeviceSM, idle)
 	return v
 }
 

@@ -24,13 +24,21 @@ func TestJudgeSpeed(t *testing.T) {
 		{"no profile share", SpeedInput{Class: profile.ClassTrain, OwnSM: 10, DeviceSM: 100}, false, false, 0, "no solo"},
 		{"at solo", SpeedInput{Class: profile.ClassTrain, SoloSM: 80, OwnSM: 80, CoSM: []float64{20}, DeviceSM: 100}, true, false, 1, "at or above"},
 		{"above solo clamps", SpeedInput{Class: profile.ClassTrain, SoloSM: 40, OwnSM: 60, DeviceSM: 100}, true, false, 1, "at or above"},
-		{"time-sliced against a busy co-runner", SpeedInput{Class: profile.ClassTrain, SoloSM: 90, OwnSM: 48, CoSM: []float64{50}, DeviceSM: 98}, true, true, 48.0 / 90, "below floor"},
+		{"time-sliced against a busy co-runner", SpeedInput{Class: profile.ClassTrain, SoloSM: 90, OwnSM: 48, CoSM: []float64{50}, DeviceSM: 98}, true, true, 50.0 / 90, "below floor"},
 		// Trust: a job that idles itself while the GPU has spare capacity is idle, not slowed.
 		{"idle with spare capacity", SpeedInput{Class: profile.ClassTrain, SoloSM: 90, OwnSM: 28, CoSM: []float64{25}, DeviceSM: 53}, true, false, 28.0 / 90, "spare capacity"},
 		// Trust: the co-runner fills the GPU a self-idled job leaves; its share is
 		// below its fair time slice, so it is not asking for the GPU.
 		{"idle below fair slice on a busy GPU", SpeedInput{Class: profile.ClassTrain, SoloSM: 90, OwnSM: 15, CoSM: []float64{85}, DeviceSM: 99}, true, false, 15.0 / 90, "own demand dropped"},
-		{"fair slice with two co-runners", SpeedInput{Class: profile.ClassHPC, SoloSM: 90, OwnSM: 30, CoSM: []float64{35, 33}, DeviceSM: 99}, true, true, 30.0 / 90, "below floor"},
+		{"fair slice with two co-runners", SpeedInput{Class: profile.ClassHPC, SoloSM: 90, OwnSM: 30, CoSM: []float64{35, 33}, DeviceSM: 99}, true, true, 31.0 / 90, "below floor"},
+		// Trust: a job cannot claim a slowdown that the GPU's idle time could
+		// have absorbed. Throttled to 48% next to a co-runner using 12%, the
+		// GPU is 40% idle: time-slicing would leave it at least 88% (0.92 of
+		// its solo 96%), so it is not slowed, whatever its own share.
+		{"idle capacity absorbs the claimed slowdown", SpeedInput{Class: profile.ClassTrain, SoloSM: 96, OwnSM: 48, CoSM: []float64{12}, DeviceSM: 60}, true, false, 48.0 / 96, "idle"},
+		// The shares can overlap the device's busy time (NVML samples them
+		// apart): the idle time is what neither the device nor the shares use.
+		{"idle time is what neither the device nor the shares use", SpeedInput{Class: profile.ClassTrain, SoloSM: 80, OwnSM: 40, CoSM: []float64{55}, DeviceSM: 70}, true, true, 45.0 / 80, "below floor"},
 		// An idle co-runner does not count towards the active jobs: the fair slice
 		// stays 50%, so 20% is a job not asking for more (with it counted, a
 		// third: 20% would be past half of it).

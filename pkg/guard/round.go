@@ -73,6 +73,7 @@ func (g *Guard) Round(now time.Time) (RoundResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("listing the node's jobs: %w", err)
 	}
+	WithProfileClasses(jobs)
 	for _, a := range g.state.Resumes(jobs) {
 		g.take(&res, a, now)
 	}
@@ -126,4 +127,20 @@ func (g *Guard) take(res *RoundResult, a Action, now time.Time) {
 	}
 	g.state.Record(a, now)
 	g.logf("guard: %s job %s: %s", a.Kind, a.JobID, a.Reason)
+}
+
+// WithProfileClasses gives each job without a class its profile's, as placement
+// judged it (a comment coscheml:app=TAG names no class): its floor and actions
+// are that class's, never the observe-only actions of no class.
+func WithProfileClasses(jobs []Job) {
+	for i := range jobs {
+		if jobs[i].Class == "" && jobs[i].Profile != nil && validClass(jobs[i].Profile.Class) {
+			jobs[i].Class = jobs[i].Profile.Class
+		}
+	}
+}
+
+func validClass(c profile.Class) bool {
+	_, err := profile.ParseClass(string(c))
+	return err == nil
 }

@@ -267,3 +267,31 @@ func (s *State) AllowObservation(j Job, coTags []string, now time.Time) bool {
 	s.observed[key] = append(kept, now)
 	return true
 }
+
+// Suspension is a job the guard holds suspended and the job whose end resumes
+// it: what the node's guard keeps on disk so that a restart never leaves a job
+// suspended for good.
+type Suspension struct {
+	JobID    string `json:"job"`
+	Protects string `json:"protects"`
+	GPU      int    `json:"gpu"`
+}
+
+// Suspensions lists the jobs the guard holds suspended, by job id.
+func (s *State) Suspensions() []Suspension {
+	out := make([]Suspension, 0, len(s.suspended))
+	for id, sp := range s.suspended {
+		out = append(out, Suspension{JobID: id, Protects: sp.protects, GPU: sp.gpu})
+	}
+	slices.SortFunc(out, func(a, b Suspension) int { return CompareIDs(a.JobID, b.JobID) })
+	return out
+}
+
+// RestoreSuspensions takes over suspensions an earlier guard recorded: the next
+// round resumes each whose protected job has left the node, as if this guard
+// had suspended it.
+func (s *State) RestoreSuspensions(sus []Suspension) {
+	for _, sp := range sus {
+		s.suspended[sp.JobID] = suspension{protects: sp.Protects, gpu: sp.GPU}
+	}
+}

@@ -162,3 +162,28 @@ func adminOnly(path string, wantDir bool) error {
 	}
 	return nil
 }
+
+// KeepMultiUser keeps the observations of the pairs (PairKey) that at least
+// minUsers distinct users observed (an unknown uid counts as one user), so that
+// one user's word never trains a pair, as the pair memory asks the same of a
+// pair it trusts. The kept observations are returned in input order, with the
+// numbers of observations and pairs left out. minUsers <= 1 keeps everything.
+func KeepMultiUser(obs []Observation, minUsers int) (kept []Observation, droppedObs, droppedPairs int) {
+	if minUsers <= 1 {
+		return obs, 0, 0
+	}
+	ev := EvidenceByPair(obs)
+	for _, e := range ev {
+		if e.Users < minUsers {
+			droppedPairs++
+		}
+	}
+	for _, o := range obs {
+		if ev[PairKey(o)].Users >= minUsers {
+			kept = append(kept, o)
+		} else {
+			droppedObs++
+		}
+	}
+	return kept, droppedObs, droppedPairs
+}

@@ -58,6 +58,36 @@ func TestEvidenceByPair(t *testing.T) {
 	}
 }
 
+func TestKeepMultiUser(t *testing.T) {
+	ab := func(uid string) Observation {
+		return Observation{Tag: "a", CoTags: []string{"b"}, Speed: 0.5, UID: uid}
+	}
+	ba := func(uid string) Observation {
+		return Observation{Tag: "b", CoTags: []string{"a"}, Speed: 0.5, UID: uid}
+	}
+	for _, tc := range []struct {
+		name       string
+		in         []Observation
+		min        int
+		kept       int
+		obs, pairs int
+	}{
+		{"two users keep a pair", []Observation{ab("1"), ab("2")}, 2, 2, 0, 0},
+		{"one user's three reports do not", []Observation{ab("1"), ab("1"), ab("1")}, 2, 0, 3, 1},
+		{"per ordered pair", []Observation{ab("1"), ab("2"), ba("1")}, 2, 2, 1, 1},
+		{"unknown uids are one user", []Observation{ab(""), ab("")}, 2, 0, 2, 1},
+		{"min 1 keeps all", []Observation{ab("1"), ba("1")}, 1, 2, 0, 0},
+		{"three users asked", []Observation{ab("1"), ab("2"), ba("1"), ba("2"), ba("3")}, 3, 3, 2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kept, obs, pairs := KeepMultiUser(tc.in, tc.min)
+			if len(kept) != tc.kept || obs != tc.obs || pairs != tc.pairs {
+				t.Errorf("kept %d, left out %d observations of %d pairs; want %d, %d, %d", len(kept), obs, pairs, tc.kept, tc.obs, tc.pairs)
+			}
+		})
+	}
+}
+
 // The held-out set of retrain's guard comes only from a folder users cannot write.
 func TestReadHeldOut(t *testing.T) {
 	write := func(dir, name string, mode os.FileMode) {

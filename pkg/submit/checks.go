@@ -60,11 +60,15 @@ func prepare(q *query) (in placeIn, out outcome, ok bool) {
 	cfg := st.cfg
 	dir := comment.ParseComment(j.Comment)
 	ask := readGPUs(&j)
-	if j.Modify && ask.typedOnly && ask.gres.Shards > 0 && isPinType(cfg.ShardTypePrefix, ask.gres.Type) {
+	if j.Modify && q.isAdmin() && ask.typedOnly && ask.gres.Shards > 0 && isPinType(cfg.ShardTypePrefix, ask.gres.Type) {
 		// The plugin's own earlier pin (a job requeued after it started, which
 		// the re-decide loop sends back with the request it ran with): decided
 		// again like first-fit pinning's untyped shards, not left to Slurm as
 		// a typed request, which would keep it on the node it was requeued from.
+		// Only an administrator's update (the loop's) takes this path: Slurm
+		// 22.05 honours a typed update of a requeued job only, so a user's
+		// typed update of a pending job would start it wherever first fit puts
+		// it; a user's meets raw_requests like any raw shard request.
 		ask.pass, ask.typedOnly, ask.gres.Type, ask.ownPin = "", false, "", true
 	}
 	mc, mcPass := modelConstraint(q, &ask)

@@ -94,8 +94,11 @@ func TestRawRequests(t *testing.T) {
 		{"update partition elsewhere", part, update(FieldPartition, func(j *JobFields) { j.Partition = "cpu" }), Unchanged, "", ""},
 		{"update time limit only", pass, update(0, func(j *JobFields) { j.Set = 1 << 20 }), Unchanged, "", ""},
 
-		// Updates carrying the comment are placed again.
-		{"update comment and gres", pass, update(FieldComment|FieldTres, func(j *JobFields) { j.Comment, j.TresPerNode = "coscheml:app=light-a", "gres:gpu:1" }), Rewrite, placed, ""},
+		// Updates carrying the comment are placed again, within the job's node
+		// options; a user's update of a job whose options coscheml does not
+		// know (never decided, or a restart forgot it) is not pinned: a whole
+		// GPU through shards, where its own node list puts it.
+		{"update comment and gres, options unknown", pass, update(FieldComment|FieldTres, func(j *JobFields) { j.Comment, j.TresPerNode = "coscheml:app=light-a", "gres:gpu:1" }), Rewrite, "gres:shard:4", ""},
 		{"admin comment update (realq)", pass, update(FieldComment|FieldTres, func(j *JobFields) {
 			j.Comment, j.TresPerNode, j.Admin, j.SubmitUID = "coscheml:app=light-a", "gres:gpu:1", true, 0
 		}), Rewrite, placed, ""},

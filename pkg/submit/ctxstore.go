@@ -19,7 +19,12 @@ import (
 // Adding, releasing and evicting the oldest are O(1); the queue check walks the
 // list in chunks from a cursor that a release moves past the node it frees.
 type ctxStore struct {
-	idx   map[string]int32
+	idx map[string]int32
+	// byJob indexes the contexts bound to a Slurm job id (bind): job_modify
+	// finds its job's context by the job id Slurm hands it, so an update whose
+	// token does not count (Slurm 22.05 hands no stored comment; a token the
+	// screen removed) still decides within the job's own node options.
+	byJob map[string]int32
 	nodes []ctxNode
 	free  int32 // head of the free list (-1: none)
 	head  int32 // oldest (-1: empty)
@@ -31,6 +36,7 @@ type ctxStore struct {
 
 type ctxNode struct {
 	id         string
+	job        string // the Slurm job id it is bound to ("" until known)
 	c          jobCtx
 	prev, next int32
 }
@@ -38,6 +44,7 @@ type ctxNode struct {
 func (s *ctxStore) init() {
 	if s.idx == nil {
 		s.idx = make(map[string]int32)
+		s.byJob = make(map[string]int32)
 		s.free, s.head, s.tail, s.sweep = -1, -1, -1, -1
 	}
 }
@@ -87,6 +94,47 @@ func (s *ctxStore) put(id string, c jobCtx) {
 	s.idx[id] = i
 }
 
+// bind ties decision id's context to Slurm job id job: the job's newest
+// decision. A decision already bound to another job keeps its job (a decision
+// belongs to one job); the job's earlier decision's context is released (the
+// newer one replaces it). It reports whether id is now bound to job.
+func (s *ctxStore) bind(id, job string) bool {
+	i, ok := s.idx[id]
+	if !ok || job == "" {
+		return false
+	}
+	n := &s.nodes[i]
+	switch n.job {
+	case job:
+		return true
+	case "":
+	default:
+		return false
+	}
+	if old, ok := s.byJob[job]; ok && old != i {
+		s.release(s.nodes[old].id)
+	}
+	n.job = job
+	s.byJob[job] = i
+	return true
+}
+
+// forJob is the context bound to Slurm job id job and its decision id.
+func (s *ctxStore) forJob(job string) (jobCtx, string, bool) {
+	if i, ok := s.byJob[job]; ok && job != "" {
+		return s.nodes[i].c, s.nodes[i].id, true
+	}
+	return jobCtx{}, "", false
+}
+
+// jobOf is the Slurm job id decision id's context is bound to ("" when none).
+func (s *ctxStore) jobOf(id string) string {
+	if i, ok := s.idx[id]; ok {
+		return s.nodes[i].job
+	}
+	return ""
+}
+
 // release forgets id's context (nothing when unknown).
 func (s *ctxStore) release(id string) bool {
 	i, ok := s.idx[id]
@@ -95,6 +143,9 @@ func (s *ctxStore) release(id string) bool {
 	}
 	delete(s.idx, id)
 	n := &s.nodes[i]
+	if n.job != "" && s.byJob[n.job] == i {
+		delete(s.byJob, n.job)
+	}
 	if s.sweep == i {
 		s.sweep = n.next
 	}
@@ -116,16 +167,21 @@ func (s *ctxStore) release(id string) bool {
 // sweepStart puts the queue check's cursor on the oldest context.
 func (s *ctxStore) sweepStart() { s.init(); s.sweep = s.head }
 
-// sweepStep visits at most n contexts from the cursor, releasing those gone
-// says gone of; it returns how many it released and whether the walk reached
-// the end.
-func (s *ctxStore) sweepStep(n int, gone func(id string, c *jobCtx) bool) (released int, end bool) {
+// sweepStep visits at most n contexts from the cursor: visit returns whether
+// the context is gone (released) and, if not, the Slurm job id it belongs to
+// ("" when not known), which binds it. It returns how many it released and
+// whether the walk reached the end.
+func (s *ctxStore) sweepStep(n int, visit func(id string, c *jobCtx) (gone bool, job string)) (released int, end bool) {
 	for ; n > 0 && s.sweep >= 0; n-- {
 		i := s.sweep
 		s.sweep = s.nodes[i].next
-		if gone(s.nodes[i].id, &s.nodes[i].c) {
+		gone, job := visit(s.nodes[i].id, &s.nodes[i].c)
+		switch {
+		case gone:
 			s.release(s.nodes[i].id)
 			released++
+		case job != "":
+			s.bind(s.nodes[i].id, job)
 		}
 	}
 	return released, s.sweep < 0

@@ -44,12 +44,12 @@ func TestContextReleasedWhenJobLeaves(t *testing.T) {
 		{"ran and ended: done marker", false, func(f *fixture, id, _ string) { f.installed(nil, []string{id}) }, true},
 		{"cancelled while queued: gone from the queue", false, func(f *fixture, id, _ string) {
 			f.advance(time.Minute)
-			f.e.poll.queueIDs = func(context.Context) (map[string]bool, error) { return map[string]bool{"x-1-0123456789ab": true}, nil }
+			f.e.poll.queueIDs = func(context.Context) (QueueListing, error) { return QueueListing{"x-1-0123456789ab": "9"}, nil }
 			f.e.checkQueue()
 		}, true},
 		{"still queued: listed", false, func(f *fixture, id, _ string) {
 			f.advance(time.Minute)
-			f.e.poll.queueIDs = func(context.Context) (map[string]bool, error) { return map[string]bool{id: true}, nil }
+			f.e.poll.queueIDs = func(context.Context) (QueueListing, error) { return QueueListing{id: "300"}, nil }
 			f.e.checkQueue()
 		}, false},
 		{"array, one task started: kept", true, func(f *fixture, id, node string) {
@@ -57,7 +57,7 @@ func TestContextReleasedWhenJobLeaves(t *testing.T) {
 		}, false},
 		{"array gone from the queue", true, func(f *fixture, id, _ string) {
 			f.advance(time.Minute)
-			f.e.poll.queueIDs = func(context.Context) (map[string]bool, error) { return map[string]bool{}, nil }
+			f.e.poll.queueIDs = func(context.Context) (QueueListing, error) { return QueueListing{}, nil }
 			f.e.checkQueue()
 		}, true},
 	} {
@@ -178,7 +178,7 @@ func TestCtxStore(t *testing.T) {
 				case "sweep":
 					s.sweepStart()
 					for end := false; !end; {
-						_, end = s.sweepStep(1, func(id string, _ *jobCtx) bool { return len(id) > 3 && id[:4] == "gone" })
+						_, end = s.sweepStep(1, func(id string, _ *jobCtx) (bool, string) { return len(id) > 3 && id[:4] == "gone", "" })
 					}
 					model = slices.DeleteFunc(model, func(x string) bool { return len(x) > 3 && x[:4] == "gone" })
 				}
@@ -377,5 +377,59 @@ func TestReservationExpiryOldestFirst(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A user's update whose token does not count (Slurm 22.05 hands the plugin no
+// stored comment) finds its job's context by the job id once the queue
+// listing bound it, and is placed within the job's own -w; before the binding,
+// or with no context at all, it is not pinned (its node list is unknown), and
+// nothing it did not know is remembered for the job, so later updates never
+// leave that list either.
+func TestUserUpdateKeepsItsNodeListByJobID(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.DecisionLog = "" })
+	submit := func() (Result, string) {
+		sub := job("coscheml:app=heavy-a")
+		sub.UserID, sub.SubmitUID, sub.ReqNodes = 1000, 1000, "n3"
+		res := f.e.Decide(sub)
+		id := comment.ParseComment(res.Comment).DecisionID
+		if res.Code != Rewrite || res.ReqNodes != "n3" || id == "" {
+			t.Fatalf("submit: %+v", res)
+		}
+		return res, id
+	}
+	// 22.05: the update carries the job's comment, but no stored comment, so
+	// no token counts for a user's update.
+	update := func(jobID uint32, c string) Result {
+		return f.e.Decide(JobFields{Comment: c, TresPerNode: "gres:gpu:1", UserID: 1000, SubmitUID: 1000,
+			MinNodes: 1, JobID: jobID, Modify: true, Set: FieldComment | FieldTres})
+	}
+	list := func(l QueueListing) {
+		f.advance(time.Minute)
+		f.e.poll.queueIDs = func(context.Context) (QueueListing, error) { return l, nil }
+		f.e.checkQueue()
+	}
+
+	// Job 300: updated before the listing names it.
+	res, _ := submit()
+	r := update(300, res.Comment)
+	if r.Code != Rewrite || r.ReqNodes != "" || r.TresPerNode != "gres:shard:4" {
+		t.Fatalf("update before the job id is known: %+v; want a whole GPU, not pinned", r)
+	}
+	list(QueueListing{comment.ParseComment(r.Comment).DecisionID: "300"})
+	if r := update(300, r.Comment); r.ReqNodes != "" {
+		t.Fatalf("later update of job 300: %+v; pinned with a node list coscheml never knew", r)
+	}
+
+	// Job 301: the listing binds its submit decision first.
+	res, id := submit()
+	list(QueueListing{id: "301"})
+	c := res.Comment
+	for i := 0; i < 3; i++ {
+		r := update(301, c)
+		if r.Code != Rewrite || r.ReqNodes != "n3" {
+			t.Fatalf("update %d of a job bound to its context: %+v; want it placed within its own -w n3", i, r)
+		}
+		c = r.Comment
 	}
 }

@@ -137,10 +137,13 @@ func (e *Engine) decideLocked(q *query) outcome {
 	e.view.mu.Lock()
 	defer e.view.mu.Unlock()
 	q.view, q.seq, q.req = &e.view.viewState, e.idSeq+1, &e.view.req
+	jobID := q.jobID()
+	ctxID := ""
 	if q.j.Modify {
 		// The update carries only what it changes: the job's node options come
-		// from the decision that placed it (its verified token).
-		q.ctx = e.view.ctxLocked(q.prevID)
+		// from the decision that placed it, found by the job id (a token that
+		// does not count must not lose them) or its verified token.
+		q.ctx, ctxID = e.view.ctxForJobLocked(jobID, q.prevID)
 	}
 	in, out, ok := prepare(q)
 	if ok && !q.j.Modify {
@@ -166,12 +169,20 @@ func (e *Engine) decideLocked(q *query) outcome {
 	if out.reserve {
 		e.view.reserveLocked(out.rv)
 	}
-	if out.usedID && out.res.Code == Rewrite {
+	// A user's update of a job whose context is unknown learnt nothing of its
+	// node options (the update carries only what it changes): remembering the
+	// update's would let a later update pin the job outside its own -w.
+	if out.usedID && out.res.Code == Rewrite && !(q.j.Modify && q.ctx == nil && !q.isAdmin()) {
 		c := jobCtx{partition: q.partition(), reqNodes: q.reqNodes(), excNodes: q.excNodes(), arrayInx: q.arrayInx(), at: q.now, mc: in.mc}
 		c.pinned = out.res.ReqNodes != "" && c.reqNodes == ""
 		e.view.rememberLocked(out.rec.ID, c)
-		if q.prevID != "" && q.prevID != out.rec.ID {
-			e.view.releaseCtxLocked(q.prevID)
+		for _, old := range [...]string{q.prevID, ctxID} {
+			if old != "" && old != out.rec.ID {
+				e.view.releaseCtxLocked(old)
+			}
+		}
+		if jobID != "" {
+			e.view.ctx.bind(out.rec.ID, jobID)
 		}
 	}
 	if !out.deferUntil.IsZero() {
@@ -231,6 +242,14 @@ type query struct {
 	req     *placement.Request // scratch for the policy's request (the view's, under its lock); nil: none
 }
 
+// jobID is the Slurm job id of a job_modify ("" at submit: not known yet).
+func (q *query) jobID() string {
+	if q.j.JobID == 0 || q.j.JobID == NoVal {
+		return ""
+	}
+	return strconv.FormatUint(uint64(q.j.JobID), 10)
+}
+
 // The job's node options as a decision sees them: the update's own when it sets
 // them, else what the job's earlier decision knew (job_modify), else the job's.
 func (q *query) partition() string {
@@ -271,10 +290,7 @@ func (q *query) ourPin() bool {
 // id is the decision ID this query gives a decision that needs one, signed for
 // the job's uid, the token's shards and (job_modify) the job id.
 func (q *query) id(shards int) string {
-	jobID := ""
-	if q.j.JobID != 0 && q.j.JobID != NoVal {
-		jobID = strconv.FormatUint(uint64(q.j.JobID), 10)
-	}
+	jobID := q.jobID()
 	// The unsigned base on the stack: the signed id is the one allocation.
 	var b [64]byte
 	base := strconv.AppendUint(append(append(b[:0], q.idPfx...), '-'), q.seq, 36)
@@ -314,6 +330,19 @@ func place(q *query, in *placeIn) outcome {
 		// The fallbacks below drop the request's GPU Type (a whole GPU of any
 		// node): a typed request keeps it, whole GPUs of Slurm's choice.
 		return finish(Result{}, r, "unchanged", "pass", "typed GPU request (type "+profile.Sanitize(in.ask.gres.Type)+") of an array, several nodes or several GPUs: left to Slurm")
+	}
+	if j.Modify && q.ctx == nil && !q.isAdmin() {
+		// A user's update of a job whose earlier decision is not known for it
+		// (a slurmctld restart, an evicted context, a token that does not count
+		// before the queue listing bound it): its partition, -w and -x are not
+		// known, so no pin may replace its node list. A whole GPU's shards,
+		// where the job's own options put it, never shares and never moves it.
+		if gpus > 1 {
+			return finish(Result{}, r, "unchanged", "pass", "update of a job whose node options coscheml does not know, with several GPUs: left to Slurm")
+		}
+		r.Action, r.Reason = "exclusive", "update of a job whose node options coscheml does not know (its earlier decision is not bound to it): "+
+			"not pinned, a whole GPU through shards within the job's own node list"
+		return exclusiveUnpinned(q, &in.ask, r)
 	}
 	if q.arrayInx() != "" {
 		if gpus > 1 {

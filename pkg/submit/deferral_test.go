@@ -262,3 +262,42 @@ func TestRequeuedPinRedecided(t *testing.T) {
 		})
 	}
 }
+
+// A user's own update carrying the plugin's per-GPU shard Type is not the
+// re-decide loop's: on 22.05 a typed update of a pending job is not honoured,
+// so answering it with a typed pin would let the job start wherever Slurm's
+// first fit puts it while the reservation says otherwise. Only an
+// administrator's update (the loop's) is re-placed; a user's meets
+// raw_requests like any raw shard request.
+func TestUserOwnPinUpdateMeetsRawRequests(t *testing.T) {
+	const v2205, v2605 = 22<<16 | 5<<8 | 8, 26<<16 | 5<<8 | 3
+	for _, version := range []uint32{v2205, v2605} {
+		t.Run(fmt.Sprintf("%d.%02d", version>>16, version>>8&0xff), func(t *testing.T) {
+			f := newFixture(t, func(c *config.Config) {
+				c.Cluster.Nodes, c.Cluster.GPUsPerNode = "n[1-2]", 2
+				c.ShardPinning, c.ShardTypePrefix = config.PinTyped, "g"
+			})
+			f.e.Close()
+			e := New(f.sources(), Options{Now: f.clock, SlurmVersion: func() uint32 { return version }})
+			t.Cleanup(e.Close)
+			sub := job("coscheml:app=light-a")
+			sub.UserID, sub.SubmitUID = 1000, 1000
+			first := e.Decide(sub)
+			if first.Code != Rewrite || first.ReqNodes == "" || !strings.Contains(first.TresPerNode, "shard:g") {
+				t.Fatalf("submit: not a typed pin: %+v", first)
+			}
+			other := "gres:shard:g1:2"
+			if strings.Contains(first.TresPerNode, "g1") {
+				other = "gres:shard:g0:2"
+			}
+			// The user repeats the job's own comment, token and all, as
+			// guardUpdate's message tells them to.
+			m := JobFields{Comment: first.Comment, StoredComment: first.Comment, TresPerNode: other, MinNodes: 1, JobID: 77,
+				Modify: true, UserID: 1000, SubmitUID: 1000}
+			r := e.Decide(m)
+			if r.Code != Deny || !strings.Contains(r.UserMsg, "shards directly") {
+				t.Fatalf("user's update %q: %+v; want it refused by raw_requests", other, r)
+			}
+		})
+	}
+}

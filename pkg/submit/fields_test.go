@@ -80,12 +80,17 @@ func TestJobFields(t *testing.T) {
 		{"--gpus-per-socket passes", func(j *JobFields) { j.TresPerNode = ""; j.TresPerSocket = "gres/gpu:1" }, Unchanged, "", nil, "per socket", 0},
 		{"two forms pass", func(j *JobFields) { j.TresPerJob = "gres:gpu:1" }, Unchanged, "", nil, "more than one way", 0},
 		{"--gpus=1 in an update passes", func(j *JobFields) { j.TresPerNode = ""; j.TresPerJob = "gres:gpu:1"; j.Modify = true; j.JobID = 9 }, Unchanged, "", nil, "", 0},
-		// A job requeued after it started comes back with the pin it ran with:
-		// placed again (here away from the node it was requeued from), not left
-		// to Slurm as a typed request.
-		{"own pin in an update is placed again", func(j *JobFields) {
-			j.TresPerNode, j.ExcNodes, j.Modify, j.JobID = "gres:shard:g0:2", "n1", true, 9
+		// A job requeued after it started comes back with the pin it ran with
+		// (the re-decide loop's update, an administrator's): placed again (here
+		// away from the node it was requeued from), not left to Slurm as a
+		// typed request.
+		{"own pin in the loop's update is placed again", func(j *JobFields) {
+			j.TresPerNode, j.ExcNodes, j.Modify, j.JobID, j.Admin = "gres:shard:g0:2", "n1", true, 9, true
 		}, Rewrite, "n2", nil, "", 0},
+		// A user's own update with the plugin's Type is a raw shard request.
+		{"own pin in a user's update is a raw shard request", func(j *JobFields) {
+			j.TresPerNode, j.ExcNodes, j.Modify, j.JobID = "gres:shard:g0:2", "n1", true, 9
+		}, Deny, "", nil, "raw_shard", 0},
 		{"model-typed shards in an update are raw shards", func(j *JobFields) { j.TresPerNode = "gres:shard:a100:2"; j.Modify = true; j.JobID = 9 }, Deny, "", nil, "raw_shard", 0},
 	}
 	for _, tc := range cases {

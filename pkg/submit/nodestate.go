@@ -38,7 +38,7 @@ type statePoller struct {
 	// nodeStates and queueIDs are src.NodeStates and src.QueueIDs, copied at
 	// creation: the first load may replace src (prep) while Start reads these.
 	nodeStates func(ctx context.Context) (map[string]bool, error)
-	queueIDs   func(ctx context.Context) (map[string]bool, error)
+	queueIDs   func(ctx context.Context) (QueueListing, error)
 	done       chan struct{} // the poll loop ended
 }
 

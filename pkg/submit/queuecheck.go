@@ -3,13 +3,15 @@
 package submit
 
 import (
-	"bufio"
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/comment"
+	"github.com/coscheml/coscheml/pkg/redecide"
+	"github.com/coscheml/coscheml/pkg/residency"
 )
 
 // Reservations of jobs that left the queue without starting (cancelled, held
@@ -17,7 +19,8 @@ import (
 // reservation TTL: job_submit plugins hear of no cancellation. After a slurmctld
 // restart the reservations rebuilt from the decision log include such jobs too.
 // So a background poll lists the decision ids still carried by the queue's jobs
-// and drops the reservations whose id is gone.
+// and drops the reservations whose id is gone. The same listing names each
+// decision's job id, which binds the decision's job context to its job.
 
 // queueCheckGrace: a reservation is made inside job_submit, under slurmctld's
 // job write lock, in the same locked section that creates the job record; a
@@ -29,33 +32,69 @@ const queueCheckGrace = 5 * time.Second
 // KiB; 100,000 jobs of short comments fit).
 const maxQueueBytes = 64 << 20
 
-// ParseQueueIDs reads `squeue -h -a -o '%k'` (one job comment per line) and
-// returns the decision ids the comments carry. Every line is a user's comment:
-// only the plugin's own token grammar is read from it (a forged token can at
-// most keep a reservation until its TTL, never drop another's).
-func ParseQueueIDs(out []byte) map[string]bool {
-	ids := map[string]bool{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		if d := comment.ParseComment(sc.Text()); d.DecisionID != "" {
-			ids[d.DecisionID] = true
-		}
+// QueueListing maps the decision id each queued job's comment carries to that
+// job's Slurm job id.
+type QueueListing map[string]string
+
+// queueFormat is squeue's -o format for a listing with record marker m: the
+// job id, then the comment, which is the user's and may hold newlines or
+// anything else; a marker drawn for each listing cannot appear in a comment
+// written before it, so no comment can forge another job's record.
+func queueFormat(m string) string { return m + "%i|%k" + m }
+
+// ParseQueueIDs reads squeue's output in queueFormat(marker) and returns the
+// decision id each job's comment carries, with its job id. Only the plugin's
+// own token grammar is read from a comment (a forged token can at most keep a
+// reservation until its TTL, never drop another's), and a decision id two jobs
+// carry belongs to neither (its job id is left ""). Output not framed by the
+// marker is an error: nothing is dropped on a listing that was not read.
+func ParseQueueIDs(out []byte, marker string) (QueueListing, error) {
+	if len(marker) < 8 {
+		return nil, errors.New("queue listing: record marker too short")
 	}
-	return ids
+	parts := strings.Split(string(out), marker)
+	if len(parts)%2 == 0 {
+		return nil, errors.New("queue listing: unbalanced record markers")
+	}
+	ids := QueueListing{}
+	for i, p := range parts {
+		if i%2 == 0 {
+			if strings.TrimSpace(p) != "" {
+				return nil, fmt.Errorf("queue listing: text outside a record: %.40q", p)
+			}
+			continue
+		}
+		job, c, ok := strings.Cut(p, "|")
+		if !ok || residency.ValidJobID(job) != nil {
+			return nil, fmt.Errorf("queue listing: record without a job id: %.40q", p)
+		}
+		d := comment.ParseComment(c)
+		if d.DecisionID == "" {
+			continue
+		}
+		if prev, seen := ids[d.DecisionID]; seen && prev != job {
+			job = ""
+		}
+		ids[d.DecisionID] = job
+	}
+	return ids, nil
 }
 
 // SqueueIDs lists the decision ids of the jobs in the queue (pending, running,
-// suspended, completing) with squeue, the one of the running Slurm when it sits
-// beside slurmctld, against slurmConf.
-func SqueueIDs(slurmConf string) func(ctx context.Context) (map[string]bool, error) {
+// suspended, completing) and their job ids with squeue, the one of the running
+// Slurm when it sits beside slurmctld, against slurmConf.
+func SqueueIDs(slurmConf string) func(ctx context.Context) (QueueListing, error) {
 	bin := slurmClient("squeue")
-	return func(ctx context.Context) (map[string]bool, error) {
-		out, err := runClient(ctx, bin, slurmConf, maxQueueBytes, "-h", "-a", "-o", "%k")
+	return func(ctx context.Context) (QueueListing, error) {
+		marker, err := redecide.NewMarker()
 		if err != nil {
 			return nil, err
 		}
-		return ParseQueueIDs(out), nil
+		out, err := runClient(ctx, bin, slurmConf, maxQueueBytes, "-h", "-a", "-o", queueFormat(marker))
+		if err != nil {
+			return nil, err
+		}
+		return ParseQueueIDs(out, marker)
 	}
 }
 
@@ -83,12 +122,12 @@ func (e *Engine) checkQueue() (ok bool) {
 
 // dropGone drops the reservations made before cutoff whose decision id no job of
 // the queue carries any more.
-func (v *clusterView) dropGone(ids map[string]bool, cutoff time.Time) int {
+func (v *clusterView) dropGone(ids QueueListing, cutoff time.Time) int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	n := 0
 	for i := 0; i < len(v.res.list); {
-		if rv := &v.res.list[i]; rv.at.Before(cutoff) && !ids[rv.id] {
+		if _, queued := ids[v.res.list[i].id]; v.res.list[i].at.Before(cutoff) && !queued {
 			v.unreserveLocked(i)
 			n++
 			continue
@@ -105,9 +144,13 @@ const ctxSweepChunk = 512
 
 // releaseGoneCtx releases the job contexts recorded before cutoff whose
 // decision id no job of the queue carries any more (cancelled, ended, or
-// gone before its start was seen), walking them a chunk at a time.
-func (v *clusterView) releaseGoneCtx(ids map[string]bool, cutoff time.Time) int {
-	gone := func(id string, c *jobCtx) bool { return c.at.Before(cutoff) && !ids[id] }
+// gone before its start was seen), and binds each other one to the job id
+// that carries its decision id, walking them a chunk at a time.
+func (v *clusterView) releaseGoneCtx(ids QueueListing, cutoff time.Time) int {
+	gone := func(id string, c *jobCtx) (bool, string) {
+		job, queued := ids[id]
+		return c.at.Before(cutoff) && !queued, job
+	}
 	v.mu.Lock()
 	v.ctx.sweepStart()
 	v.mu.Unlock()

@@ -5,6 +5,7 @@ package submit
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -13,35 +14,53 @@ import (
 )
 
 func TestParseQueueIDs(t *testing.T) {
+	const m = "@0123456789abcdef@"
+	rec := func(job, c string) string { return m + job + "|" + c + m + "\n" }
 	for _, tc := range []struct {
 		name, out string
-		want      []string
+		want      QueueListing
+		err       string
 	}{
-		{"empty", "", nil},
-		{"tokens", "coscheml:app=a coscheml-id=abc-1-0123456789ab:2\ncoscheml:app=b coscheml-id=abc-2-0123456789ab:4\n", []string{"abc-1-0123456789ab", "abc-2-0123456789ab"}},
-		{"untagged and null comments", "(null)\nmy own words\n\n", nil},
-		{"a user's text around a token", "coscheml:app=a coscheml-id=x-9-0123456789ab:1 and more\n", []string{"x-9-0123456789ab"}},
+		{"empty", "", QueueListing{}, ""},
+		{"tokens", rec("10", "coscheml:app=a coscheml-id=abc-1-0123456789ab:2") + rec("11", "coscheml:app=b coscheml-id=abc-2-0123456789ab:4"),
+			QueueListing{"abc-1-0123456789ab": "10", "abc-2-0123456789ab": "11"}, ""},
+		{"untagged and null comments", rec("10", "(null)") + rec("11", "my own words") + rec("12", ""), QueueListing{}, ""},
+		{"a user's text around a token", rec("12_3", "coscheml:app=a coscheml-id=x-9-0123456789ab:1 and more"), QueueListing{"x-9-0123456789ab": "12_3"}, ""},
+		// A comment that spans lines and imitates a record names nothing: only
+		// the marker, drawn for the listing, frames a record.
+		{"a comment forging another job's record", rec("10", "x\n13|coscheml-id=abc-1-0123456789ab:2"), QueueListing{}, ""},
+		// One decision id in two jobs' comments belongs to neither.
+		{"one id in two jobs", rec("10", "coscheml-id=abc-1-0123456789ab:2") + rec("11", "coscheml-id=abc-1-0123456789ab:2"), QueueListing{"abc-1-0123456789ab": ""}, ""},
+		{"not framed by the marker", "10|coscheml-id=abc-1-0123456789ab:2\n", nil, "outside a record"},
+		{"unbalanced", m + "10|x", nil, "unbalanced"},
+		{"no job id", rec("x;y", "coscheml-id=abc-1-0123456789ab:2"), nil, "without a job id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ParseQueueIDs([]byte(tc.out))
-			if len(got) != len(tc.want) {
-				t.Fatalf("ids %v, want %v", got, tc.want)
-			}
-			for _, id := range tc.want {
-				if !got[id] {
-					t.Errorf("id %s missing from %v", id, got)
+			got, err := ParseQueueIDs([]byte(tc.out), m)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
 				}
+				return
+			}
+			if err != nil || !maps.Equal(got, tc.want) {
+				t.Fatalf("ids %v (%v), want %v", got, err, tc.want)
 			}
 		})
 	}
 }
 
 func FuzzParseQueueIDs(f *testing.F) {
-	f.Add([]byte("coscheml:app=a coscheml-id=abc-1-0123456789ab:2\n(null)\n"))
+	const m = "@0123456789abcdef@"
+	f.Add([]byte(m + "10|coscheml:app=a coscheml-id=abc-1-0123456789ab:2" + m + "\n" + m + "11|(null)" + m))
 	f.Fuzz(func(t *testing.T, out []byte) {
-		for id := range ParseQueueIDs(out) {
-			if id == "" || strings.ContainsAny(id, " \n\t") {
-				t.Fatalf("bad id %q", id)
+		ids, err := ParseQueueIDs(out, m)
+		if err != nil {
+			return
+		}
+		for id, job := range ids {
+			if id == "" || strings.ContainsAny(id, " \n\t") || strings.ContainsAny(job, " \n\t|@") {
+				t.Fatalf("bad id %q of job %q", id, job)
 			}
 		}
 	})
@@ -72,11 +91,15 @@ func TestQueueCheckDropsGone(t *testing.T) {
 				t.Fatalf("no reservation made: %+v", res)
 			}
 			f.advance(tc.age)
-			f.e.poll.queueIDs = func(context.Context) (map[string]bool, error) {
+			f.e.poll.queueIDs = func(context.Context) (QueueListing, error) {
 				if tc.fail {
 					return nil, errors.New("squeue: connection refused")
 				}
-				return map[string]bool{"other-1-0123456789ab": true, d.DecisionID: tc.listed}, nil
+				l := QueueListing{"other-1-0123456789ab": "7"}
+				if tc.listed {
+					l[d.DecisionID] = "8"
+				}
+				return l, nil
 			}
 			f.e.checkQueue()
 			kept := false

@@ -29,9 +29,10 @@ type Sources struct {
 	// NodeStates lists the nodes that cannot start jobs now (drained, down, ...),
 	// polled in the background (nil: not polled). See nodestate.go.
 	NodeStates func(ctx context.Context) (map[string]bool, error)
-	// QueueIDs lists the decision ids the queue's jobs carry (nil: reservations
+	// QueueIDs lists the decision ids the queue's jobs carry, with their job
+	// ids (nil: reservations
 	// of jobs that leave the queue unstarted last their TTL).
-	QueueIDs func(ctx context.Context) (map[string]bool, error)
+	QueueIDs func(ctx context.Context) (QueueListing, error)
 }
 
 // DefaultSources loads from the real files with the project's packages.

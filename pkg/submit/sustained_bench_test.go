@@ -294,7 +294,10 @@ func (s *weekSim) took(j *weekJob, res Result, what string) bool {
 	j.id, j.comment, j.tres, j.decided, j.node, j.gpus = d.DecisionID, res.Comment, res.TresPerNode, s.f.clock(), res.ReqNodes, nil
 	j.epoch = s.epoch
 	if j.req != "" && res.ReqNodes != "" && res.ReqNodes != j.req || j.exc != "" && res.ReqNodes == j.exc {
-		if !j.ctxLost {
+		// A user's update never moves a job outside its own node list, also
+		// when a restart forgot its context; only the loop's (an
+		// administrator's) may, after a restart.
+		if !j.ctxLost || what == "modify" {
 			s.b.Fatalf("%s of job %d pinned to %s despite -w %q -x %q: %+v", what, j.jobID, res.ReqNodes, j.req, j.exc, res)
 		}
 	}
@@ -394,14 +397,14 @@ func (s *weekSim) minute(m int) {
 	s.f.e.install(s.f.e.snap.Load(), entries, done, now)
 	s.f.e.refresh.mu.Unlock()
 	if m%5 == 0 {
-		queue := make(map[string]bool, len(s.pending)+len(s.running))
+		queue := make(QueueListing, len(s.pending)+len(s.running))
 		for _, j := range s.pending {
-			queue[j.id] = true
+			queue[j.id] = j.jobIDs
 		}
 		for _, j := range s.running {
-			queue[j.id] = true
+			queue[j.id] = j.jobIDs
 		}
-		s.f.e.poll.queueIDs = func(context.Context) (map[string]bool, error) { return queue, nil }
+		s.f.e.poll.queueIDs = func(context.Context) (QueueListing, error) { return queue, nil }
 		s.f.e.checkQueue()
 	}
 }

@@ -439,6 +439,28 @@ func (v *clusterView) ctxLocked(id string) *jobCtx {
 	return nil
 }
 
+// ctxForJobLocked is the context a job_modify of Slurm job jobID decides with,
+// and its decision id: the one bound to the job id; else the one of the job's
+// verified token prevID, which is then bound to the job (a context bound to
+// another job is not this one's). nil when neither is known. Caller holds mu.
+func (v *clusterView) ctxForJobLocked(jobID, prevID string) (*jobCtx, string) {
+	if c, id, ok := v.ctx.forJob(jobID); ok {
+		return &c, id
+	}
+	if prevID == "" {
+		return nil, ""
+	}
+	if j := v.ctx.jobOf(prevID); j != "" && j != jobID {
+		return nil, ""
+	}
+	c, ok := v.ctx.get(prevID)
+	if !ok {
+		return nil, ""
+	}
+	v.ctx.bind(prevID, jobID)
+	return &c, prevID
+}
+
 // deferLocked remembers that decision id deferred its job until until. Entries
 // of jobs that did not start (or vanished) are pruned once past until plus the
 // TTL. Caller holds mu.
