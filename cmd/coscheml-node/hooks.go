@@ -260,10 +260,13 @@ func prolog(cfg config.Config, env map[string]string, now time.Time, log *logger
 		// profile's class, and so must the guard and explain.
 		je.Class = profileClass(cfg, je.Tag)
 	}
+	// Shards per GPU: the plugin's decision (its verified token), else what
+	// slurmd says the job holds on the node (SLURM_SHARDS_ON_NODE, a total:
+	// split evenly over its GPUs). Never from the job's own environment.
 	shards := d.Shards
 	if shards == 0 {
 		if n, err := strconv.Atoi(env["SLURM_SHARDS_ON_NODE"]); err == nil && n > 0 {
-			shards = n
+			shards = max(n/len(je.GPUs), 1)
 		}
 	}
 	expires := now.Add(defaultMaxRuntime)

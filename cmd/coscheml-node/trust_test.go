@@ -258,3 +258,31 @@ func TestPrologRecordsProfileClass(t *testing.T) {
 		store.End("71", "n1", t0.Add(time.Minute))
 	}
 }
+
+// A several-GPU job is recorded on each of its GPUs with the plugin's shards
+// per GPU (its verified token), else slurmd's total split over its GPUs.
+func TestPrologRecordsEachGPU(t *testing.T) {
+	cfg, _ := testConfig(t)
+	for _, tc := range []struct {
+		comment string
+		shards  int
+	}{
+		{"coscheml:app=svc coscheml-id=x-1-0123456789ab:2", 2},
+		{"coscheml:app=svc", 3}, // SLURM_SHARDS_ON_NODE=6 over 2 GPUs
+	} {
+		env := map[string]string{"SLURM_JOB_ID": "81", "SLURMD_NODENAME": "n1", "SLURM_JOB_GPUS": "0,3",
+			"SLURM_JOB_COMMENT": tc.comment, "SLURM_JOB_UID": "1000", "SLURM_SHARDS_ON_NODE": "6"}
+		if err := prolog(cfg, env, t0, quiet()); err != nil {
+			t.Fatal(err)
+		}
+		store, _ := residency.Open(cfg.ResidencyDir)
+		en, err := store.Get("81", "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(en.GPUs) != "[0 3]" || en.Shards != tc.shards {
+			t.Errorf("%q: recorded GPUs %v with %d shards each, want [0 3] with %d", tc.comment, en.GPUs, en.Shards, tc.shards)
+		}
+		store.End("81", "n1", t0.Add(time.Minute))
+	}
+}

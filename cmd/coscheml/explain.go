@@ -359,10 +359,20 @@ func decisionLine(d *decisionlog.Record) string {
 	case d.Action != "":
 		fmt.Fprintf(&b, ", %s", d.Action)
 	}
-	if d.Node != "" {
+	switch {
+	case d.Node != "" && len(d.GPUs) > 1:
+		gpus := make([]string, len(d.GPUs))
+		for i, g := range d.GPUs {
+			gpus[i] = strconv.Itoa(g)
+		}
+		fmt.Fprintf(&b, " on %s GPUs %s", sanitize(d.Node), strings.Join(gpus, ","))
+	case d.Node != "":
 		fmt.Fprintf(&b, " on %s GPU %d", sanitize(d.Node), d.GPU)
 	}
-	if d.Shards > 0 {
+	switch {
+	case d.Shards > 0 && len(d.GPUs) > 1:
+		fmt.Fprintf(&b, " with %d shards on each", d.Shards)
+	case d.Shards > 0:
 		fmt.Fprintf(&b, " with %d shards", d.Shards)
 	}
 	if partial {

@@ -41,6 +41,11 @@ type Config struct {
 	// PreferShareSpeed: while idle GPUs exist, Co-scheML shares only when every
 	// affected job keeps at least this predicted speed (placement.Options).
 	PreferShareSpeed float64 `yaml:"prefer_share_speed"`
+	// ShareMultiGPU: a job of several GPUs on one node may take GPUs shared with
+	// compatible residents, each judged like a one-GPU share, where Slurm can
+	// express it (typed pinning with a shard Type on every gres.conf shard line);
+	// false keeps such jobs on whole idle GPUs.
+	ShareMultiGPU bool `yaml:"share_multi_gpu"`
 	// MemReserveMiB is kept free on a shared GPU beyond the profiles' memory.
 	MemReserveMiB float64 `yaml:"mem_reserve_mib"`
 	// UtilSumThreshold is the utilsum baseline's limit on summed solo GPU util (%).
@@ -341,7 +346,7 @@ func Default() Config {
 		SpeedFloor:       floors.Default(),
 		SlotsPerGPU:      4,
 		MaxCoRunners:     2,
-		PreferShareSpeed: 0.85,
+		PreferShareSpeed: 0.85, ShareMultiGPU: true,
 		UtilSumThreshold: 100,
 		Untagged:         "pass",
 		UnknownProfile:   UnknownBootstrap,

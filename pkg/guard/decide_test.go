@@ -413,3 +413,47 @@ func TestGuardRoundClassFromProfile(t *testing.T) {
 		t.Errorf("findings %+v: the job's class should be its profile's (train)", res.Findings)
 	}
 }
+
+// A several-GPU job is judged on each of its GPUs and acted on as one job: held
+// below its floor on any GPU by a later co-runner, the co-runner is acted on;
+// placed into conflicts on two GPUs at once, it is requeued once.
+func TestGuardRoundSeveralGPUJob(t *testing.T) {
+	busy := func(pids map[uint32]uint32) *fakeGPU {
+		g := &fakeGPU{memUsed: 20 << 30, memTotal: 141 << 30, util: 99, sm: pids}
+		for pid := range pids {
+			g.procs = append(g.procs, gonvml.ProcessInfo{Pid: pid, UsedGpuMemory: 5 << 30})
+		}
+		return g
+	}
+	cfg := Default()
+	cfg.SustainFor, cfg.Window = 0, 1
+	t.Run("a later co-runner on one GPU of the gang", func(t *testing.T) {
+		// Gang 20 (GPUs 0, 1) alone on GPU 0, next to later job 21 on GPU 1,
+		// where it gets 30% of its solo 90%.
+		g0, g1 := busy(map[uint32]uint32{500: 88}), busy(map[uint32]uint32{501: 30, 600: 69})
+		root := procRoot(t, map[uint32]string{500: "20", 501: "20", 600: "21"})
+		src := &staticJobs{jobs: []Job{job("20", profile.ClassTrain, "alice", 0, 90, 12000, 0, 1), job("21", profile.ClassTrain, "bob", time.Hour, 90, 12000, 1)}}
+		act := &recordingActuator{}
+		g, _ := New(cfg, NewMonitor(initBackend(t, fakeNode([]*fakeGPU{g0, g1})), CgroupMapper{Root: root}, t.Logf), src, act, t.Logf)
+		if _, err := g.Round(t0); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(act.calls, ",") != "requeue 21" {
+			t.Errorf("calls %v, want the later co-runner requeued", act.calls)
+		}
+	})
+	t.Run("placed into conflicts on both its GPUs", func(t *testing.T) {
+		g0, g1 := busy(map[uint32]uint32{500: 30, 700: 69}), busy(map[uint32]uint32{501: 30, 701: 69})
+		root := procRoot(t, map[uint32]string{500: "20", 501: "20", 700: "10", 701: "11"})
+		src := &staticJobs{jobs: []Job{job("10", profile.ClassTrain, "carol", 0, 90, 12000, 0), job("11", profile.ClassTrain, "dave", 0, 90, 12000, 1),
+			job("20", profile.ClassTrain, "alice", time.Hour, 90, 12000, 0, 1)}}
+		act := &recordingActuator{}
+		g, _ := New(cfg, NewMonitor(initBackend(t, fakeNode([]*fakeGPU{g0, g1})), CgroupMapper{Root: root}, t.Logf), src, act, t.Logf)
+		if _, err := g.Round(t0); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(act.calls, ",") != "requeue 20" {
+			t.Errorf("calls %v, want the gang requeued once, its earlier co-runners left alone", act.calls)
+		}
+	})
+}

@@ -29,6 +29,7 @@ func Options(cfg config.Config) placement.Options {
 	o.MemReserveMiB = cfg.MemReserveMiB
 	o.UtilSumThreshold = cfg.UtilSumThreshold
 	o.FloorConfidence = cfg.FloorConfidence
+	o.WholeMultiGPU = !cfg.ShareMultiGPU
 	return o
 }
 
@@ -67,6 +68,25 @@ func ResolvePinning(sc *slurmconf.Conf, cfg config.Config) (mode, why string) {
 		return config.PinFirstFit, "slurm.conf is unknown"
 	}
 	return sc.AutoSteering(cfg.ShardTypePrefix)
+}
+
+// ResolveShareMultiGPU is cfg's share_multi_gpu as Slurm can honour it: on only
+// with typed pinning (cfg.ShardPinning resolved) and the layout that names each
+// GPU's shards by its Type on every shard line (slurmconf.MultiGPUShards; sc nil:
+// unknown, so off). why says what turned it off ("" when the site did).
+func ResolveShareMultiGPU(sc *slurmconf.Conf, cfg config.Config) (on bool, why string) {
+	switch {
+	case !cfg.ShareMultiGPU:
+		return false, ""
+	case cfg.ShardPinning != config.PinTyped:
+		return false, "shard_pinning is " + cfg.ShardPinning + " (several GPUs need each GPU named by its Type)"
+	case sc == nil:
+		return false, "slurm.conf is unknown"
+	}
+	if ok, why := sc.MultiGPUShards(cfg.ShardTypePrefix); !ok {
+		return false, why
+	}
+	return true, ""
 }
 
 // Policy returns the configured policy with pred as its predictor.

@@ -185,9 +185,14 @@ type jobLoc struct {
 }
 
 type internKey struct {
-	p *profile.Profile
-	c profile.Class
+	p    *profile.Profile
+	c    profile.Class
+	span uint8 // GPUs the resident holds (spanOf); 0 for a request
 }
+
+// spanOf is a resident's GPU count as an intern key: predictions weigh a
+// resident of several GPUs by their number (capped, as no node has more).
+func spanOf(gpus int) uint8 { return uint8(min(max(gpus, 1), 255)) }
 
 // gpuState is the cached summary of one GPU.
 type gpuState struct {
@@ -402,7 +407,7 @@ func (c *Cluster) Apply(r *Request, d Decision) {
 		if len(gpu.Residents) == 0 {
 			ix.idle--
 		}
-		gpu.Residents = append(gpu.Residents, Resident{JobID: r.JobID, Profile: r.Profile, Class: r.Class, Slots: s.Slots, Kind: r.Kind})
+		gpu.Residents = append(gpu.Residents, Resident{JobID: r.JobID, Profile: r.Profile, Class: r.Class, Slots: s.Slots, Kind: r.Kind, GPUs: len(d.Placement)})
 		ix.setKeepHidden(gi, summarize(gpu, int32(s.Node), c.Nodes[s.Node].Model, ix))
 		ix.addJob(r.JobID, gi)
 		ix.hideNode(int32(s.Node))
@@ -488,8 +493,8 @@ func (in *Interner) Full() bool {
 }
 
 // id interns a (profile, class) pair; 0 means "not representable" (the table is full).
-func (in *Interner) id(p *profile.Profile, cl profile.Class) uint16 {
-	k := internKey{p, cl}
+func (in *Interner) id(p *profile.Profile, cl profile.Class, span uint8) uint16 {
+	k := internKey{p, cl, span}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if v, ok := in.ids[k]; ok {
@@ -503,7 +508,9 @@ func (in *Interner) id(p *profile.Profile, cl profile.Class) uint16 {
 	return v
 }
 
-func (ix *index) id(p *profile.Profile, cl profile.Class) uint16 { return ix.intern.id(p, cl) }
+func (ix *index) id(p *profile.Profile, cl profile.Class, span uint8) uint16 {
+	return ix.intern.id(p, cl, span)
+}
 
 // summarize computes a GPU's cached state from its residents. It is the only place
 // the summary is computed, for the caches and for uncached clusters alike, so the two
@@ -529,7 +536,7 @@ func summarize(g *GPU, node int32, model string, ix *index) gpuState {
 		s.mem += r.Profile.MemUsedMiB
 		s.sm += r.Profile.SMUtil.Mean
 		if sigOK {
-			id := ix.id(r.Profile, classOf(r.Class, r.Profile))
+			id := ix.id(r.Profile, classOf(r.Class, r.Profile), spanOf(r.GPUs))
 			if id == 0 {
 				sigOK = false
 				continue

@@ -201,8 +201,18 @@ func (p *CoScheML) rule(b *strings.Builder, chosen []cand, r *Request) {
 	prefer := p.opts.PreferShareSpeed
 	// Appends rather than fmt (%.2f is writeSpeed).
 	switch {
+	case r.GPUs > 1 && !p.e.multiShare:
+		b.WriteString("several GPUs: whole idle GPUs (Slurm cannot name each GPU's shards here, or share_multi_gpu is off)")
+	case r.GPUs > 1 && !oneNode(chosen) && !p.e.uniform:
+		b.WriteString("several GPUs over several nodes: whole idle GPUs")
+	case r.GPUs > 1 && !oneNode(chosen):
+		b.WriteString("several GPUs: the same GPUs on each of ")
+		b.WriteString(strconv.Itoa(nodesOf(chosen)))
+		b.WriteString(" nodes, each judged like a one-GPU share; the job runs at its slowest GPU's speed")
+	case r.GPUs > 1 && high+low > 0:
+		b.WriteString("several GPUs, each judged like a one-GPU share; the job runs at its slowest GPU's speed")
 	case r.GPUs > 1:
-		b.WriteString("several GPUs: whole idle GPUs (Slurm's shard requests fit on one GPU per node)")
+		b.WriteString("several GPUs: idle GPUs, each keeping shards free for a co-runner")
 	case r.Profile == nil:
 		b.WriteString("no profile: interference unknown, so a whole idle GPU")
 	case low > 0:
@@ -417,7 +427,9 @@ func (p *CoScheML) compute(res []Resident, r *Request) setResult {
 		if k < explained {
 			out.after[k] = after
 		}
-		out.cost += before - after
+		// A resident of several GPUs runs at its slowest GPU's pace: slowing
+		// it here costs the work of all its GPUs.
+		out.cost += (before - after) * float64(spanOf(res[i].GPUs))
 		out.minRes = min(out.minRes, after)
 		out.margin = min(out.margin, sure-floor)
 	}
@@ -439,8 +451,10 @@ func residentLess(a, b *Resident) bool {
 		return pa.SMUtil.Mean < pb.SMUtil.Mean
 	case pa.MemBWUtil.Mean != pb.MemBWUtil.Mean:
 		return pa.MemBWUtil.Mean < pb.MemBWUtil.Mean
+	case pa.MemUsedMiB != pb.MemUsedMiB:
+		return pa.MemUsedMiB < pb.MemUsedMiB
 	}
-	return pa.MemUsedMiB < pb.MemUsedMiB
+	return spanOf(a.GPUs) < spanOf(b.GPUs)
 }
 
 // explainGPU words the predictions for placing r on GPU gi.
@@ -629,7 +643,7 @@ func (m *memo) use(ix *index) {
 // profiles is bounded: when full (profiles replaced over a long run) it starts over
 // with a new epoch.
 func (m *memo) reqID(p *profile.Profile, cl profile.Class) uint32 {
-	k := internKey{p, cl}
+	k := internKey{p: p, c: cl}
 	if id, ok := m.reqs[k]; ok {
 		return id
 	}

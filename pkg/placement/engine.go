@@ -5,6 +5,7 @@ package placement
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -124,7 +125,12 @@ type engine struct {
 	ownReq       Request
 	ownMask      []bool
 	firstFitOnly bool // single GPU on a first-fit cluster: hidden GPUs are out
-	rejects      [nReject]int
+	// multiShare: a several-GPU request may share its GPUs (Options.sharesMulti).
+	multiShare bool
+	// uniform: the chosen GPUs of several nodes have the same indices on each
+	// (sameIndices): they take the same K shards each, as one node's would.
+	uniform bool
+	rejects    [nReject]int
 	scanned      int
 	steered      steer // the last decision's first-fit shard count, for its reason
 }
@@ -155,6 +161,8 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 	res := &e.scratch
 	e.req = r
 	e.firstFitOnly = r.GPUs == 1 && c.Reach == ReachFirstFit
+	e.multiShare = r.GPUs > 1 && e.shares && e.opts.sharesMulti(c)
+	e.uniform = false
 	r0 := r
 	for bi := range ix.scanSummary {
 		if keep {
@@ -223,17 +231,19 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 		// The rest of the filter stage, the same for every policy (written out
 		// here: as a call it would not inline, and this loop runs once per GPU
 		// state): for a busy GPU the sharing rules, or "busy" for a policy that
-		// never shares and for a several-GPU job (Slurm's shard requests fit on
-		// one GPU per node, so such a job asks for whole GPUs, gres/gpu, which
-		// Slurm gives only where no shard is allocated). An idle GPU fits a job
-		// alone unless it has less memory than the job's profile says it uses
-		// (a smaller GPU model of a heterogeneous cluster).
+		// never shares and for a several-GPU job where Slurm cannot express
+		// "K shards on each of GPUs i, j" (a first-fit cluster: such a job asks
+		// for whole GPUs, gres/gpu, which Slurm gives only where no shard is
+		// allocated) or the site keeps such jobs whole. A several-GPU job that
+		// may share judges each GPU like a one-GPU share. An idle GPU fits a
+		// job alone unless it has less memory than the job's profile says it
+		// uses (a smaller GPU model of a heterogeneous cluster).
 		switch {
 		case r.Profile != nil && r.Profile.MemUsedMiB > st.memCap:
 			res.why = rejMem
 		case st.nres == 0:
 			res.why = rejNone
-		case !e.shares || r.GPUs > 1:
+		case !e.shares || r.GPUs > 1 && !e.multiShare:
 			res.why = rejBusy
 		default:
 			res.why = shareFeasible(e.opts, st, r)
@@ -305,12 +315,24 @@ func sortGroup(cs []cand) {
 func (e *engine) decisionFor(c *Cluster, chosen []cand) Decision {
 	d := Decision{Placement: make([]Slot, len(chosen)), PredictedSpeed: 1, MinResidentSpeed: 1, Action: ActionExclusive}
 	e.steered = steer{}
+	// A several-GPU job on one node that may share takes the same K slots on
+	// each GPU (K shards of each GPU's Type); spread over nodes, or where it
+	// may not share, whole GPUs (gres/gpu: Slurm lets nothing join them).
+	perGPU := int32(0)
+	if len(chosen) > 1 && e.multiShare && (oneNode(chosen) || e.uniform) {
+		perGPU = chosen[0].slots
+		for _, cd := range chosen[1:] {
+			perGPU = min(perGPU, cd.slots)
+		}
+	}
 	for i, cd := range chosen {
 		n, g := c.locateGlobal(cd.gi)
 		slots := cd.slots
 		if len(chosen) > 1 {
-			// Whole GPUs (gres/gpu): Slurm lets nothing join them as shards.
-			slots = int32(c.Nodes[n].GPUs[g].Slots)
+			slots = perGPU
+			if slots == 0 {
+				slots = int32(c.Nodes[n].GPUs[g].Slots)
+			}
 		}
 		if c.Reach == ReachFirstFit && len(chosen) == 1 {
 			if k := steerSlots(c, n, g, slots); k != slots {
@@ -326,6 +348,27 @@ func (e *engine) decisionFor(c *Cluster, chosen []cand) Decision {
 		}
 	}
 	return d
+}
+
+// nodesOf counts the nodes of the candidates.
+func nodesOf(cs []cand) int {
+	n := 0
+	for i := range cs {
+		if !slices.ContainsFunc(cs[:i], func(o cand) bool { return o.node == cs[i].node }) {
+			n++
+		}
+	}
+	return n
+}
+
+// oneNode says whether the candidates are all on one node.
+func oneNode(cs []cand) bool {
+	for _, cd := range cs[1:] {
+		if cd.node != cs[0].node {
+			return false
+		}
+	}
+	return true
 }
 
 // steerSlots is the shard count closest to want that makes Slurm 22.05's first-fit
@@ -484,8 +527,8 @@ func (e *engine) constrain(c *Cluster, r *Request) *Request {
 // slow down. nil when the rule leaves every node.
 func (e *engine) ownModel(c *Cluster, r *Request) *Request {
 	want := r.Profile.MeasuredOn()
-	if want == "" || r.GPUs > 1 || !c.ix.models {
-		return nil // several GPUs are whole GPUs: never shared
+	if want == "" || r.GPUs > 1 && !(e.shares && e.opts.sharesMulti(c)) || !c.ix.models {
+		return nil // several GPUs kept whole: never shared
 	}
 	foreign := false
 	for n := range c.Nodes {
@@ -599,6 +642,18 @@ func (e *engine) placeMulti(c *Cluster, want int) []cand {
 	if found {
 		return e.best
 	}
+	if e.req.OneNode {
+		return nil
+	}
+	if e.multiShare {
+		// Over several nodes Slurm can express K shards on the same GPU
+		// indices of every node (-N m --gres=shard:gI:K,...): such a set is
+		// shared like one node's; failing one, whole idle GPUs.
+		if out := e.sameIndices(c, want); out != nil {
+			return out
+		}
+		return e.spreadIdle(c, want)
+	}
 	// Spread: the node with the most acceptable GPUs first (ties: the better best
 	// GPU, then the lower node), taking its best GPUs.
 	e.out = e.out[:0]
@@ -663,4 +718,170 @@ func (e *engine) bestOfNode(c *Cluster, n int) cand {
 		}
 	}
 	return best
+}
+
+// spreadIdle picks want idle GPUs over the fewest nodes (the node with the most
+// idle acceptable GPUs first, ties to the lower node), or nil when too few are
+// idle: a several-GPU job spread over nodes never shares.
+func (e *engine) spreadIdle(c *Cluster, want int) []cand {
+	ix := c.ix
+	idle := 0
+	for n := range c.Nodes {
+		k := int32(0)
+		if e.req.allows(int32(n)) {
+			for gi := ix.nodeOff[n]; gi < ix.nodeOff[n+1]; gi++ {
+				if res := &e.bucketResults[ix.gpuBucket[gi]]; res.why == rejNone && !res.cd.share {
+					k++
+				}
+			}
+		}
+		e.nodeCnt[n] = k
+		idle += int(k)
+	}
+	if idle < want {
+		return nil
+	}
+	e.out = e.out[:0]
+	for len(e.out) < want {
+		pick, most := -1, int32(0)
+		for n, k := range e.nodeCnt {
+			if k > most {
+				pick, most = n, k
+			}
+		}
+		e.gatherNode(c, pick)
+		for _, cd := range e.tmp {
+			if !cd.share && len(e.out) < want {
+				e.out = append(e.out, cd)
+			}
+		}
+		e.nodeCnt[pick] = 0
+	}
+	return e.out
+}
+
+// sameIndices picks want GPUs as k on each of m nodes (want = m*k, the
+// fewest nodes first) with the same GPU indices on every node, each GPU
+// acceptable (idle or shared within the rules): the several-node placement
+// Slurm can express as K shards of the same per-GPU Types on every node. For
+// each k, every allowed node with k acceptable GPUs proposes its best k
+// indices; the proposal held by at least m nodes whose m-th best node's worst
+// GPU ranks best wins. nil when no k works.
+func (e *engine) sameIndices(c *Cluster, want int) []cand {
+	ix := c.ix
+	maxPer := 0
+	for n := range c.Nodes {
+		maxPer = max(maxPer, len(c.Nodes[n].GPUs))
+	}
+	// common[i]: on how many allowed nodes GPU index i is acceptable.
+	common := make([]int, maxPer)
+	for n := range c.Nodes {
+		if !e.req.allows(int32(n)) {
+			continue
+		}
+		for gi := ix.nodeOff[n]; gi < ix.nodeOff[n+1]; gi++ {
+			if e.bucketResults[ix.gpuBucket[gi]].why == rejNone {
+				common[gi-ix.nodeOff[n]]++
+			}
+		}
+	}
+	for k := min(maxPer, want-1); k >= 1; k-- {
+		if want%k != 0 {
+			continue
+		}
+		m := want / k
+		var bestSet []int32 // GPU indices within a node, best first
+		var bestNodes []int
+		var bestWorst cand
+		found := false
+		// Each allowed node proposes two sets of k of its acceptable indices:
+		// its best k, and the k most often acceptable elsewhere.
+		var proposals [][]int32
+		for seed := range c.Nodes {
+			if !e.req.allows(int32(seed)) {
+				continue
+			}
+			e.gatherNode(c, seed)
+			if len(e.tmp) < k {
+				continue
+			}
+			best := make([]int32, k)
+			for i := range k {
+				best[i] = e.tmp[i].gi - ix.nodeOff[seed]
+			}
+			byCommon := make([]int32, len(e.tmp))
+			for i := range e.tmp {
+				byCommon[i] = e.tmp[i].gi - ix.nodeOff[seed]
+			}
+			slices.SortStableFunc(byCommon, func(a, b int32) int { return common[b] - common[a] })
+			proposals = append(proposals, best, byCommon[:k])
+		}
+		for _, set := range proposals {
+			// The nodes holding every index of the set acceptable, each with
+			// the worst of its k candidates.
+			type holder struct {
+				n     int
+				worst cand
+			}
+			var hs []holder
+			for n := range c.Nodes {
+				if !e.req.allows(int32(n)) {
+					continue
+				}
+				var worst cand
+				ok := true
+				for i, g := range set {
+					gi := ix.nodeOff[n] + g
+					if gi >= ix.nodeOff[n+1] {
+						ok = false
+						break
+					}
+					res := &e.bucketResults[ix.gpuBucket[gi]]
+					if res.why != rejNone {
+						ok = false
+						break
+					}
+					cd := e.candAt(res, gi, n)
+					if i == 0 || better(&worst, &cd) {
+						worst = cd
+					}
+				}
+				if ok {
+					hs = append(hs, holder{n, worst})
+				}
+			}
+			if len(hs) < m {
+				continue
+			}
+			slices.SortStableFunc(hs, func(a, b holder) int {
+				switch {
+				case better(&a.worst, &b.worst):
+					return -1
+				case better(&b.worst, &a.worst):
+					return 1
+				}
+				return a.n - b.n
+			})
+			if !found || better(&hs[m-1].worst, &bestWorst) {
+				found, bestSet, bestWorst = true, set, hs[m-1].worst
+				bestNodes = bestNodes[:0]
+				for _, h := range hs[:m] {
+					bestNodes = append(bestNodes, h.n)
+				}
+			}
+		}
+		if !found {
+			continue
+		}
+		e.out = e.out[:0]
+		for _, n := range bestNodes {
+			for _, g := range bestSet {
+				gi := ix.nodeOff[n] + g
+				e.out = append(e.out, e.candAt(&e.bucketResults[ix.gpuBucket[gi]], gi, n))
+			}
+		}
+		e.uniform = true
+		return e.out
+	}
+	return nil
 }

@@ -3,6 +3,7 @@
 package placement
 
 import (
+	"slices"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -71,11 +72,37 @@ func checkDecision(t *testing.T, c *Cluster, r *Request, d Decision, name string
 		t.Fatalf("%s: %d GPUs for a request of %d", name, len(d.Placement), r.GPUs)
 	}
 	if r.GPUs > 1 {
-		// Several GPUs are whole idle GPUs (gres/gpu): Slurm gives them only
-		// where no shard is allocated, and no shard joins them.
+		oneNode := true
 		for _, s := range d.Placement {
-			if g := &c.Nodes[s.Node].GPUs[s.GPU]; len(g.Residents) > 0 || s.Slots != g.Slots {
-				t.Fatalf("%s: %d GPUs: n%d/gpu%d has %d residents, %d of %d slots taken: %s", name, r.GPUs, s.Node, s.GPU, len(g.Residents), s.Slots, g.Slots, d.Reason)
+			oneNode = oneNode && s.Node == d.Placement[0].Node
+		}
+		sameIdx := !oneNode
+		perNode := map[int][]int{}
+		for _, s := range d.Placement {
+			perNode[s.Node] = append(perNode[s.Node], s.GPU)
+			sameIdx = sameIdx && s.Slots == d.Placement[0].Slots
+		}
+		for _, gs := range perNode {
+			slices.Sort(gs)
+			sameIdx = sameIdx && slices.Equal(gs, perNode[d.Placement[0].Node])
+		}
+		if c.Reach == ReachFirstFit || name == "exclusive" || !oneNode && !sameIdx {
+			// Where Slurm cannot name each GPU's shards, or over several nodes,
+			// several GPUs are whole idle GPUs (gres/gpu): Slurm gives them only
+			// where no shard is allocated, and no shard joins them.
+			for _, s := range d.Placement {
+				if g := &c.Nodes[s.Node].GPUs[s.GPU]; len(g.Residents) > 0 || s.Slots != g.Slots {
+					t.Fatalf("%s: %d GPUs: n%d/gpu%d has %d residents, %d of %d slots taken: %s", name, r.GPUs, s.Node, s.GPU, len(g.Residents), s.Slots, g.Slots, d.Reason)
+				}
+			}
+		} else {
+			// On one node of a typed cluster, or the same GPU indices of several
+			// nodes: the same K shards on each GPU, "gres/shard:gI:K,
+			// gres/shard:gJ:K"; each GPU is checked below.
+			for _, s := range d.Placement {
+				if s.Slots != d.Placement[0].Slots {
+					t.Fatalf("%s: %d GPUs with different shard counts %v: %s", name, r.GPUs, d.Placement, d.Reason)
+				}
 			}
 		}
 	}

@@ -50,6 +50,13 @@ type Options struct {
 	// the model chose by cross-validation at training; predictors without a
 	// lower bound (the oracle's truth) are unaffected. docs/model.md.
 	FloorConfidence float64
+	// WholeMultiGPU keeps a job of several GPUs on whole idle GPUs. By default
+	// (false) such a job may take, on one node, GPUs that are idle or shared
+	// with compatible residents, each judged like a one-GPU share, where Slurm
+	// can express it: a typed cluster (Reach typed: one shard Type per GPU, so
+	// "K shards on each of GPUs i, j" is a request). A job spread over nodes
+	// always takes whole idle GPUs.
+	WholeMultiGPU bool
 	// Seed drives the Random baseline.
 	Seed uint64
 }
@@ -109,3 +116,6 @@ func (o *Options) shareSlots(gpuSlots int32) int32 {
 	}
 	return max(gpuSlots/int32(o.MaxCoRunners), 1)
 }
+
+// sharesMulti says whether a several-GPU job may share GPUs on cluster c.
+func (o *Options) sharesMulti(c *Cluster) bool { return !o.WholeMultiGPU && c.Reach == ReachTyped }

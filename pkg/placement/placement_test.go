@@ -412,7 +412,7 @@ func TestMultiGPU(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := NewCluster(3, 4, 24000, 4)
 			tt.setup(c)
-			d := mustPolicy(t, "coscheml", Options{}).Place(c, req("m", lowB, tt.gpus))
+			d := mustPolicy(t, "coscheml", Options{WholeMultiGPU: true}).Place(c, req("m", lowB, tt.gpus))
 			var nodes []int
 			gpus := map[[2]int]bool{}
 			for _, s := range d.Placement {
@@ -438,13 +438,15 @@ func TestMultiGPU(t *testing.T) {
 	}
 }
 
-// Every policy handles multi-GPU requests the same way: whole idle GPUs, on one
-// node when possible, never a busy GPU (blind's shards included).
+// With share_multi_gpu off, every policy handles multi-GPU requests the same
+// way: whole idle GPUs, on one node when possible, never a busy GPU (blind's
+// shards included).
 func TestMultiGPUAllPolicies(t *testing.T) {
+	whole := Options{WholeMultiGPU: true}
 	for _, name := range Names() {
 		c := NewCluster(2, 4, 24000, 4)
 		put(c, "1", heavyA, 0, 0, 4)
-		d := mustPolicy(t, name, Options{}).Place(c, req("m", lowB, 4))
+		d := mustPolicy(t, name, whole).Place(c, req("m", lowB, 4))
 		if len(d.Placement) != 4 {
 			t.Fatalf("%s: %v: %s", name, d.Placement, d.Reason)
 		}
@@ -458,7 +460,7 @@ func TestMultiGPUAllPolicies(t *testing.T) {
 		c = NewCluster(2, 4, 24000, 4)
 		put(c, "a", lowA, 0, 0, 2)
 		put(c, "b", lowA, 1, 0, 2)
-		d = mustPolicy(t, name, Options{}).Place(c, req("m", lowB, 4))
+		d = mustPolicy(t, name, whole).Place(c, req("m", lowB, 4))
 		for _, s := range d.Placement {
 			if s.GPU == 0 || s.Slots != 4 {
 				t.Errorf("%s: 4 GPUs with 3 idle per node: %v on n%d/gpu%d (%d slots), want idle GPUs only, whole: %s", name, d.Action, s.Node, s.GPU, s.Slots, d.Reason)
@@ -467,7 +469,7 @@ func TestMultiGPUAllPolicies(t *testing.T) {
 		if d.Action != ActionExclusive || len(d.Placement) != 4 {
 			t.Errorf("%s: 4 GPUs with 6 idle: %v %v: %s", name, d.Action, d.Placement, d.Reason)
 		}
-		if d = mustPolicy(t, name, Options{}).Place(c, req("m", lowB, 7)); d.Action != ActionWait {
+		if d = mustPolicy(t, name, whole).Place(c, req("m", lowB, 7)); d.Action != ActionWait {
 			t.Errorf("%s: 7 GPUs with 6 idle: %v %v, want wait: %s", name, d.Action, d.Placement, d.Reason)
 		}
 	}
@@ -919,11 +921,15 @@ func TestPlaceReasonWording(t *testing.T) {
 		{"shared below prefer, no idle GPU", mid, 4, 1, mid, fmt.Sprintf("every predicted speed above its floor but some below %.2f: shared for want of idle GPUs", 0.9)},
 		{"idle, no sharing within floors", heavy, 2, 1, heavy, "idle GPU: no GPU could be shared within the floors"},
 		{"no profile", nil, 0, 1, nil, "no profile: interference unknown, so a whole idle GPU"},
-		{"several GPUs", light, 2, 2, light, "several GPUs: whole idle GPUs (Slurm's shard requests fit on one GPU per node)"},
+		{"several GPUs, shared", light, 2, 2, light, "several GPUs, each judged like a one-GPU share; the job runs at its slowest GPU's speed"},
+		{"several GPUs, idle", heavy, 2, 2, heavy, "several GPUs: idle GPUs, each keeping shards free for a co-runner"},
+		{"several GPUs, kept whole", light, 2, 2, light, "several GPUs: whole idle GPUs (Slurm cannot name each GPU's shards here, or share_multi_gpu is off)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := NewCoScheML(fakePred{0.5}, opts)
+			o := opts
+			o.WholeMultiGPU = strings.HasSuffix(tt.name, "kept whole")
+			p, err := NewCoScheML(fakePred{0.5}, o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -945,4 +951,114 @@ func TestPlaceReasonWording(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A several-GPU job on a typed cluster takes, on one node, GPUs that are idle
+// or shared with compatible residents, each judged like a one-GPU share: the
+// same K shards on each GPU, every resident's floor kept, the job's speed the
+// slowest of its GPUs'. Spread over nodes, or on a first-fit cluster, it takes
+// whole idle GPUs.
+func TestMultiGPUShares(t *testing.T) {
+	speedWith := func(co ...*profile.Profile) float64 { return pred.PredictSpeed(lowB, co) }
+	t.Run("shares GPUs of light residents, K shards on each", func(t *testing.T) {
+		c := NewCluster(2, 4, 24000, 4)
+		for g := 0; g < 4; g++ {
+			put(c, fmt.Sprintf("0-%d", g), lowA, 0, g, 2) // node 0: every GPU half used by a light job
+			put(c, fmt.Sprintf("1-%d", g), heavyA, 1, g, 2)
+		}
+		d := mustPolicy(t, "coscheml", Options{}).Place(c, req("m", lowB, 4))
+		if d.Action != ActionShare || len(d.Placement) != 4 {
+			t.Fatalf("%v %v: %s", d.Action, d.Placement, d.Reason)
+		}
+		for _, s := range d.Placement {
+			if s.Node != 0 || s.Slots != 2 {
+				t.Errorf("n%d/gpu%d with %d slots, want node 0 (light residents), 2 slots each: %s", s.Node, s.GPU, s.Slots, d.Reason)
+			}
+		}
+		if want := speedWith(lowA); math.Abs(d.PredictedSpeed-want) > 1e-9 {
+			t.Errorf("predicted speed %.3f, want the slowest GPU's %.3f", d.PredictedSpeed, want)
+		}
+	})
+	t.Run("a GPU whose resident would fall below its floor is left out", func(t *testing.T) {
+		c := NewCluster(1, 4, 24000, 4)
+		put(c, "light", lowA, 0, 0, 2)
+		put(c, "hog", heavyA, 0, 1, 2) // heavy-a next to low-b: 0.875, but low-b next to it 0.55
+		d := mustPolicy(t, "coscheml", Options{}).Place(c, req("m", lowB, 3))
+		if d.Action == ActionWait {
+			t.Fatalf("wait: %s", d.Reason)
+		}
+		for _, s := range d.Placement {
+			if s.GPU == 1 {
+				t.Errorf("joined the GPU where it would run at %.2f, below its floor: %s", speedWith(heavyA), d.Reason)
+			}
+		}
+	})
+	t.Run("a one-GPU job joining a several-GPU resident keeps that resident's floor", func(t *testing.T) {
+		c := NewCluster(1, 2, 24000, 4)
+		r := req("gang", mid, 2)
+		c.Apply(r, Decision{Action: ActionExclusive, Placement: []Slot{{Node: 0, GPU: 0, Slots: 2}, {Node: 0, GPU: 1, Slots: 2}}})
+		// mid next to heavy-a: 1 - 0.45 = 0.55 < 0.75: the gang would slow.
+		if d := mustPolicy(t, "coscheml", Options{}).Place(c, req("h", heavyA, 1)); d.Action != ActionWait {
+			t.Errorf("a heavy job joined a GPU of the gang: %v %v: %s", d.Action, d.Placement, d.Reason)
+		}
+		if d := mustPolicy(t, "coscheml", Options{}).Place(c, req("l", lowA, 1)); d.Action != ActionShare {
+			t.Errorf("a light job could not join the gang: %v: %s", d.Action, d.Reason)
+		}
+	})
+	t.Run("over nodes: the same GPU indices on each, shared", func(t *testing.T) {
+		c := NewCluster(2, 4, 24000, 4)
+		put(c, "a", lowA, 0, 0, 2)
+		put(c, "b", lowA, 1, 0, 2)
+		put(c, "h", heavyA, 1, 3, 2) // n2/gpu3 is out (below floor): the indices 0-2 on both nodes
+		d := mustPolicy(t, "coscheml", Options{}).Place(c, req("m", lowB, 6))
+		if d.Action != ActionShare || len(d.Placement) != 6 {
+			t.Fatalf("%v %v: %s", d.Action, d.Placement, d.Reason)
+		}
+		for _, s := range d.Placement {
+			if s.GPU == 3 || s.Slots != 2 {
+				t.Errorf("n%d/gpu%d with %d slots: want GPUs 0-2 of each node, 2 slots each: %s", s.Node, s.GPU, s.Slots, d.Reason)
+			}
+		}
+		if !strings.Contains(d.Reason, "the same GPUs on each of 2 nodes") {
+			t.Errorf("reason: %s", d.Reason)
+		}
+	})
+	t.Run("over nodes without the same indices: whole idle GPUs", func(t *testing.T) {
+		c := NewCluster(2, 4, 24000, 4)
+		put(c, "a", lowA, 0, 0, 2)
+		put(c, "h", heavyA, 1, 1, 2) // acceptable: n1 0,1,2,3 and n2 0,2,3: 5 GPUs in no k x m shape
+		put(c, "h2", heavyA, 0, 2, 2)
+		d := mustPolicy(t, "coscheml", Options{}).Place(c, req("m", lowB, 5))
+		if d.Action != ActionExclusive || len(d.Placement) != 5 {
+			t.Fatalf("%v %v: %s", d.Action, d.Placement, d.Reason)
+		}
+		for _, s := range d.Placement {
+			if g := &c.Nodes[s.Node].GPUs[s.GPU]; len(g.Residents) > 0 || s.Slots != 4 {
+				t.Errorf("n%d/gpu%d with %d slots: want idle GPUs, whole: %s", s.Node, s.GPU, s.Slots, d.Reason)
+			}
+		}
+	})
+	t.Run("first-fit cluster: whole idle GPUs", func(t *testing.T) {
+		c := NewCluster(1, 4, 24000, 4)
+		c.Reach = ReachFirstFit
+		c.Reindex()
+		put(c, "a", lowA, 0, 0, 2)
+		d := mustPolicy(t, "coscheml", Options{}).Place(c, req("m", lowB, 3))
+		for _, s := range d.Placement {
+			if s.GPU == 0 || s.Slots != 4 {
+				t.Errorf("n%d/gpu%d with %d slots: want idle GPUs, whole: %s", s.Node, s.GPU, s.Slots, d.Reason)
+			}
+		}
+	})
+	t.Run("prefers the node where its GPUs are alike", func(t *testing.T) {
+		c := NewCluster(2, 2, 24000, 4)
+		put(c, "0-0", lowA, 0, 0, 2) // node 0: light, light
+		put(c, "0-1", lowA, 0, 1, 2)
+		put(c, "1-0", lowA, 1, 0, 2) // node 1: light, mid: its slowest GPU is slower
+		put(c, "1-1", mid, 1, 1, 2)
+		d := mustPolicy(t, "coscheml", Options{}).Place(c, req("m", lowB, 2))
+		if d.Action != ActionShare || d.Placement[0].Node != 0 || d.Placement[1].Node != 0 {
+			t.Errorf("%v %v: want node 0: %s", d.Action, d.Placement, d.Reason)
+		}
+	})
 }

@@ -13,6 +13,10 @@ type Resident struct {
 	Class   profile.Class
 	Slots   int // sharing slots (Slurm shards) it holds on this GPU
 	Kind    ResidentKind
+	// GPUs is how many GPUs the job holds in all (0 or 1: this one). A job
+	// of several GPUs runs at its slowest GPU's pace, so slowing it on this GPU
+	// costs the work of all of them.
+	GPUs int
 }
 
 // ResidentKind says what holds a GPU's slots, for reasons and callers that tell
@@ -107,6 +111,10 @@ type Request struct {
 	// job's --gres=gpu:<type>:N and --constraint. They narrow Nodes.
 	Model    string
 	Features []string
+	// OneNode keeps a several-GPU request on one node (a Slurm job without
+	// -N: its GPUs are per node); false lets the placement spread it over
+	// nodes (the simulator's jobs, which name no node count).
+	OneNode bool
 }
 
 // constrained reports whether r names a model or features.

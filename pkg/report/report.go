@@ -105,13 +105,13 @@ func Markdown(w io.Writer, in Input) error {
 		n = in.Summaries[0].Overall["avg_jct"].N
 	}
 	fmt.Fprintf(&b, "\nMean ± sd over %d seed(s); times in hours. Over GPUs x makespan: GPU util (alloc) = time GPUs were allocated to at least one job; GPU busy (kernel) = kernel time (NVML utilization.gpu) from measurements; useful util = work done at solo speed.\n\n", n)
-	b.WriteString("| policy | avg JCT | median JCT | p95 JCT | avg queue | makespan | GPU util (alloc) | GPU busy (kernel) | useful util | below floor | job-h below floor | shared jobs |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| policy | avg JCT | median JCT | p95 JCT | avg queue | makespan | GPU util (alloc) | GPU busy (kernel) | useful util | below floor | job-h below floor | shared jobs | of them several-GPU |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range in.Summaries {
 		o := s.Overall
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Policy,
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Policy,
 			pm(o["avg_jct"], hours), pm(o["median_jct"], hours), pm(o["p95_jct"], hours), pm(o["avg_queue"], hours),
-			pm(o["makespan"], hours), pm(o["gpu_util"], pct), pm(o["kernel_util"], pct), pm(o["useful_util"], pct), pm(o["below_floor"], count), pm(o["below_floor_hours"], count), pm(o["shared"], count))
+			pm(o["makespan"], hours), pm(o["gpu_util"], pct), pm(o["kernel_util"], pct), pm(o["useful_util"], pct), pm(o["below_floor"], count), pm(o["below_floor_hours"], count), pm(o["shared"], count), pm(o["shared_multi_gpu"], count))
 	}
 	if in.Baseline != "" {
 		fmt.Fprintf(&b, "\nChange against %s (per seed, then mean ± sd; negative JCT and makespan are better):\n\n", in.Baseline)
@@ -221,7 +221,7 @@ func belowFloorTable(b *strings.Builder, in Input) {
 
 // CSVHeader is the header of results.csv: one row per policy, seed and class
 // ("all" for every job), times in seconds, utilizations as fractions.
-var CSVHeader = []string{"policy", "seed", "class", "jobs", "avg_jct_s", "median_jct_s", "p95_jct_s", "avg_queue_s", "makespan_s", "gpu_util", "kernel_util", "useful_util", "below_floor", "below_floor_hours", "shared"}
+var CSVHeader = []string{"policy", "seed", "class", "jobs", "avg_jct_s", "median_jct_s", "p95_jct_s", "avg_queue_s", "makespan_s", "gpu_util", "kernel_util", "useful_util", "below_floor", "below_floor_hours", "shared", "shared_multi_gpu"}
 
 // CSV writes results.csv.
 func CSV(w io.Writer, in Input) error {
@@ -233,7 +233,7 @@ func CSV(w io.Writer, in Input) error {
 	row := func(r *sim.PolicyRun, class string, m sim.Metrics) error {
 		return cw.Write([]string{r.Policy, strconv.FormatInt(r.Seed, 10), class, strconv.Itoa(m.Jobs),
 			f(m.AvgJCT), f(m.MedianJCT), f(m.P95JCT), f(m.AvgQueue), f(m.Makespan), f(m.GPUUtil), f(m.KernelUtil), f(m.UsefulUtil),
-			strconv.Itoa(m.BelowFloor), f(m.BelowFloorHours), strconv.Itoa(m.Shared)})
+			strconv.Itoa(m.BelowFloor), f(m.BelowFloorHours), strconv.Itoa(m.Shared), strconv.Itoa(m.SharedMultiGPU)})
 	}
 	for _, r := range in.Runs {
 		if err := row(r, "all", r.Overall); err != nil {

@@ -260,7 +260,7 @@ func StatOf(v []float64) Stat {
 }
 
 // MetricNames are the metrics aggregated across seeds, in report order.
-var MetricNames = []string{"avg_jct", "median_jct", "p95_jct", "avg_queue", "makespan", "gpu_util", "useful_util", "kernel_util", "below_floor", "below_floor_hours", "shared"}
+var MetricNames = []string{"avg_jct", "median_jct", "p95_jct", "avg_queue", "makespan", "gpu_util", "useful_util", "kernel_util", "below_floor", "below_floor_hours", "shared", "shared_multi_gpu"}
 
 // Value returns metric name of m.
 func (m Metrics) Value(name string) float64 {
@@ -287,6 +287,8 @@ func (m Metrics) Value(name string) float64 {
 		return m.BelowFloorHours
 	case "shared":
 		return float64(m.Shared)
+	case "shared_multi_gpu":
+		return float64(m.SharedMultiGPU)
 	}
 	return math.NaN()
 }

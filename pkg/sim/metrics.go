@@ -31,6 +31,9 @@ type Metrics struct {
 	// on several GPUs counts once).
 	BelowFloorHours float64 `json:"below_floor_hours"`
 	Shared          int     `json:"shared"` // jobs that had a co-runner at some time
+	// SharedMultiGPU: jobs of several GPUs that had a co-runner on one of them
+	// at some time.
+	SharedMultiGPU int `json:"shared_multi_gpu"`
 }
 
 // Classes in report order.
@@ -77,6 +80,9 @@ func metricsOf(jobs []JobResult, keep func(JobResult) bool, capacity float64) Me
 		m.BelowFloorHours += j.BelowFloorSec / 3600
 		if j.Shared {
 			m.Shared++
+			if j.GPUs > 1 {
+				m.SharedMultiGPU++
+			}
 		}
 	}
 	if m.Jobs == 0 {

@@ -106,8 +106,10 @@ type Config struct {
 //     (Redecide == 0) it keeps the plugin's fail-safe request: a whole GPU, any
 //     node, which Slurm's queue (FIFO + backfill) starts on the first idle GPU,
 //     exactly as the exclusive policy places it, and nothing joins it later;
-//   - a several-GPU job that does not fit at submit is left to Slurm: whole GPUs
-//     from the same queue;
+//   - a several-GPU job that does not fit at submit is deferred like a
+//     one-GPU job where the loop's update can name each GPU's Type (typed
+//     pinning, updates typed: Slurm 23.11 and later), else left to Slurm:
+//     whole GPUs from the same queue;
 //   - a re-decided job starts at Slurm's next scheduling pass (StartDelay), not
 //     at once: until then its decision is a queued reservation in the policy's
 //     view, as in the plugin. When its request is an untyped shard count
@@ -355,6 +357,7 @@ type pendingStart struct {
 	node, g int
 	k       int
 	untyped bool
+	all     []placement.Slot // several GPUs: every one (node, g, k are the first's)
 }
 
 type memoKey struct {
@@ -770,13 +773,20 @@ func (s *simulator) arrive(j int) {
 		s.start(j, d)
 		return
 	}
-	if s.st[j].req.GPUs == 1 && s.cfg.Submit.Redecide > 0 {
+	if s.cfg.Submit.Redecide > 0 && (s.st[j].req.GPUs == 1 || s.multiUpdates()) {
 		s.deferred = append(s.deferred, int32(j))
 		return
 	}
 	s.st[j].whole = true
 	s.queue = append(s.queue, int32(j))
 	s.qlive++
+}
+
+// multiUpdates says whether the loop's update can place a several-GPU job:
+// only typed (one shard Type per GPU, named in the update: Slurm 23.11 and
+// later), as the plugin does; else such a job keeps Slurm's whole GPUs.
+func (s *simulator) multiUpdates() bool {
+	return s.cl.Reach == placement.ReachTyped && !s.cfg.Submit.UntypedUpdates
 }
 
 // redecide is one pass of the re-decide loop: every deferred job, in submit
@@ -815,7 +825,11 @@ func (s *simulator) redecide() {
 		rq.Kind = placement.Reserved
 		s.cl.Apply(&rq, d)
 		p := d.Placement[0]
-		s.pending = append(s.pending, pendingStart{t: start, j: j, node: p.Node, g: p.GPU, k: p.Slots, untyped: untyped})
+		ps := pendingStart{t: start, j: j, node: p.Node, g: p.GPU, k: p.Slots, untyped: untyped}
+		if len(d.Placement) > 1 {
+			ps.all = slices.Clone(d.Placement)
+		}
+		s.pending = append(s.pending, ps)
 	}
 	s.deferred = kept
 	s.startPending()
@@ -839,6 +853,31 @@ func (s *simulator) startPending() {
 	for _, p := range s.pending {
 		if p.t > s.now {
 			kept = append(kept, p)
+			continue
+		}
+		if len(p.all) > 0 {
+			// Several GPUs, each named by its Type: the job starts once every
+			// one of them has its shards free.
+			free := true
+			for _, sl := range p.all {
+				if s.cl.Nodes[sl.Node].GPUs[sl.GPU].Slots-int(s.used[s.nodeOff[sl.Node]+int32(sl.GPU)]) < sl.Slots {
+					free = false
+				}
+			}
+			if !free {
+				p.t = math.Inf(1)
+				kept = append(kept, p)
+				continue
+			}
+			s.cl.Remove(s.st[p.j].req.JobID) // the reservation
+			d := placement.Decision{Action: placement.ActionExclusive, Placement: p.all}
+			for _, sl := range p.all {
+				if len(s.gpuOn[s.nodeOff[sl.Node]+int32(sl.GPU)]) > 0 {
+					d.Action = placement.ActionShare
+				}
+			}
+			s.redecided++
+			s.start(int(p.j), d)
 			continue
 		}
 		node := &s.cl.Nodes[p.node]

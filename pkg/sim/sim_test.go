@@ -99,20 +99,33 @@ func TestRatesFollowCoRunners(t *testing.T) {
 	if math.Abs(res.Useful-140) > 1e-9 || math.Abs(res.AllocGPUS-125) > 1e-9 || res.Makespan != 125 {
 		t.Errorf("useful %v alloc %v makespan %v, want 140, 125, 125", res.Useful, res.AllocGPUS, res.Makespan)
 	}
-	// A several-GPU job takes whole idle GPUs (Slurm's shard requests fit on one
-	// GPU per node): C (2 GPUs) does not join X and Y, which least-loaded spread
-	// over the two GPUs; it starts when both ended and runs alone at full speed.
+	// A several-GPU job shares GPUs GPU by GPU and runs at its slowest GPU's
+	// speed: C (2 GPUs) joins X (a) and Y (b), which least-loaded spread over
+	// the two GPUs; b next to a runs at 0.8 and next to b at 0.9, so C does
+	// its 80 s of work at 0.8, from 1 to 101. With share_multi_gpu off it
+	// takes whole idle GPUs: it starts when both ended and runs alone.
 	jobs = []trace.Job{
 		{ID: "X", Submit: 0, Duration: 1000, GPUs: 1, Tag: "a", Class: profile.ClassTrain},
 		{ID: "Y", Submit: 0, Duration: 1000, GPUs: 1, Tag: "b", Class: profile.ClassTrain},
 		{ID: "C", Submit: 1, Duration: 80, GPUs: 2, Tag: "b", Class: profile.ClassTrain},
 	}
-	res, err = Run(Config{Nodes: 1, GPUsPerNode: 2}, jobs, tb, mustPolicy(t, "least-loaded", nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := res.Jobs[2]; c.Start != 1000 || math.Abs(c.End-1080) > 1e-9 || c.MinSpeed != 1 {
-		t.Errorf("C ran %v..%v at min speed %v, want 1000..1080 at 1", c.Start, c.End, c.MinSpeed)
+	for _, tc := range []struct {
+		whole                bool
+		start, end, minSpeed float64
+	}{{false, 1, 101, 0.8}, {true, 1000, 1080, 1}} {
+		o := placement.DefaultOptions()
+		o.WholeMultiGPU = tc.whole
+		pol, err := placement.ByName("least-loaded", nil, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err = Run(Config{Nodes: 1, GPUsPerNode: 2}, jobs, tb, pol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := res.Jobs[2]; c.Start != tc.start || math.Abs(c.End-tc.end) > 1e-9 || math.Abs(c.MinSpeed-tc.minSpeed) > 1e-9 {
+			t.Errorf("whole %v: C ran %v..%v at min speed %v, want %v..%v at %v", tc.whole, c.Start, c.End, c.MinSpeed, tc.start, tc.end, tc.minSpeed)
+		}
 	}
 }
 

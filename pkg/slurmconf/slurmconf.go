@@ -43,6 +43,10 @@ type Conf struct {
 	// not known to carry their GPU's Type.
 	GresRead     bool
 	SharedShards string
+	// UntypedShards names the first gres.conf shard line without Type= ("" when
+	// every one has it): a request naming several shard Types is then
+	// misallocated by Slurm (MultiGPUShards).
+	UntypedShards string
 	// Keys holds the other KEY=VALUE lines that are a single pair (PluginDir,
 	// JobSubmitPlugins, SlurmUser, ...), by lower-cased key; the last one wins.
 	Keys map[string]string
@@ -174,6 +178,32 @@ func (c *Conf) AutoSteering(prefix string) (mode, why string) {
 		return FirstFit, c.SharedShards + " (each GPU's shards need their own line, File=/dev/nvidia<i>, to carry its Type)"
 	}
 	return Typed, ""
+}
+
+// MultiGPUShards says whether a job may take K shards on each of several named
+// GPUs of a node (gres/shard:g0:K,gres/shard:g3:K): the typed layout
+// (AutoSteering) with every gres.conf shard line carrying its GPU's Type
+// (Name=shard Type=g0 Count=4 File=/dev/nvidia0) and every shard entry of
+// slurm.conf typed (shard:g0:4,...). Measured on 22.05.8, 23.11.11 and 26.05.3:
+// with untyped shard lines Slurm takes the types from the GPUs for single-type
+// requests, but silently misallocates a request naming several (all its shards
+// on one GPU) and later typed requests pend on idle GPUs. why says what rules
+// it out.
+func (c *Conf) MultiGPUShards(prefix string) (ok bool, why string) {
+	if mode, why := c.AutoSteering(prefix); mode != Typed {
+		return false, why
+	}
+	if c.UntypedShards != "" {
+		return false, c.UntypedShards + " (several-GPU sharing needs Type=" + prefix + "<i> on every shard line: docs/install.md)"
+	}
+	for _, n := range c.Nodes {
+		for _, g := range n.Gres {
+			if g.Name == "shard" && g.Type == "" {
+				return false, fmt.Sprintf("NodeName=%s (line %d): untyped shard entry shard:%d (several-GPU sharing needs shard:%s<i>:<count> per GPU)", n.Names, n.Line, g.Count, prefix)
+			}
+		}
+	}
+	return true, ""
 }
 
 // Load reads path and the files it Includes (relative names are taken from
@@ -490,7 +520,7 @@ func (c *Conf) AddGresConf(r io.Reader, name string) error {
 		if err != nil {
 			return fmt.Errorf("%s line %d: %w", name, lineNo, err)
 		}
-		gpuLine, shardLine, file := false, false, false
+		gpuLine, shardLine, file, typed := false, false, false, false
 		for _, kv := range kvs {
 			if strings.EqualFold(kv[0], "name") && (strings.EqualFold(kv[1], "gpu") || strings.EqualFold(kv[1], "shard")) {
 				gpuLine = true
@@ -499,9 +529,15 @@ func (c *Conf) AddGresConf(r io.Reader, name string) error {
 			if strings.EqualFold(kv[0], "file") {
 				file = true
 			}
+			if strings.EqualFold(kv[0], "type") && kv[1] != "" {
+				typed = true
+			}
 		}
 		if shardLine && !file && c.SharedShards == "" {
 			c.SharedShards = fmt.Sprintf("%s line %d: a shard line without File=", name, lineNo)
+		}
+		if shardLine && !typed && c.UntypedShards == "" {
+			c.UntypedShards = fmt.Sprintf("%s line %d: a shard line without Type=", name, lineNo)
 		}
 		for _, kv := range kvs {
 			k := strings.ToLower(kv[0])

@@ -270,6 +270,40 @@ func TestShippedExampleIsTyped(t *testing.T) {
 	if mode, why := c.AutoSteering("g"); mode != Typed {
 		t.Fatalf("slurm/*.example: auto resolves to %s (%s), want typed", mode, why)
 	}
+	if ok, why := c.MultiGPUShards("g"); !ok {
+		t.Fatalf("slurm/*.example: several-GPU jobs cannot share: %s", why)
+	}
+}
+
+// TestMultiGPUShards: several-GPU sharing needs the typed layout with the GPU's
+// Type on every shard line of gres.conf and every shard entry of slurm.conf.
+func TestMultiGPUShards(t *testing.T) {
+	typedLines := "NodeName=a Name=shard Type=g0 Count=4 File=/dev/nvidia0\nNodeName=a Name=shard Type=g1 Count=4 File=/dev/nvidia1\n"
+	untypedLines := "NodeName=a Name=shard Count=4 File=/dev/nvidia0\nNodeName=a Name=shard Count=4 File=/dev/nvidia1\n"
+	for _, tc := range []struct {
+		name, conf, gres string
+		ok               bool
+		why              string
+	}{
+		{"typed shard lines and entries", "NodeName=a Gres=gpu:g0:1,gpu:g1:1,shard:g0:4,shard:g1:4\n", typedLines, true, ""},
+		{"untyped shard lines (the earlier layout)", "NodeName=a Gres=gpu:g0:1,gpu:g1:1,shard:8\n", untypedLines, false, "gres.conf line 1: a shard line without Type="},
+		{"typed lines, untyped slurm.conf entry", "NodeName=a Gres=gpu:g0:1,gpu:g1:1,shard:8\n", typedLines, false, "untyped shard entry shard:8"},
+		{"first-fit layout", "NodeName=a Gres=gpu:h200:2,shard:8\n", typedLines, false, "counts 2 GPUs under one type"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse(strings.NewReader(tc.conf))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.AddGresConf(strings.NewReader(tc.gres), "gres.conf"); err != nil {
+				t.Fatal(err)
+			}
+			ok, why := c.MultiGPUShards("g")
+			if ok != tc.ok || !strings.Contains(why, tc.why) || (tc.why == "") != (why == "") {
+				t.Fatalf("MultiGPUShards = %v (%q), want %v (%q)", ok, why, tc.ok, tc.why)
+			}
+		})
+	}
 }
 
 func ptr(s string) *string { return &s }

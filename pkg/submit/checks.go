@@ -60,7 +60,13 @@ func prepare(q *query) (in placeIn, out outcome, ok bool) {
 	cfg := st.cfg
 	dir := comment.ParseComment(j.Comment)
 	ask := readGPUs(&j)
-	if j.Modify && q.isAdmin() && ask.typedOnly && ask.gres.Shards > 0 && isPinType(cfg.ShardTypePrefix, ask.gres.Type) {
+	if j.Modify && q.isAdmin() && ask.typedOnly && ask.gres.Shards > 0 && len(ask.gres.Types) > 1 && allPinTypes(cfg.ShardTypePrefix, ask.gres.Types) {
+		// The plugin's own pin of a several-GPU job (K shards of each of
+		// several GPU Types), sent back by the loop after a requeue: placed
+		// again as a job of that many GPUs.
+		ask.pass, ask.typedOnly, ask.gres.Type, ask.ownPin = "", false, "", true
+		ask.gres.GPUs, ask.gres.Shards, ask.gres.Types = len(ask.gres.Types), 0, nil
+	} else if j.Modify && q.isAdmin() && ask.typedOnly && ask.gres.Shards > 0 && isPinType(cfg.ShardTypePrefix, ask.gres.Type) {
 		// The plugin's own earlier pin (a job requeued after it started, which
 		// the re-decide loop sends back with the request it ran with): decided
 		// again like first-fit pinning's untyped shards, not left to Slurm as

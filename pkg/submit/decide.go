@@ -4,6 +4,7 @@ package submit
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -472,12 +473,86 @@ func usedSlots(g *placement.GPU) int {
 	return used
 }
 
-// multiGPU pins a several-GPU job to a node with no resident at all: Slurm's shard
-// requests fit on one GPU per node (every release; 23.11 and later can opt out
-// with MULTIPLE_SHARING_GRES_PJ), so the job keeps whole GPUs, and a node without
-// shard jobs avoids 22.05's bug of giving a whole-GPU job a GPU that shards use.
-// The simulator's policies follow the same rule (pkg/placement: whole idle GPUs).
+// multiGPU places a job of n GPUs on one node. With several-GPU sharing
+// (share_multi_gpu, resolved at load: typed pinning and a shard Type on every
+// gres.conf shard line) the policy chooses n GPUs of one node, each idle or
+// shared within the floors, and the job asks for K shards of each chosen GPU's
+// Type; a wait keeps its whole-GPU request and is deferred for the re-decide
+// loop where an update can name several Types (23.11 and later; on 22.05 only
+// the submit can place such a job). Without it, wholeNode.
 func multiGPU(q *query, in *placeIn, n int, mask []bool) outcome {
+	st, c, r := q.snap, q.view.cluster, in.rec
+	if !st.cfg.ShareMultiGPU || c.Reach != placement.ReachTyped {
+		return wholeNode(q, in, n, mask)
+	}
+	if q.j.Modify && !TypedUpdates(q.version) {
+		return finish(Result{}, r, "unchanged", "pass", fmt.Sprintf("%d GPUs in an update: Slurm 22.05 does not honour an update naming several shard Types, so only the submit places a several-GPU job; its request is kept", n))
+	}
+	label := r.JobID
+	if label == "" {
+		label = "new"
+	}
+	req := q.req
+	if req == nil {
+		req = new(placement.Request)
+	}
+	*req = placement.Request{JobID: label, Tag: in.prof.Tag, Profile: in.prof, Class: in.class, GPUs: n, Nodes: mask, OneNode: true}
+	defer func() { *req = placement.Request{} }()
+	d := st.policy.Place(c, req)
+	if (d.Action == placement.ActionWait || len(d.Placement) != n) && !TypedUpdates(q.version) {
+		r.Action, r.Policy = "wait", st.policy.Name()
+		return finish(Result{}, r, "unchanged", "wait", d.Reason+"; whole GPUs of Slurm's choice (on this release no update can place a several-GPU job later)")
+	}
+	if d.Action == placement.ActionWait || len(d.Placement) != n {
+		// The job keeps its whole-GPU request (Slurm's choice of node and
+		// GPUs, the fail-safe) under a decision id, so that the re-decide
+		// loop recognises its deferral and places it when GPUs free up.
+		id := q.id(0)
+		r.ID, r.Action, r.Policy = id, "wait", st.policy.Name()
+		res := Result{Code: Rewrite, TresPerNode: in.ask.gres.WithGPUs(n), Comment: comment.WithToken(q.j.Comment, comment.FormatToken(id, 0))}
+		in.ask.apply(&res)
+		out := finish(res, r, "rewrite", "wait", d.Reason+"; queued for whole GPUs of Slurm's choice")
+		out.usedID = true
+		return out
+	}
+	k := d.Placement[0].Slots
+	ni := d.Placement[0].Node
+	node := &c.Nodes[ni]
+	id := q.id(k)
+	types := make([]string, len(d.Placement))
+	rv := reservation{id: id, jobID: r.JobID, uid: q.j.UserID, node: ni, slots: k, prof: in.prof, class: in.class, at: q.now}
+	for i, sl := range d.Placement {
+		gpu := &node.GPUs[sl.GPU]
+		types[i] = TypeName(st.cfg.ShardTypePrefix, gpu.Index)
+		rv.gpus = append(rv.gpus, sl.GPU)
+		r.GPUs = append(r.GPUs, gpu.Index)
+		for _, res := range gpu.Residents {
+			tag := "unprofiled"
+			if res.Profile != nil {
+				tag = res.Profile.Tag
+			}
+			if !slices.Contains(r.CoRunners, tag) {
+				r.CoRunners = append(r.CoRunners, tag)
+			}
+		}
+	}
+	r.ID, r.Action, r.Policy = id, d.Action.String(), st.policy.Name()
+	r.Node, r.GPU, r.Shards = node.Name, r.GPUs[0], k
+	r.PredictedSpeed, r.MinResidentSpeed = d.PredictedSpeed, d.MinResidentSpeed
+	res := Result{Code: Rewrite, TresPerNode: in.ask.gres.WithTypedShardsOn(types, k, q.version), ReqNodes: node.Name,
+		Comment: comment.WithToken(q.j.Comment, comment.FormatToken(id, k))}
+	in.ask.apply(&res)
+	out := finish(res, r, "rewrite", r.Action, d.Reason)
+	out.usedID, out.rv, out.reserve = true, rv, true
+	return out
+}
+
+// wholeNode pins a several-GPU job to a node with no resident at all, for
+// clusters where Slurm cannot express K shards on each of several GPUs: the job
+// keeps whole GPUs (gres/gpu), and a node without shard jobs avoids 22.05's bug
+// of giving a whole-GPU job a GPU that shards use. The simulator's policies
+// follow the same rule there (pkg/placement: whole idle GPUs).
+func wholeNode(q *query, in *placeIn, n int, mask []bool) outcome {
 	c, r := q.view.cluster, in.rec
 	for ni := range c.Nodes {
 		node := &c.Nodes[ni]

@@ -4,9 +4,12 @@ package submit
 
 import (
 	"errors"
+	"fmt"
 	"github.com/coscheml/coscheml/pkg/comment"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -713,5 +716,85 @@ func TestReloadLogsApplied(t *testing.T) {
 	}
 	if r := f.e.Decide(job("")); strings.Contains(r.Log, "applied") {
 		t.Errorf("logged twice: %q", r.Log)
+	}
+}
+
+// With typed pinning and share_multi_gpu, a several-GPU job is placed GPU by
+// GPU: K shards of each chosen GPU's Type on one node, next to one-GPU
+// residents where every floor holds, with a reservation on each GPU; on 22.05
+// an update of it is left as it is, and the loop's own pin of it is placed
+// again on 23.11 and later.
+func TestMultiGPUShares(t *testing.T) {
+	const v2205, v2605 = 22<<16 | 5<<8 | 8, 26<<16 | 5<<8 | 3
+	for _, tc := range []struct {
+		version uint32
+		in, pfx string
+	}{{v2205, "gres:gpu:2", "gres:"}, {v2605, "gres/gpu:2", "gres/"}} {
+		t.Run(fmt.Sprintf("%d.%02d", tc.version>>16, tc.version>>8&0xff), func(t *testing.T) {
+			f := newFixture(t, func(c *config.Config) {
+				c.Cluster.Nodes, c.Cluster.GPUsPerNode = "n1", 4
+				c.ShardPinning, c.ShardTypePrefix = config.PinTyped, "g"
+			})
+			f.e.Close()
+			f.e = New(f.sources(), Options{Now: f.clock, SlurmVersion: func() uint32 { return tc.version }})
+			t.Cleanup(f.e.Close)
+			// Three one-GPU residents: light on GPUs 0 and 1, heavy on GPU 2.
+			store, _ := residency.Open(f.cfg.ResidencyDir)
+			for i, tag := range []string{"light-a", "light-b", "heavy-a"} {
+				store.Start(residency.Entry{JobID: strconv.Itoa(10 + i), Node: "n1", GPUs: []int{i}, Shards: 2, Tag: tag, Start: f.now, Expires: f.now.Add(time.Hour)})
+			}
+			f.e.Reload()
+			j := job("coscheml:app=light-a")
+			j.TresPerNode = tc.in
+			r := f.e.Decide(j)
+			d := comment.ParseComment(r.Comment)
+			want := tc.pfx + "shard:g0:2," + tc.pfx + "shard:g1:2"
+			if r.Code != Rewrite || r.ReqNodes != "n1" || r.TresPerNode != want || d.Shards != 2 {
+				t.Fatalf("several GPUs: %+v; want %s on n1 (the light residents' GPUs, not the heavy one's)", r, want)
+			}
+			rec := f.record(t, r)
+			if rec.Action != "share" || !slices.Equal(rec.GPUs, []int{0, 1}) || rec.Shards != 2 || len(rec.CoRunners) != 2 {
+				t.Errorf("decision record %+v", rec)
+			}
+			var rv reservation
+			for _, x := range f.e.view.reservations() {
+				if x.id == d.DecisionID {
+					rv = x
+				}
+			}
+			if !slices.Equal(rv.gpus, []int{0, 1}) || rv.slots != 2 {
+				t.Errorf("reservation %+v, want 2 shards on GPUs 0 and 1", rv)
+			}
+			// The re-decide loop sends a requeued job's own pin back.
+			m := JobFields{Comment: r.Comment, StoredComment: r.Comment, TresPerNode: want, MinNodes: 1, JobID: 77, Modify: true, Admin: true}
+			u := f.e.Decide(m)
+			switch tc.version {
+			case v2205:
+				if u.Code != Unchanged || !strings.Contains(logOf(u), "only the submit places a several-GPU job") {
+					t.Errorf("22.05 update: %+v", u)
+				}
+			default:
+				if u.Code != Rewrite || u.ReqNodes != "n1" || strings.Count(u.TresPerNode, "shard:g") != 2 {
+					t.Errorf("the loop's re-decision: %+v", u)
+				}
+			}
+		})
+	}
+}
+
+// share_multi_gpu off, or first-fit pinning: a several-GPU job keeps whole
+// GPUs on a node without other jobs.
+func TestMultiGPUWholeWhenNotShared(t *testing.T) {
+	for _, edit := range []func(*config.Config){
+		func(c *config.Config) { c.ShardPinning, c.ShareMultiGPU = config.PinTyped, false },
+		func(c *config.Config) { c.ShardPinning = config.PinFirstFit },
+	} {
+		f := newFixture(t, edit)
+		f.e.Decide(job("coscheml:app=light-a"))
+		j := job("coscheml:app=light-a")
+		j.TresPerNode = "gres:gpu:2"
+		if r := f.e.Decide(j); r.Code != Rewrite || r.ReqNodes != "n2" || r.TresPerNode != "gres:gpu:2" {
+			t.Errorf("%+v: want whole GPUs on n2, the node without jobs", r)
+		}
 	}
 }

@@ -4,6 +4,7 @@ package submit
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/coscheml/coscheml/pkg/config"
 	"github.com/coscheml/coscheml/pkg/model"
@@ -34,6 +35,7 @@ func GuardPinning(src Sources, slurmConfPath string) (guarded Sources, note stri
 		cfg, err := load(path)
 		if err == nil {
 			cfg.ShardPinning, _ = placeconf.ResolvePinning(sc, cfg)
+			cfg.ShareMultiGPU, _ = placeconf.ResolveShareMultiGPU(sc, cfg)
 		}
 		return cfg, err
 	}
@@ -54,6 +56,15 @@ func GuardPinning(src Sources, slurmConfPath string) (guarded Sources, note stri
 	case cfg.ShardPinning == config.PinAuto:
 		note = "shard_pinning auto: first-fit, because " + autoWhy + " (per-GPU types pin exactly: docs/compatibility.md#pinning)"
 	}
+	if note == "" || !strings.HasPrefix(note, "SAFE MODE") {
+		resolved := cfg
+		resolved.ShardPinning = mode
+		if multi, why := placeconf.ResolveShareMultiGPU(sc, resolved); multi {
+			note = joinNote(note, "share_multi_gpu: several-GPU jobs share GPU by GPU (K shards of each GPU's Type)")
+		} else if cfg.ShareMultiGPU {
+			note = joinNote(note, "share_multi_gpu: several-GPU jobs take whole GPUs, because "+why)
+		}
+	}
 	inner := src.NewPolicy
 	src.NewPolicy = func(cfg config.Config, pred model.Predictor) (placement.Policy, error) {
 		if why := pinningImpossible(sc, slurmConfPath, cfg.ShardPinning); why != "" {
@@ -62,6 +73,13 @@ func GuardPinning(src Sources, slurmConfPath string) (guarded Sources, note stri
 		return inner(cfg, pred)
 	}
 	return src, note
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }
 
 // pinningImpossible says why the plugin cannot make Slurm allocate the GPU its

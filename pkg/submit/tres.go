@@ -4,6 +4,7 @@ package submit
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,6 +24,11 @@ type GresRequest struct {
 	gresAt  int    // byte offset of the gpu/shard entry in tres (-1: none)
 	gresEnd int    // and of its end
 	prefix  string // "gres:" or "gres/"
+	// Types are the shard Types of a request of K shards on each of several
+	// typed GPUs, written as adjacent entries (gres/shard:g0:2,gres/shard:g3:2:
+	// the plugin's own pin of a several-GPU job); Shards is then K, Type the
+	// first, and gresAt..gresEnd spans them all.
+	Types []string
 }
 
 // ParseTres reads tres_per_node. Entries other than gpu and shard are kept as they
@@ -85,7 +91,17 @@ func ParseTres(tres string) (GresRequest, error) {
 			return g, fmt.Errorf("tres_per_node entry %q: count out of range", profile.Sanitize(e))
 		}
 		if g.gresAt >= 0 {
-			return g, fmt.Errorf("tres_per_node %q: more than one gpu/shard entry", profile.Sanitize(tres))
+			// Several typed shard entries of one count, each next to the last:
+			// K shards on each of several GPUs. Anything else is not ours.
+			if name != "shard" || g.Shards == 0 || typ == "" || g.Type == "" || count != g.Shards || prefix != g.prefix || i != g.gresEnd+1 {
+				return g, fmt.Errorf("tres_per_node %q: more than one gpu/shard entry", profile.Sanitize(tres))
+			}
+			if len(g.Types) == 0 {
+				g.Types = []string{g.Type}
+			}
+			g.Types = append(g.Types, typ)
+			g.gresEnd = i + len(e)
+			continue
 		}
 		g.gresAt, g.gresEnd, g.prefix, g.Type = i, i+len(e), prefix, typ
 		if name == "gpu" {
@@ -131,6 +147,30 @@ func (g GresRequest) WithTypedShards(typ string, n int, version uint32) string {
 	return g.with(prefix + "shard:" + typ + ":" + strconv.Itoa(n))
 }
 
+// WithTypedShardsOn is the request with its GPU entry replaced by n shards of
+// each GPU Type in types: "gres/shard:g0:2,gres/shard:g3:2" (23.11 and later;
+// "gres:" on 22.05), K shards on each named GPU of the node (measured on real
+// daemons of 22.05.8, 23.11.11 and 26.05.3 with a shard Type on every gres.conf
+// shard line).
+func (g GresRequest) WithTypedShardsOn(types []string, n int, version uint32) string {
+	prefix := g.prefix
+	if prefix == "" {
+		prefix = tresPrefix(version)
+	}
+	var b strings.Builder
+	for i, typ := range types {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(prefix)
+		b.WriteString("shard:")
+		b.WriteString(typ)
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(n))
+	}
+	return g.with(b.String())
+}
+
 // slurm2311 is SLURM_VERSION_NUMBER of 23.11.0: TRES strings read "gres/" from it on.
 const slurm2311 = 23<<16 | 11<<8
 
@@ -144,6 +184,17 @@ func tresPrefix(v uint32) string {
 
 // TypeName is the Slurm GPU Type of GPU index i under shard_pinning: typed.
 func TypeName(prefix string, i int) string { return prefix + strconv.Itoa(i) }
+
+// allPinTypes says whether every one of types is a per-GPU Type (isPinType),
+// each named once.
+func allPinTypes(prefix string, types []string) bool {
+	for i, t := range types {
+		if !isPinType(prefix, t) || slices.Contains(types[:i], t) {
+			return false
+		}
+	}
+	return true
+}
 
 // isPinType says whether typ is a per-GPU Type TypeName makes: the prefix and a
 // GPU index. Such Types exist only for exact pinning, and a shard request of one

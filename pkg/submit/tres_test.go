@@ -70,7 +70,44 @@ func FuzzParseTres(f *testing.F) {
 		if err != nil || g2.Shards != 2 || g2.GPUs != 0 {
 			t.Fatalf("%q -> %q -> %+v %v", s, out, g2, err)
 		}
+		if len(g.Types) > 1 {
+			out = g.WithTypedShardsOn(g.Types, 3, 0)
+			g3, err := ParseTres(out)
+			if err != nil || g3.Shards != 3 || !slices.Equal(g3.Types, g.Types) {
+				t.Fatalf("%q -> %q -> %+v %v", s, out, g3, err)
+			}
+		}
 	})
+}
+
+// K shards on each of several typed GPUs: adjacent typed shard entries of one
+// count are one request; anything else with two gpu/shard entries is not ours.
+func TestParseTresSeveralTypes(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		types []string
+		k     int
+		err   bool
+	}{
+		{"gres/shard:g0:2,gres/shard:g3:2", []string{"g0", "g3"}, 2, false},
+		{"cpu=2,gres:shard:g0:1,gres:shard:g1:1,gres:shard:g2:1,mem=4G", []string{"g0", "g1", "g2"}, 1, false},
+		{"gres/shard:g0:2,gres/shard:g3:1", nil, 0, true},       // counts differ
+		{"gres/shard:g0:2,gres/shard:2", nil, 0, true},          // one untyped
+		{"gres/shard:g0:2,cpu=1,gres/shard:g3:2", nil, 0, true}, // not adjacent
+		{"gres/gpu:g0:1,gres/gpu:g3:1", nil, 0, true},           // GPUs, not shards
+		{"gres/shard:g0:2,gres:shard:g3:2", nil, 0, true},       // two syntaxes
+	} {
+		g, err := ParseTres(tc.in)
+		if (err != nil) != tc.err || (!tc.err && (!slices.Equal(g.Types, tc.types) || g.Shards != tc.k)) {
+			t.Errorf("ParseTres(%q) = %+v, %v", tc.in, g, err)
+			continue
+		}
+		if !tc.err {
+			if out := g.WithTypedShardsOn([]string{"g5", "g6"}, 3, 0); !strings.Contains(out, "shard:g5:3,") || strings.Contains(out, "g0") {
+				t.Errorf("%q rewritten to %q", tc.in, out)
+			}
+		}
+	}
 }
 
 func TestWithTypedShards(t *testing.T) {

@@ -553,5 +553,5 @@ func residentOf(st *Snapshot, en *residency.Entry) (node int, res placement.Resi
 	if held <= 0 || held > slots {
 		held = slots // whole GPU, or more shards than we think a GPU has
 	}
-	return n, placement.Resident{JobID: en.JobID, Profile: prof, Class: class, Slots: held}, true
+	return n, placement.Resident{JobID: en.JobID, Profile: prof, Class: class, Slots: held, GPUs: len(en.GPUs)}, true
 }
