@@ -10,6 +10,7 @@ import (
 	"log/syslog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -260,10 +261,20 @@ func prolog(cfg config.Config, env map[string]string, now time.Time, log *logger
 		// profile's class, and so must the guard and explain.
 		je.Class = profileClass(cfg, je.Tag)
 	}
-	// Shards per GPU: the plugin's decision (its verified token), else what
-	// slurmd says the job holds on the node (SLURM_SHARDS_ON_NODE, a total:
-	// split evenly over its GPUs). Never from the job's own environment.
+	// Shards per GPU: the plugin's decision (its token: the plugin removes
+	// every token it did not write for this job), else what slurmd says the
+	// job holds on the node (SLURM_SHARDS_ON_NODE, a total, split over its
+	// GPUs). Never from the job's own environment.
 	shards := d.Shards
+	if len(d.GPUs) > 1 {
+		// K shards on each of several GPUs: slurmd names only the last of them
+		// here (measured on 22.05.8 and 26.05.3), the token names them all.
+		if slices.Contains(d.GPUs, je.GPUs[len(je.GPUs)-1]) {
+			je.GPUs = slices.Clone(d.GPUs)
+		} else {
+			log.printf("prolog: job %s: its decision names GPUs %v, slurmd gives it %v: recorded as slurmd says", je.JobID, d.GPUs, je.GPUs)
+		}
+	}
 	if shards == 0 {
 		if n, err := strconv.Atoi(env["SLURM_SHARDS_ON_NODE"]); err == nil && n > 0 {
 			shards = max(n/len(je.GPUs), 1)
@@ -345,9 +356,9 @@ func epilog(cfg config.Config, env map[string]string, now time.Time, log *logger
 	case endErr == nil:
 		start = en.Start
 		je.Tag, je.Class, je.Restarts = en.Tag, en.Class, en.Restarts
-		if len(je.GPUs) == 0 {
-			je.GPUs = en.GPUs
-		}
+		// The Prolog's record: slurmd names only the last GPU of a job of
+		// several shard Types, the Prolog read them all.
+		je.GPUs = en.GPUs
 		ivs, err := store.CoRuns(je.Node, en.GPUs, je.JobID, en.Start, now)
 		if err != nil {
 			log.printf("epilog: job %s: co-runners: %v", je.JobID, err)

@@ -260,18 +260,23 @@ func TestPrologRecordsProfileClass(t *testing.T) {
 }
 
 // A several-GPU job is recorded on each of its GPUs with the plugin's shards
-// per GPU (its verified token), else slurmd's total split over its GPUs.
+// per GPU (its token), else slurmd's total split over its GPUs. Where the
+// Prolog sees only the last GPU of a job of several shard Types (Slurm 22.05
+// to 26.05), its GPUs come from the token, which names them.
 func TestPrologRecordsEachGPU(t *testing.T) {
 	cfg, _ := testConfig(t)
 	for _, tc := range []struct {
-		comment string
-		shards  int
+		comment, gpus, onNode string
+		want                  string
+		shards                int
 	}{
-		{"coscheml:app=svc coscheml-id=x-1-0123456789ab:2", 2},
-		{"coscheml:app=svc", 3}, // SLURM_SHARDS_ON_NODE=6 over 2 GPUs
+		{"coscheml:app=svc coscheml-id=x-1-0123456789ab:2", "0,3", "", "[0 3]", 2},
+		{"coscheml:app=svc", "0,3", "6", "[0 3]", 3}, // no token: slurmd's total over 2 GPUs
+		{"coscheml:app=svc coscheml-id=x-1-0123456789ab:2:0.3", "3", "", "[0 3]", 2},
+		{"coscheml:app=svc coscheml-id=x-1-0123456789ab:2:0.3", "2", "", "[2]", 2}, // not the decision's: slurmd's word
 	} {
-		env := map[string]string{"SLURM_JOB_ID": "81", "SLURMD_NODENAME": "n1", "SLURM_JOB_GPUS": "0,3",
-			"SLURM_JOB_COMMENT": tc.comment, "SLURM_JOB_UID": "1000", "SLURM_SHARDS_ON_NODE": "6"}
+		env := map[string]string{"SLURM_JOB_ID": "81", "SLURMD_NODENAME": "n1", "SLURM_JOB_GPUS": tc.gpus,
+			"SLURM_JOB_COMMENT": tc.comment, "SLURM_JOB_UID": "1000", "SLURM_SHARDS_ON_NODE": tc.onNode}
 		if err := prolog(cfg, env, t0, quiet()); err != nil {
 			t.Fatal(err)
 		}
@@ -280,8 +285,8 @@ func TestPrologRecordsEachGPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fmt.Sprint(en.GPUs) != "[0 3]" || en.Shards != tc.shards {
-			t.Errorf("%q: recorded GPUs %v with %d shards each, want [0 3] with %d", tc.comment, en.GPUs, en.Shards, tc.shards)
+		if fmt.Sprint(en.GPUs) != tc.want || en.Shards != tc.shards {
+			t.Errorf("%q on %s: recorded GPUs %v with %d shards each, want %s with %d", tc.comment, tc.gpus, en.GPUs, en.Shards, tc.want, tc.shards)
 		}
 		store.End("81", "n1", t0.Add(time.Minute))
 	}

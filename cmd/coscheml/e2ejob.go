@@ -74,7 +74,7 @@ func runE2EJob(c *cli.Context) error {
 	if node == "" {
 		return fmt.Errorf("e2e-job: SLURMD_NODENAME is not set (run it inside a Slurm job)")
 	}
-	gpu, err := emulate.GPUFromEnv(os.Getenv)
+	gpus, err := emulate.GPUsFromEnv(os.Getenv)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func runE2EJob(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	j := emulate.Job{JobID: jobID, Node: node, GPU: gpu, Tag: tag, Class: class, Work: c.Float64("work"),
+	j := emulate.Job{JobID: jobID, Node: node, GPUs: gpus, Tag: tag, Class: class, Work: c.Float64("work"),
 		Floor: cfg.SpeedFloor.For(class)}
 	interval := c.Duration("interval")
 	if interval <= 0 {
@@ -99,8 +99,8 @@ func runE2EJob(c *cli.Context) error {
 	if dir := cfg.Guard.EmulatedMetricsDir; dir != "" {
 		// The guard reads what this job reports as NVML would report its
 		// process; a co-runner the guard suspended is stopped and slows no one.
-		skip = emulate.StoppedInDir(dir, node, gpu)
-		rep, err := newReadingWriter(cfg, dir, node, gpu, jobID, tag, grow, c.Duration("grow-after"))
+		skip = emulate.StoppedInDir(dir, node, gpus)
+		rep, err := newReadingWriter(cfg, dir, node, gpus, jobID, tag, grow, c.Duration("grow-after"))
 		if err != nil {
 			return err
 		}
@@ -108,7 +108,7 @@ func runE2EJob(c *cli.Context) error {
 		opts.Report = rep.report
 	}
 	res, err := emulate.Run(ctx, j, emulate.TruthSpeeds{T: tt},
-		emulate.ResidencyCoRunnersExcept(store, node, gpu, jobID, time.Minute, skip), opts)
+		emulate.ResidencyCoRunnersExcept(store, node, gpus, jobID, time.Minute, skip), opts)
 	if err != nil {
 		return err
 	}
@@ -136,12 +136,14 @@ func stoppedSignal(interval time.Duration) func() bool {
 	}
 }
 
-// readingWriter writes the job's reading for the guard (nvml.DirReading):
-// its SM share as the ground truth says it runs (speed x its profile's solo SM
-// utilization) and its memory (the profile's, or --grow-mem-mib once grown).
+// readingWriter writes the job's reading on each of its GPUs for the guard
+// (nvml.DirReading): its SM share as the ground truth says it runs (speed x its
+// profile's solo SM utilization: a job of several GPUs runs at its slowest
+// GPU's pace on all of them) and its memory (the profile's, or --grow-mem-mib
+// once grown).
 type readingWriter struct {
 	dir, node, jobID string
-	gpu              int
+	gpus             []int
 	soloSM, memMiB   float64
 	totalMiB         float64
 	grow             float64
@@ -149,7 +151,7 @@ type readingWriter struct {
 	failed           bool
 }
 
-func newReadingWriter(cfg config.Config, dir, node string, gpu int, jobID, tag string, grow float64, growAfter time.Duration) (*readingWriter, error) {
+func newReadingWriter(cfg config.Config, dir, node string, gpus []int, jobID, tag string, grow float64, growAfter time.Duration) (*readingWriter, error) {
 	ps, err := profile.Open(cfg.ProfileDir)
 	if err != nil {
 		return nil, fmt.Errorf("e2e-job: profiles: %w", err)
@@ -158,24 +160,30 @@ func newReadingWriter(cfg config.Config, dir, node string, gpu int, jobID, tag s
 	if err != nil {
 		return nil, fmt.Errorf("e2e-job: profile of %s: %w", tag, err)
 	}
-	return &readingWriter{dir: dir, node: node, gpu: gpu, jobID: jobID, soloSM: p.SMUtil.Mean, memMiB: p.MemUsedMiB,
+	return &readingWriter{dir: dir, node: node, gpus: gpus, jobID: jobID, soloSM: p.SMUtil.Mean, memMiB: p.MemUsedMiB,
 		totalMiB: cfg.Cluster.GPUMemoryMiB, grow: grow, growAt: time.Now().Add(growAfter)}, nil
 }
 
-func (w *readingWriter) report(now time.Time, speed float64, co []string) {
+func (w *readingWriter) report(now time.Time, speed float64, co [][]string) {
 	mem := w.memMiB
 	if w.grow > 0 && !now.Before(w.growAt) {
 		mem = w.grow
 	}
 	const mib = 1 << 20
-	r := nvml.DirReading{JobID: w.jobID, PID: uint32(os.Getpid()), MemBytes: uint64(min(mem, w.totalMiB) * mib),
-		MemTotal: uint64(w.totalMiB * mib), SMUtil: min(100, max(0, speed*w.soloSM)),
-		Busy: len(co) > 0 && speed < 1, At: nvml.ReadingNow(now)}
-	if err := nvml.WriteDirReading(w.dir, w.node, w.gpu, r); err != nil && !w.failed {
-		// Said once: the run itself goes on (its result is still measured).
-		w.failed = true
-		fmt.Fprintf(os.Stderr, "e2e-job: %v\n", err)
+	for i, gpu := range w.gpus {
+		r := nvml.DirReading{JobID: w.jobID, PID: uint32(os.Getpid()), MemBytes: uint64(min(mem, w.totalMiB) * mib),
+			MemTotal: uint64(w.totalMiB * mib), SMUtil: min(100, max(0, speed*w.soloSM)),
+			Busy: i < len(co) && len(co[i]) > 0 && speed < 1, At: nvml.ReadingNow(now)}
+		if err := nvml.WriteDirReading(w.dir, w.node, gpu, r); err != nil && !w.failed {
+			// Said once: the run itself goes on (its result is still measured).
+			w.failed = true
+			fmt.Fprintf(os.Stderr, "e2e-job: %v\n", err)
+		}
 	}
 }
 
-func (w *readingWriter) remove() { _ = nvml.RemoveDirReading(w.dir, w.node, w.gpu, w.jobID) }
+func (w *readingWriter) remove() {
+	for _, gpu := range w.gpus {
+		_ = nvml.RemoveDirReading(w.dir, w.node, gpu, w.jobID)
+	}
+}

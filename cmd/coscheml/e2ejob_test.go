@@ -48,12 +48,12 @@ func TestReadingWriter(t *testing.T) {
 		{name: "grown past the GPU is the GPU", at: 3 * time.Second, speed: 1, grow: 90000, wantSM: 80, wantMiB: 80000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w, err := newReadingWriter(cfg, metrics, "n1", 2, "42", "app", tc.grow, 2*time.Second)
+			w, err := newReadingWriter(cfg, metrics, "n1", []int{2}, "42", "app", tc.grow, 2*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
 			w.growAt = start.Add(2 * time.Second)
-			w.report(start.Add(tc.at), tc.speed, tc.co)
+			w.report(start.Add(tc.at), tc.speed, [][]string{tc.co})
 			r, err := nvml.ReadDirReading(metrics, "n1", 2, "42")
 			if err != nil {
 				t.Fatal(err)

@@ -8,6 +8,7 @@ package comment
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -52,6 +53,10 @@ type Directive struct {
 
 	DecisionID string // from the plugin's own token ("" if none)
 	Shards     int    // shards per GPU the decision asked for (0 = whole GPUs / unknown)
+	// GPUs are the GPU indices of a decision of several GPUs ("<id>:<K>:0.3":
+	// K shards on each of GPUs 0 and 3; nil for one GPU). Slurm's Prolog
+	// environment names only the last GPU of such a job.
+	GPUs []int
 }
 
 // ParseComment reads a job comment. Untagged comments give Present == false.
@@ -77,12 +82,12 @@ func ParseComment(comment string) Directive {
 			if d.DecisionID != "" {
 				continue // a stale token left by an earlier decision; the first wins
 			}
-			id, shards, err := parseToken(w[len(tokenPrefix):])
+			id, shards, gpus, err := parseToken(w[len(tokenPrefix):])
 			if err != nil {
 				d.Err = err
 				return d
 			}
-			d.DecisionID, d.Shards = id, shards
+			d.DecisionID, d.Shards, d.GPUs = id, shards, gpus
 		case strings.HasPrefix(w, directivePrefix):
 			if found {
 				d.Err = fmt.Errorf("more than one coscheml: directive; %s", grammarHint)
@@ -242,25 +247,67 @@ func editDistanceFold(a, b string) int {
 
 var errBadToken = errors.New("malformed coscheml-id token (it is written by the plugin; remove it)")
 
-// parseToken reads "<id>:<shards>".
-func parseToken(s string) (string, int, error) {
+// Bounds of a token's GPU list: at most maxTokenGPUs indices, each below
+// maxTokenGPUIndex.
+const (
+	maxTokenGPUs     = 64
+	maxTokenGPUIndex = 1 << 10
+)
+
+// parseToken reads "<id>:<shards>" or "<id>:<shards>:<gpu>.<gpu>..." (two or
+// more distinct GPU indices).
+func parseToken(s string) (string, int, []int, error) {
 	id, n, ok := strings.Cut(s, ":")
 	bad := errBadToken
 	if !ok || id == "" || len(id) > 32 || strings.IndexFunc(id, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-')
 	}) >= 0 {
-		return "", 0, bad
+		return "", 0, nil, bad
 	}
+	n, list, several := strings.Cut(n, ":")
 	shards, err := strconv.Atoi(n)
-	if err != nil || shards < 0 || shards > 1<<16 {
-		return "", 0, bad
+	if err != nil || shards < 0 || shards > 1<<16 || strconv.Itoa(shards) != n {
+		return "", 0, nil, bad
 	}
-	return id, shards, nil
+	if !several {
+		return id, shards, nil, nil
+	}
+	parts := strings.Split(list, ".")
+	if len(parts) < 2 || len(parts) > maxTokenGPUs {
+		return "", 0, nil, bad
+	}
+	gpus := make([]int, 0, len(parts))
+	for _, p := range parts {
+		g, err := strconv.Atoi(p)
+		if err != nil || g < 0 || g >= maxTokenGPUIndex || strconv.Itoa(g) != p || slices.Contains(gpus, g) {
+			return "", 0, nil, bad
+		}
+		gpus = append(gpus, g)
+	}
+	return id, shards, gpus, nil
 }
 
 // FormatToken is the word the plugin appends to a comment it rewrote.
 func FormatToken(id string, shards int) string {
 	return tokenPrefix + id + ":" + strconv.Itoa(shards)
+}
+
+// FormatTokenOn is FormatToken for a decision of K shards on each of several
+// GPUs, which it names: "coscheml-id=<id>:<K>:0.3".
+func FormatTokenOn(id string, shards int, gpus []int) string {
+	if len(gpus) < 2 {
+		return FormatToken(id, shards)
+	}
+	b := []byte(FormatToken(id, shards))
+	for i, g := range gpus {
+		if i == 0 {
+			b = append(b, ':')
+		} else {
+			b = append(b, '.')
+		}
+		b = strconv.AppendInt(b, int64(g), 10)
+	}
+	return string(b)
 }
 
 // WithToken returns comment with every old token removed and tok appended.

@@ -118,7 +118,7 @@ func TestNearMiss(t *testing.T) {
 }
 
 func FuzzParseComment(f *testing.F) {
-	for _, s := range []string{"coscheml:app=a,class=hpc", "x coscheml:app=b coscheml-id=a-1:2", "coscheml:app=../x", "CoScheML", "coscheml-id=:"} {
+	for _, s := range []string{"coscheml:app=a,class=hpc", "x coscheml:app=b coscheml-id=a-1:2", "coscheml:app=../x", "CoScheML", "coscheml-id=:", "coscheml:app=c coscheml-id=a-1:2:0.3"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -139,6 +139,18 @@ func FuzzParseComment(f *testing.F) {
 		}
 		if d.Tag != "" && (strings.Contains(d.Tag, "..") || strings.ContainsAny(d.Tag, "/;$` \t")) {
 			t.Fatalf("%q: unsafe tag %q accepted", s, d.Tag)
+		}
+		if d.GPUs != nil {
+			seen := map[int]bool{}
+			for _, g := range d.GPUs {
+				if g < 0 || g >= maxTokenGPUIndex || seen[g] {
+					t.Fatalf("%q: GPU list %v accepted", s, d.GPUs)
+				}
+				seen[g] = true
+			}
+			if len(d.GPUs) < 2 || len(d.GPUs) > maxTokenGPUs || d.DecisionID == "" {
+				t.Fatalf("%q: GPU list %v accepted", s, d.GPUs)
+			}
 		}
 	})
 }
@@ -204,6 +216,32 @@ func BenchmarkParseLongUntagged(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if ParseComment(c).Present {
 			b.Fatal("untagged comment read as tagged")
+		}
+	}
+}
+
+// A decision of several GPUs names them in its token; the list is strict.
+func TestTokenGPUs(t *testing.T) {
+	for _, tc := range []struct {
+		tok    string
+		shards int
+		gpus   []int
+		bad    bool
+	}{
+		{FormatTokenOn("ab-1", 2, []int{0, 3}), 2, []int{0, 3}, false},
+		{FormatTokenOn("ab-1", 2, []int{5}), 2, nil, false}, // one GPU: no list
+		{"coscheml-id=ab-1:2:0.1.2.3", 2, []int{0, 1, 2, 3}, false},
+		{"coscheml-id=ab-1:2:0", 0, nil, true},   // a list of one
+		{"coscheml-id=ab-1:2:0.0", 0, nil, true}, // twice
+		{"coscheml-id=ab-1:2:0.", 0, nil, true},
+		{"coscheml-id=ab-1:2:00.1", 0, nil, true},
+		{"coscheml-id=ab-1:2:0.-1", 0, nil, true},
+		{"coscheml-id=ab-1:2:0.1:3", 0, nil, true},
+		{"coscheml-id=ab-1:02", 0, nil, true},
+	} {
+		d := ParseComment("coscheml:app=a " + tc.tok)
+		if (d.Err != nil) != tc.bad || (!tc.bad && (d.Shards != tc.shards || !slices.Equal(d.GPUs, tc.gpus))) {
+			t.Errorf("%s: %+v", tc.tok, d)
 		}
 	}
 }

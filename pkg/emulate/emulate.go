@@ -72,9 +72,11 @@ type Phase struct {
 
 // Result is what one emulated job reports (one JSON line, see Encode).
 type Result struct {
-	JobID      string        `json:"job_id"`
-	Node       string        `json:"node"`
-	GPU        int           `json:"gpu"`
+	JobID string `json:"job_id"`
+	Node  string `json:"node"`
+	GPU   int    `json:"gpu"` // the first of its GPUs
+	// GPUs are every GPU of a job of several ("" for one).
+	GPUs       []int         `json:"gpus,omitempty"`
 	Tag        string        `json:"tag"`
 	Class      profile.Class `json:"class"`
 	Work       float64       `json:"work"`  // seconds of work at speed 1
@@ -96,16 +98,19 @@ type Result struct {
 type Job struct {
 	JobID string
 	Node  string
-	GPU   int
+	// GPUs are the job's GPUs on the node: a job of several runs at its
+	// slowest GPU's speed, as a synchronous data-parallel step waits for its
+	// slowest worker.
+	GPUs  []int
 	Tag   string
 	Class profile.Class
 	Work  float64 // seconds at speed 1
 	Floor float64 // the class's speed floor
 }
 
-// CoRunnerFunc lists the tags of the other jobs on the job's GPU now ("" for a
-// job whose application is not known).
-type CoRunnerFunc func() ([]string, error)
+// CoRunnerFunc lists, for each of the job's GPUs in Job.GPUs' order, the tags
+// of the other jobs on it now ("" for a job whose application is not known).
+type CoRunnerFunc func() ([][]string, error)
 
 // Options tune Run.
 type Options struct {
@@ -117,9 +122,9 @@ type Options struct {
 	// last call (SIGCONT seen: Slurm's scontrol suspend stops a job's
 	// processes): the stretch since the previous tick then does no work.
 	Stopped func() bool
-	// Report, when set, gets the job's state every tick (its speed and
-	// co-runners), e.g. to write the readings the guard reads.
-	Report func(now time.Time, speed float64, coRunners []string)
+	// Report, when set, gets the job's state every tick (its speed and its
+	// co-runners on each GPU), e.g. to write the readings the guard reads.
+	Report func(now time.Time, speed float64, coRunners [][]string)
 }
 
 // MaxHistory bounds the phases kept in a result (a job that sees its co-runners
@@ -143,19 +148,31 @@ func Run(ctx context.Context, j Job, sp Speeds, corun CoRunnerFunc, o Options) (
 	if o.Sleep == nil {
 		o.Sleep = sleepCtx
 	}
+	if len(j.GPUs) == 0 {
+		return Result{}, fmt.Errorf("emulate: job %s holds no GPU", j.JobID)
+	}
 	start := o.Now()
-	res := Result{JobID: j.JobID, Node: j.Node, GPU: j.GPU, Tag: j.Tag, Class: j.Class, Work: j.Work,
+	res := Result{JobID: j.JobID, Node: j.Node, GPU: j.GPUs[0], Tag: j.Tag, Class: j.Class, Work: j.Work,
 		Floor: j.Floor, Start: unixSeconds(start), MinSpeed: 1}
+	if len(j.GPUs) > 1 {
+		res.GPUs = slices.Clone(j.GPUs)
+	}
 	p := Progress{Work: j.Work, At: start, Speed: 1}
-	var cur []string
+	perGPU := make([][]string, len(j.GPUs))
+	var cur []string // the co-runners of every GPU, for the history
 	first, pendingStop := true, false
 	floorSpeed := 1.0 // the speed the floor judges since the last tick
 	for {
 		now := o.Now()
-		if tags, err := corun(); err == nil {
-			cur = tags
+		if tags, err := corun(); err == nil && len(tags) == len(perGPU) {
+			perGPU = tags
 		}
-		speed, unknown := SpeedNext(sp, j.Tag, cur)
+		speed, unknown := 1.0, 0
+		for _, co := range perGPU {
+			s, u := SpeedNext(sp, j.Tag, co)
+			speed, unknown = min(speed, s), unknown+u
+		}
+		cur = union(perGPU)
 		res.Unknown += unknown
 		stopped := pendingStop || (o.Stopped != nil && o.Stopped())
 		pendingStop = false
@@ -170,9 +187,12 @@ func Run(ctx context.Context, j Job, sp Speeds, corun CoRunnerFunc, o Options) (
 			res.BelowFloorS += dt
 		}
 		p.Advance(now, speed)
-		floorSpeed = FloorSpeed(sp, j.Class, j.Tag, cur, speed)
+		floorSpeed = speed
+		for _, co := range perGPU {
+			floorSpeed = min(floorSpeed, FloorSpeed(sp, j.Class, j.Tag, co, speed))
+		}
 		if o.Report != nil {
-			o.Report(now, speed, cur)
+			o.Report(now, speed, perGPU)
 		}
 		if first || !slices.Equal(cur, res.lastCoRunners()) || speed != res.lastSpeed() {
 			res.addPhase(now, cur, speed)
@@ -206,6 +226,19 @@ func Run(ctx context.Context, j Job, sp Speeds, corun CoRunnerFunc, o Options) (
 	}
 	res.End = unixSeconds(o.Now())
 	return res, nil
+}
+
+// union is the co-runners of every GPU, each tag once, in order.
+func union(perGPU [][]string) []string {
+	if len(perGPU) == 1 {
+		return perGPU[0]
+	}
+	var out []string
+	for _, co := range perGPU {
+		out = append(out, co...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func (r *Result) lastCoRunners() []string {

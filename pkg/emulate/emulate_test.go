@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -87,12 +88,12 @@ func TestRunTrueSpeeds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := &fakeClock{t: time.Unix(5000, 0)}
 			i := 0
-			corun := func() ([]string, error) {
+			corun := func() ([][]string, error) {
 				s := tc.seen[min(i, len(tc.seen)-1)]
 				i++
-				return s, nil
+				return [][]string{s}, nil
 			}
-			j := Job{JobID: "7", Node: "n1", GPU: 2, Tag: "a", Class: profile.ClassTrain, Work: tc.work, Floor: tc.floor}
+			j := Job{JobID: "7", Node: "n1", GPUs: []int{2}, Tag: "a", Class: profile.ClassTrain, Work: tc.work, Floor: tc.floor}
 			r, err := Run(context.Background(), j, sp, corun, Options{Interval: 500 * time.Millisecond, Now: clk.now, Sleep: clk.sleep})
 			if err != nil {
 				t.Fatal(err)
@@ -114,14 +115,14 @@ func TestRunKeepsCoRunnersOnReadError(t *testing.T) {
 	sp := fakeSpeeds{{"a", "b"}: 0.5}
 	clk := &fakeClock{t: time.Unix(5000, 0)}
 	i := 0
-	corun := func() ([]string, error) {
+	corun := func() ([][]string, error) {
 		i++
 		if i == 1 {
-			return []string{"b"}, nil
+			return [][]string{{"b"}}, nil
 		}
 		return nil, errors.New("store unreadable")
 	}
-	r, err := Run(context.Background(), Job{JobID: "1", Node: "n1", Tag: "a", Class: profile.ClassHPC, Work: 1, Floor: 0.1},
+	r, err := Run(context.Background(), Job{JobID: "1", Node: "n1", GPUs: []int{0}, Tag: "a", Class: profile.ClassHPC, Work: 1, Floor: 0.1},
 		sp, corun, Options{Now: clk.now, Sleep: clk.sleep})
 	if err != nil {
 		t.Fatal(err)
@@ -134,8 +135,8 @@ func TestRunKeepsCoRunnersOnReadError(t *testing.T) {
 func TestRunStopsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := Run(ctx, Job{JobID: "1", Node: "n1", Tag: "a", Class: profile.ClassHPC, Work: 10}, fakeSpeeds{},
-		func() ([]string, error) { return nil, nil }, Options{Interval: time.Millisecond})
+	_, err := Run(ctx, Job{JobID: "1", Node: "n1", GPUs: []int{0}, Tag: "a", Class: profile.ClassHPC, Work: 10}, fakeSpeeds{},
+		func() ([][]string, error) { return [][]string{nil}, nil }, Options{Interval: time.Millisecond})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("err %v, want context.Canceled", err)
 	}
@@ -192,24 +193,47 @@ func TestDecodeRefuses(t *testing.T) {
 	}
 }
 
-func TestGPUFromEnv(t *testing.T) {
+func TestGPUsFromEnv(t *testing.T) {
 	cases := []struct {
 		env  map[string]string
-		want int
+		want []int
 		ok   bool
 	}{
-		{map[string]string{"SLURM_JOB_GPUS": "2", "CUDA_VISIBLE_DEVICES": "0"}, 2, true},
-		{map[string]string{"CUDA_VISIBLE_DEVICES": "3"}, 3, true},
-		{map[string]string{"SLURM_JOB_GPUS": "0,1"}, 0, false},
-		{map[string]string{"SLURM_JOB_GPUS": "-1"}, 0, false},
-		{map[string]string{"SLURM_JOB_GPUS": "01"}, 0, false},
-		{map[string]string{}, 0, false},
+		{map[string]string{"SLURM_JOB_GPUS": "2", "CUDA_VISIBLE_DEVICES": "0"}, []int{2}, true},
+		{map[string]string{"CUDA_VISIBLE_DEVICES": "3"}, []int{3}, true},
+		{map[string]string{"SLURM_JOB_GPUS": "0,3"}, []int{0, 3}, true},
+		{map[string]string{"SLURM_JOB_GPUS": "1-3"}, []int{1, 2, 3}, true},
+		{map[string]string{"SLURM_JOB_GPUS": "0,0"}, nil, false},
+		{map[string]string{"SLURM_JOB_GPUS": "3-1"}, nil, false},
+		{map[string]string{"SLURM_JOB_GPUS": "-1"}, nil, false},
+		{map[string]string{"SLURM_JOB_GPUS": "01"}, nil, false},
+		{map[string]string{}, nil, false},
 	}
 	for _, tc := range cases {
-		got, err := GPUFromEnv(func(k string) string { return tc.env[k] })
-		if (err == nil) != tc.ok || (tc.ok && got != tc.want) {
-			t.Errorf("%v: got %d, %v; want %d ok=%v", tc.env, got, err, tc.want, tc.ok)
+		got, err := GPUsFromEnv(func(k string) string { return tc.env[k] })
+		if (err == nil) != tc.ok || (tc.ok && !slices.Equal(got, tc.want)) {
+			t.Errorf("%v: got %v, %v; want %v ok=%v", tc.env, got, err, tc.want, tc.ok)
 		}
+	}
+}
+
+// A job of several GPUs runs at its slowest GPU's speed: next to b on GPU 1
+// (0.5) and alone on GPU 0, its 2 s of work take 4 s.
+func TestRunSeveralGPUs(t *testing.T) {
+	sp := fakeSpeeds{{"a", "b"}: 0.5}
+	clk := &fakeClock{t: time.Unix(5000, 0)}
+	var reported [][]string
+	r, err := Run(context.Background(), Job{JobID: "8", Node: "n1", GPUs: []int{0, 1}, Tag: "a", Class: profile.ClassTrain, Work: 2, Floor: 0.75}, sp,
+		func() ([][]string, error) { return [][]string{nil, {"b"}}, nil },
+		Options{Interval: 500 * time.Millisecond, Now: clk.now, Sleep: clk.sleep, Report: func(_ time.Time, _ float64, co [][]string) { reported = co }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := r.End - r.Start; math.Abs(d-4) > 1e-6 || r.MinSpeed != 0.5 || !r.BelowFloor || !r.Shared || !slices.Equal(r.GPUs, []int{0, 1}) {
+		t.Errorf("ran %v s (want 4), min %v, below %v, shared %v, gpus %v", d, r.MinSpeed, r.BelowFloor, r.Shared, r.GPUs)
+	}
+	if len(reported) != 2 || len(reported[1]) != 1 {
+		t.Errorf("reported co-runners per GPU %v", reported)
 	}
 }
 
@@ -277,10 +301,10 @@ func TestRunStoppedAndBelowFloorTime(t *testing.T) {
 					return clk.sleep(ctx, d)
 				},
 				Stopped: func() bool { return tc.stopAtTick != 0 && ticks == tc.stopAtTick },
-				Report:  func(time.Time, float64, []string) { reports++ },
+				Report:  func(time.Time, float64, [][]string) { reports++ },
 			}
-			res, err := Run(context.Background(), Job{JobID: "1", Tag: "a", Work: 2, Floor: 0.75}, sp,
-				func() ([]string, error) { return tc.seen, nil }, o)
+			res, err := Run(context.Background(), Job{JobID: "1", GPUs: []int{0}, Tag: "a", Work: 2, Floor: 0.75}, sp,
+				func() ([][]string, error) { return [][]string{tc.seen}, nil }, o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -345,4 +369,23 @@ func TestFloorSpeed(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
+}
+
+func FuzzParseGPUIndices(f *testing.F) {
+	for _, s := range []string{"0", "0,3", "1-3", "0,0", "3-1", "", "63-0", "0-63"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		gs, err := ParseGPUIndices(s)
+		if err != nil {
+			return
+		}
+		seen := map[int]bool{}
+		for _, g := range gs {
+			if g < 0 || g > MaxGPUIndex || seen[g] {
+				t.Fatalf("%q gave %v", s, gs)
+			}
+			seen[g] = true
+		}
+	})
 }

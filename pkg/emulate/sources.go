@@ -42,52 +42,83 @@ func (s TruthSpeeds) SoloSM(tag string) (float64, bool) {
 }
 
 // ResidencyCoRunners lists, from the residency records the node Prolog writes,
-// the tags of the jobs other than self that hold GPU gpu of node. Records past
-// their expiry (+ grace) are ignored, as the plugin ignores them.
-func ResidencyCoRunners(store *residency.Store, node string, gpu int, self string, grace time.Duration) CoRunnerFunc {
-	return ResidencyCoRunnersExcept(store, node, gpu, self, grace, nil)
+// the tags of the jobs other than self that hold each of GPUs gpus of node.
+// Records past their expiry (+ grace) are ignored, as the plugin ignores them.
+func ResidencyCoRunners(store *residency.Store, node string, gpus []int, self string, grace time.Duration) CoRunnerFunc {
+	return ResidencyCoRunnersExcept(store, node, gpus, self, grace, nil)
 }
 
 // ResidencyCoRunnersExcept is ResidencyCoRunners leaving out the jobs skip
 // names (nil: none), e.g. co-runners that are stopped and use no GPU time.
-func ResidencyCoRunnersExcept(store *residency.Store, node string, gpu int, self string, grace time.Duration, skip func(jobID string) bool) CoRunnerFunc {
+func ResidencyCoRunnersExcept(store *residency.Store, node string, gpus []int, self string, grace time.Duration, skip func(jobID string) bool) CoRunnerFunc {
 	r := store.NewReader()
-	return func() ([]string, error) {
+	return func() ([][]string, error) {
 		res, err := r.Read(time.Now(), grace)
 		if err != nil {
 			return nil, fmt.Errorf("co-runners: %w", err)
 		}
-		var tags []string
+		out := make([][]string, len(gpus))
 		for _, e := range res.Entries {
-			if e.Node != node || e.JobID == self || !slices.Contains(e.GPUs, gpu) {
+			if e.Node != node || e.JobID == self || (skip != nil && skip(e.JobID)) {
 				continue
 			}
-			if skip != nil && skip(e.JobID) {
-				continue
+			for i, g := range gpus {
+				if slices.Contains(e.GPUs, g) {
+					out[i] = append(out[i], e.Tag)
+				}
 			}
-			tags = append(tags, e.Tag)
 		}
-		slices.Sort(tags)
-		return tags, nil
+		for _, tags := range out {
+			slices.Sort(tags)
+		}
+		return out, nil
 	}
 }
 
 // MaxGPUIndex bounds a GPU index read from the environment.
 const MaxGPUIndex = residency.MaxGPUsPerNode - 1
 
-// GPUFromEnv reads the one GPU index Slurm gave the job: SLURM_JOB_GPUS, else
-// CUDA_VISIBLE_DEVICES (slurmd sets both from the allocation's index; for shard
-// jobs the index of the GPU the shards belong to). A job of the replay holds one
-// GPU, so a list is an error.
-func GPUFromEnv(getenv func(string) string) (int, error) {
+// GPUsFromEnv reads the GPU indices Slurm gave the job: SLURM_JOB_GPUS, else
+// CUDA_VISIBLE_DEVICES (slurmd sets both from the allocation's indices; for
+// shard jobs the indices of the GPUs the shards belong to): "2", "0,3", "0-1".
+func GPUsFromEnv(getenv func(string) string) ([]int, error) {
 	for _, name := range []string{"SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"} {
 		v := strings.TrimSpace(getenv(name))
 		if v == "" {
 			continue
 		}
-		return ParseGPUIndex(v)
+		return ParseGPUIndices(v)
 	}
-	return 0, fmt.Errorf("emulate: neither SLURM_JOB_GPUS nor CUDA_VISIBLE_DEVICES is set: the job holds no GPU")
+	return nil, fmt.Errorf("emulate: neither SLURM_JOB_GPUS nor CUDA_VISIBLE_DEVICES is set: the job holds no GPU")
+}
+
+// ParseGPUIndices reads a list of GPU indices and ranges ("0,3", "0-2"), each
+// index once, at most residency.MaxGPUsPerNode of them.
+func ParseGPUIndices(v string) ([]int, error) {
+	if len(v) > 4*residency.MaxGPUsPerNode {
+		return nil, fmt.Errorf("emulate: GPU list %s too long", clip(v))
+	}
+	var out []int
+	for _, part := range strings.Split(v, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := ParseGPUIndex(lo)
+		if err != nil {
+			return nil, err
+		}
+		b := a
+		if isRange {
+			if b, err = ParseGPUIndex(hi); err != nil || b < a {
+				return nil, fmt.Errorf("emulate: GPU range %s", clip(part))
+			}
+		}
+		for g := a; g <= b; g++ {
+			if slices.Contains(out, g) {
+				return nil, fmt.Errorf("emulate: GPU %d listed twice in %s", g, clip(v))
+			}
+			out = append(out, g)
+		}
+	}
+	return out, nil
 }
 
 // ParseGPUIndex reads one GPU index ("2"); lists and ranges are refused.
@@ -109,21 +140,24 @@ func clip(s string) string {
 	return strconv.Quote(s)
 }
 
-// StoppedInDir reports whether a job on GPU gpu of node is stopped (Slurm's
-// scontrol suspend stops its processes): its reading in the emulated metrics
-// folder dir names a process in state T. A job without a reading (not started
-// yet, no folder) counts as running.
-func StoppedInDir(dir, node string, gpu int) func(jobID string) bool {
+// StoppedInDir reports whether a job on one of GPUs gpus of node is stopped
+// (Slurm's scontrol suspend stops its processes): its reading in the emulated
+// metrics folder dir names a process in state T. A job without a reading (not
+// started yet, no folder) counts as running.
+func StoppedInDir(dir, node string, gpus []int) func(jobID string) bool {
 	return func(jobID string) bool {
-		r, err := nvml.ReadDirReading(dir, node, gpu, jobID)
-		if err != nil {
-			return false
+		for _, gpu := range gpus {
+			r, err := nvml.ReadDirReading(dir, node, gpu, jobID)
+			if err != nil {
+				continue
+			}
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", r.PID))
+			if err != nil {
+				return false
+			}
+			return ProcStopped(b)
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", r.PID))
-		if err != nil {
-			return false
-		}
-		return ProcStopped(b)
+		return false
 	}
 }
 

@@ -539,8 +539,10 @@ func multiGPU(q *query, in *placeIn, n int, mask []bool) outcome {
 	r.ID, r.Action, r.Policy = id, d.Action.String(), st.policy.Name()
 	r.Node, r.GPU, r.Shards = node.Name, r.GPUs[0], k
 	r.PredictedSpeed, r.MinResidentSpeed = d.PredictedSpeed, d.MinResidentSpeed
+	// The token names the GPUs: Slurm's Prolog environment names only the
+	// last GPU of a job of several shard Types.
 	res := Result{Code: Rewrite, TresPerNode: in.ask.gres.WithTypedShardsOn(types, k, q.version), ReqNodes: node.Name,
-		Comment: comment.WithToken(q.j.Comment, comment.FormatToken(id, k))}
+		Comment: comment.WithToken(q.j.Comment, comment.FormatTokenOn(id, k, r.GPUs))}
 	in.ask.apply(&res)
 	out := finish(res, r, "rewrite", r.Action, d.Reason)
 	out.usedID, out.rv, out.reserve = true, rv, true
@@ -651,6 +653,15 @@ func formatLog(r *decisionlog.Record) string {
 	if r.Node != "" {
 		b = append(append(b, " node="...), profile.Sanitize(r.Node)...)
 		b = strconv.AppendInt(append(b, " gpu="...), int64(r.GPU), 10)
+		if len(r.GPUs) > 1 {
+			b = append(b, " gpus="...)
+			for i, g := range r.GPUs {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = strconv.AppendInt(b, int64(g), 10)
+			}
+		}
 	}
 	if r.Shards > 0 {
 		b = strconv.AppendInt(append(b, " shards="...), int64(r.Shards), 10)

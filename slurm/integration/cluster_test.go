@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -311,9 +312,14 @@ type cluster struct {
 
 // topology is how a test cluster describes its GPUs to Slurm.
 type topology struct {
-	// typed gives every GPU of a node its own Type g0..g3 (and one shard line
-	// per GPU), so that a request can name the GPU: exact pinning.
+	// typed gives every GPU of a node its own Type g0..g3 and one shard line
+	// per GPU with that Type (shard:gI:4 in slurm.conf), so that a request can
+	// name the GPU, one or several of them: exact pinning.
 	typed bool
+	// untypedShards, with typed, is the earlier layout: the per-GPU shard
+	// lines without Type= (slurm.conf's shard:16), which pins one GPU exactly
+	// but misallocates a request naming several.
+	untypedShards bool
 	// cores binds GPUs 0-1 to socket 0 (cores 0-3) and GPUs 2-3 to socket 1
 	// (cores 4-7) in gres.conf, as real nodes do; 24.05.4+ orders the shard
 	// pick by that affinity.
@@ -350,9 +356,12 @@ func (tp topology) gpusOf(i int) (int, string) {
 
 func (tp topology) String() string {
 	var parts []string
-	if tp.typed {
+	switch {
+	case tp.typed && tp.untypedShards:
+		parts = append(parts, "per-GPU types, untyped shard lines")
+	case tp.typed:
 		parts = append(parts, "per-GPU types")
-	} else {
+	default:
 		parts = append(parts, "one GPU type")
 	}
 	if tp.cores {
@@ -626,7 +635,11 @@ func (c *cluster) gresConf() string {
 			fmt.Fprintf(&b, "NodeName=%s Name=gpu Type=g%d File=%s/nvidia%d%s\n", nodes, i, c.path("dev"), i, affinity(i))
 		}
 		for i := 0; i < gpusPerNode; i++ {
-			fmt.Fprintf(&b, "NodeName=%s Name=shard Count=%d File=%s/nvidia%d%s\n", nodes, shardsPerGPU, c.path("dev"), i, affinity(i))
+			typ := fmt.Sprintf(" Type=g%d", i)
+			if c.topo.untypedShards {
+				typ = ""
+			}
+			fmt.Fprintf(&b, "NodeName=%s Name=shard%s Count=%d File=%s/nvidia%d%s\n", nodes, typ, shardsPerGPU, c.path("dev"), i, affinity(i))
 		}
 	case c.topo.cores:
 		for i := 0; i < gpusPerNode; i++ {
@@ -704,7 +717,14 @@ func (c *cluster) writeSlurmConf() {
 		for i := 0; i < gpusPerNode; i++ {
 			g = append(g, fmt.Sprintf("gpu:g%d:1", i))
 		}
-		gres = strings.Join(g, ",") + fmt.Sprintf(",shard:%d", gpusPerNode*shardsPerGPU)
+		if c.topo.untypedShards {
+			g = append(g, fmt.Sprintf("shard:%d", gpusPerNode*shardsPerGPU))
+		} else {
+			for i := 0; i < gpusPerNode; i++ {
+				g = append(g, fmt.Sprintf("shard:g%d:%d", i, shardsPerGPU))
+			}
+		}
+		gres = strings.Join(g, ",")
 	}
 	cpus := "CPUs=8"
 	if c.topo.cores {
@@ -1064,7 +1084,7 @@ type job struct {
 	Comment     string
 	Restarts    int       // requeues by Slurm (launch failures, node trouble)
 	StartTime   time.Time // when Slurm allocated it (zero if not yet)
-	GPUIdx      string    // GPU indices of the first allocated node, e.g. "0" or "0-1"
+	GPUIdx      string    // GPU indices of the first allocated node, e.g. "0" or "0,1"
 	Raw         string
 }
 
@@ -1126,26 +1146,45 @@ var (
 // gresIndices reads the GPU indices of one node's GRES allocation, as
 // `scontrol show job -d` prints it: "gpu:h200:1(IDX:2)" (every release),
 // "shard:2(IDX:0)" (22.05) or per GPU "shard:2(0/4,0/4,2/4,0/4)" (23.11+: the
-// GPUs with a share of the job's shards). "" when it has none.
+// GPUs with a share of the job's shards), an entry per shard Type of a
+// several-GPU job ("shard:g0:2(IDX:0),shard:g3:2(IDX:3)"). The indices in
+// order, ranges expanded ("0,3"); "" when it has none.
 func gresIndices(gres string) string {
 	if gresEntRE.FindString(gres) == "" {
 		return ""
 	}
-	if m := idxRE.FindStringSubmatch(gres); m != nil {
-		return m[1]
-	}
-	m := perGPURE.FindStringSubmatch(gres)
-	if m == nil {
-		return ""
-	}
-	var idx []string
-	for i, part := range strings.Split(m[1], ",") {
-		used, _, _ := strings.Cut(part, "/")
-		if n, err := strconv.Atoi(used); err == nil && n > 0 {
-			idx = append(idx, strconv.Itoa(i))
+	set := map[int]bool{}
+	for _, m := range idxRE.FindAllStringSubmatch(gres, -1) {
+		for _, part := range strings.Split(m[1], ",") {
+			lo, hi, isRange := strings.Cut(part, "-")
+			a, _ := strconv.Atoi(lo)
+			b := a
+			if isRange {
+				b, _ = strconv.Atoi(hi)
+			}
+			for i := a; i <= b && i-a < 64; i++ {
+				set[i] = true
+			}
 		}
 	}
-	return strings.Join(idx, ",")
+	for _, m := range perGPURE.FindAllStringSubmatch(gres, -1) {
+		for i, part := range strings.Split(m[1], ",") {
+			used, _, _ := strings.Cut(part, "/")
+			if n, err := strconv.Atoi(used); err == nil && n > 0 {
+				set[i] = true
+			}
+		}
+	}
+	var idx []int
+	for i := range set {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	out := make([]string, len(idx))
+	for i, n := range idx {
+		out[i] = strconv.Itoa(n)
+	}
+	return strings.Join(out, ",")
 }
 
 // startJob submits a job that touches a marker file and then sleeps: the marker

@@ -40,6 +40,7 @@ func guardConfig(gt guardTiming) func(*config.Config) {
 		cfg.Guard.Enabled = true
 		cfg.Guard.EmulatedMetricsDir = filepath.Join(base, "gpumetrics")
 		cfg.Guard.EventDir = filepath.Join(base, "guard")
+		cfg.Guard.StateDir = filepath.Join(base, "guard-state")
 		cfg.Guard.Period, cfg.Guard.Window, cfg.Guard.SustainFor = gt.period, gt.window, gt.sustain
 	}
 }

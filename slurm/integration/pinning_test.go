@@ -29,12 +29,13 @@ type tally struct {
 	unpinned int // placements without a GPU of their own (exclusive, pass)
 }
 
-var decisionRE = regexp.MustCompile(`decision=(\S+) outcome=(\S+) action=(\S+)(?: node=(\S+) gpu=(-?\d+))?`)
+var decisionRE = regexp.MustCompile(`decision=(\S+) outcome=(\S+) action=(\S+)(?: node=(\S+) gpu=(-?\d+)(?: gpus=([0-9,]+))?)?`)
 
-// intended returns the node and GPU the plugin chose for a decision ID, as its
+// intended returns the node and GPUs the plugin chose for a decision ID, as its
 // slurmctld log line says ("... decision=ID outcome=rewrite action=share node=n1
-// gpu=2 ..."); gpu -1 when it chose none.
-func (c *cluster) intended(decision string) (node string, gpu int, ok bool) {
+// gpu=2 ..."; several: "gpu=0 gpus=0,3"), as "0" or "0,3"; gpus "" when it
+// chose none.
+func (c *cluster) intended(decision string) (node string, gpus string, ok bool) {
 	for _, l := range c.logLines("decision=" + decision + " ") {
 		if !strings.Contains(l, "job_submit/coscheml") {
 			continue
@@ -43,13 +44,15 @@ func (c *cluster) intended(decision string) (node string, gpu int, ok bool) {
 		if m == nil || m[1] != decision {
 			continue
 		}
-		if m[4] == "" {
-			return "", -1, true
+		if m[4] == "" || strings.HasPrefix(m[5], "-") {
+			return "", "", true
 		}
-		g, _ := strconv.Atoi(m[5])
-		return m[4], g, true
+		if m[6] != "" {
+			return m[4], m[6], true
+		}
+		return m[4], m[5], true
 	}
-	return "", -1, false
+	return "", "", false
 }
 
 // checkPlacement compares, for a running job the plugin placed, the GPU the
@@ -62,18 +65,18 @@ func (c *cluster) checkPlacement(j job) {
 	if id == "" {
 		return // not placed by the plugin
 	}
-	node, gpu, ok := c.intended(id)
+	node, gpus, ok := c.intended(id)
 	if !ok {
 		c.t.Errorf("job %d: no slurmctld log line for its decision %s", j.ID, id)
 		return
 	}
-	if gpu < 0 {
+	if gpus == "" {
 		c.pins.unpinned++
 		return
 	}
 	c.pins.checked++
 	got := j.NodeList + "/" + j.GPUIdx
-	want := fmt.Sprintf("%s/%d", node, gpu)
+	want := node + "/" + gpus
 	if got == want {
 		c.pins.landed++
 		return
