@@ -209,6 +209,20 @@ func runPreflight(c *cli.Context) error {
 			p.warn("pinning", "SAFE MODE at start: %v%s; tagged jobs will run on whole GPUs, no co-location", err, how)
 		} else {
 			p.ok("pinning", "%s pinning works with %s%s", mode, confPath, how)
+			resolved := cfg
+			resolved.ShardPinning = mode
+			switch on, why := placeconf.ResolveShareMultiGPU(sc, resolved); {
+			case on:
+				p.ok("multi-gpu", "several-GPU jobs share GPU by GPU (share_multi_gpu; every shard line names its GPU's Type)")
+			case why == "":
+				p.ok("multi-gpu", "several-GPU jobs take whole GPUs (share_multi_gpu: false)")
+			case mode != config.PinTyped:
+				p.ok("multi-gpu", "several-GPU jobs take whole GPUs: %s", why)
+			default:
+				// Typed pinning works but the shard lines name no Type: the
+				// layout an earlier install.md gave.
+				p.warn("multi-gpu", "share_multi_gpu is on but several-GPU jobs will take whole GPUs: %s; install.md, \"Shards\"", why)
+			}
 		}
 	}
 	return p.result()

@@ -157,7 +157,20 @@ func TestPreflight(t *testing.T) {
 				}
 				os.WriteFile(filepath.Join(filepath.Dir(s.slurmConf), "gres.conf"), []byte(gres), 0o644)
 			},
-			code: 0, want: []string{"ok    pinning", "typed pinning works", "(shard_pinning auto)", "all checks passed"}},
+			code: 0, want: []string{"ok    pinning", "typed pinning works", "(shard_pinning auto)", "warn  multi-gpu", "several-GPU jobs will take whole GPUs", "all checks passed (1 warning(s))"}},
+		{name: "per-GPU types on the shard lines too: several-GPU jobs share", ctld: "26.05.3", plugin: "26.05.3", pluginABI: abiVersion, libABI: abiVersion, selectParams: "CR_Core",
+			edit: func(t *testing.T, s preflightSetup) {
+				b, _ := os.ReadFile(s.slurmConf)
+				conf := strings.Replace(string(b), "gpu:h200:4", "gpu:g0:1,gpu:g1:1,gpu:g2:1,gpu:g3:1", 1)
+				conf = strings.Replace(conf, ",shard:16", ",shard:g0:4,shard:g1:4,shard:g2:4,shard:g3:4", 1)
+				os.WriteFile(s.slurmConf, []byte(conf), 0o644)
+				gres := ""
+				for i := 0; i < 4; i++ {
+					gres += fmt.Sprintf("NodeName=n1 Name=gpu Type=g%d File=/dev/nvidia%d\nNodeName=n1 Name=shard Type=g%d Count=4 File=/dev/nvidia%d\n", i, i, i, i)
+				}
+				os.WriteFile(filepath.Join(filepath.Dir(s.slurmConf), "gres.conf"), []byte(gres), 0o644)
+			},
+			code: 0, want: []string{"ok    pinning", "typed pinning works", "ok    multi-gpu", "share GPU by GPU", "all checks passed (0 warning(s))"}},
 		{name: "micro upgrade without rebuild", ctld: "24.11.7", plugin: "24.11.6", pluginABI: abiVersion, libABI: abiVersion, selectParams: "CR_Core",
 			code: 1, want: []string{"FAIL  plugin", "built for Slurm 24.11.6 but slurmctld is 24.11.7", "DOES NOT START", "make install"}},
 		{name: "library of another build", ctld: "25.11.7", plugin: "25.11.7", pluginABI: abiVersion, libABI: abiVersion + 1, selectParams: "CR_Core",

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,8 +19,10 @@ import (
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/placeconf"
 	"github.com/coscheml/coscheml/pkg/placement"
+	"github.com/coscheml/coscheml/pkg/policyname"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/report"
+	"github.com/coscheml/coscheml/pkg/sharescore"
 	"github.com/coscheml/coscheml/pkg/sim"
 	"github.com/coscheml/coscheml/pkg/trace"
 	"github.com/coscheml/coscheml/pkg/truth"
@@ -274,6 +277,15 @@ func runSimulate(c *cli.Context) error {
 			return usageErrorf("--predictor %q: want %s", sanitize(predictor), strings.Join(model.PredictorNames, " or "))
 		}
 	}
+	peersText := ""
+	if slices.Contains(pols, policyname.Lucid) {
+		sc, err := lucidScore()
+		if err != nil {
+			return fmt.Errorf("policy lucid: %w", err)
+		}
+		exp.Options.ShareScore = sc
+		peersText = "; lucid's sharing score: a depth-3 tree on the default model's training data (docs/peers.md)"
+	}
 	progress := newProgress(c.App.ErrWriter, c.Bool("quiet"))
 	// Runs go in parallel: count finished jobs over all of them for a progress line.
 	var mu sync.Mutex
@@ -320,7 +332,7 @@ func runSimulate(c *cli.Context) error {
 			fmt.Sprintf("offered load (GPU-time asked / capacity over the submission span): %s", loadText(loads, exp.Seeds)),
 			fmt.Sprintf("queueing: FIFO + EASY backfill, depth %d; seeds %v", c.Int("backfill-depth"), exp.Seeds),
 			fmt.Sprintf("ground truth: %d applications, %d of %d ordered pairs measured (%d samples), others from the 3 nearest measured pairs", tt.Len(), measured, total, samples),
-			fmt.Sprintf("coscheml predicts with: %s; %s", predictorText(predictor), guardText),
+			fmt.Sprintf("coscheml predicts with: %s; %s%s", predictorText(predictor), guardText, peersText),
 			fmt.Sprintf("classes: hpc %.0f%%, train %.0f%%, infer %.0f%% (labels over DL-training profiles); floors hpc %g, train %g, infer %g",
 				100*exp.Mix.HPC, 100*exp.Mix.Train, 100*exp.Mix.Infer, exp.Options.Floors.HPC, exp.Options.Floors.Train, exp.Options.Floors.Infer),
 			droppedText(runs, totalGPUs),
@@ -396,6 +408,21 @@ func parsePolicies(s string) ([]string, error) {
 		return nil, usageErrorf("--policies: empty")
 	}
 	return out, nil
+}
+
+// lucidScore is the Lucid peer's sharing score, trained on the data the
+// default model is trained on (the embedded Lucid files), never on the
+// simulator's evaluation.
+func lucidScore() (*sharescore.Classifier, error) {
+	solo, err := models.Solo()
+	if err != nil {
+		return nil, fmt.Errorf("its sharing score trains on the default model's data: %w", err)
+	}
+	pairs, err := models.Pairs()
+	if err != nil {
+		return nil, fmt.Errorf("its sharing score trains on the default model's data: %w", err)
+	}
+	return sharescore.TrainLucid(bytes.NewReader(solo), bytes.NewReader(pairs))
 }
 
 // loadTruth builds the ground truth from the embedded Lucid data or --solo/--pairs.

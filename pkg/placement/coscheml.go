@@ -203,12 +203,8 @@ func (p *CoScheML) rule(b *strings.Builder, chosen []cand, r *Request) {
 	switch {
 	case r.GPUs > 1 && !p.e.multiShare:
 		b.WriteString("several GPUs: whole idle GPUs (Slurm cannot name each GPU's shards here, or share_multi_gpu is off)")
-	case r.GPUs > 1 && !oneNode(chosen) && !p.e.uniform:
-		b.WriteString("several GPUs over several nodes: whole idle GPUs")
 	case r.GPUs > 1 && !oneNode(chosen):
-		b.WriteString("several GPUs: the same GPUs on each of ")
-		b.WriteString(strconv.Itoa(nodesOf(chosen)))
-		b.WriteString(" nodes, each judged like a one-GPU share; the job runs at its slowest GPU's speed")
+		b.WriteString("several GPUs over several nodes: whole idle GPUs")
 	case r.GPUs > 1 && high+low > 0:
 		b.WriteString("several GPUs, each judged like a one-GPU share; the job runs at its slowest GPU's speed")
 	case r.GPUs > 1:

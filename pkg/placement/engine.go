@@ -5,7 +5,6 @@ package placement
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -127,12 +126,9 @@ type engine struct {
 	firstFitOnly bool // single GPU on a first-fit cluster: hidden GPUs are out
 	// multiShare: a several-GPU request may share its GPUs (Options.sharesMulti).
 	multiShare bool
-	// uniform: the chosen GPUs of several nodes have the same indices on each
-	// (sameIndices): they take the same K shards each, as one node's would.
-	uniform bool
 	rejects    [nReject]int
-	scanned      int
-	steered      steer // the last decision's first-fit shard count, for its reason
+	scanned    int
+	steered    steer // the last decision's first-fit shard count, for its reason
 }
 
 // steer records a single-GPU decision whose slots were raised so that Slurm's
@@ -162,7 +158,6 @@ func (e *engine) evalBuckets(c *Cluster, r *Request, sc scorer, keep bool) (ok i
 	e.req = r
 	e.firstFitOnly = r.GPUs == 1 && c.Reach == ReachFirstFit
 	e.multiShare = r.GPUs > 1 && e.shares && e.opts.sharesMulti(c)
-	e.uniform = false
 	r0 := r
 	for bi := range ix.scanSummary {
 		if keep {
@@ -319,7 +314,7 @@ func (e *engine) decisionFor(c *Cluster, chosen []cand) Decision {
 	// each GPU (K shards of each GPU's Type); spread over nodes, or where it
 	// may not share, whole GPUs (gres/gpu: Slurm lets nothing join them).
 	perGPU := int32(0)
-	if len(chosen) > 1 && e.multiShare && (oneNode(chosen) || e.uniform) {
+	if len(chosen) > 1 && e.multiShare && oneNode(chosen) {
 		perGPU = chosen[0].slots
 		for _, cd := range chosen[1:] {
 			perGPU = min(perGPU, cd.slots)
@@ -348,17 +343,6 @@ func (e *engine) decisionFor(c *Cluster, chosen []cand) Decision {
 		}
 	}
 	return d
-}
-
-// nodesOf counts the nodes of the candidates.
-func nodesOf(cs []cand) int {
-	n := 0
-	for i := range cs {
-		if !slices.ContainsFunc(cs[:i], func(o cand) bool { return o.node == cs[i].node }) {
-			n++
-		}
-	}
-	return n
 }
 
 // oneNode says whether the candidates are all on one node.
@@ -646,12 +630,8 @@ func (e *engine) placeMulti(c *Cluster, want int) []cand {
 		return nil
 	}
 	if e.multiShare {
-		// Over several nodes Slurm can express K shards on the same GPU
-		// indices of every node (-N m --gres=shard:gI:K,...): such a set is
-		// shared like one node's; failing one, whole idle GPUs.
-		if out := e.sameIndices(c, want); out != nil {
-			return out
-		}
+		// Over several nodes, whole idle GPUs: the plugin leaves a multi-node
+		// job of several GPUs per node to Slurm (whole GPUs of its choice).
 		return e.spreadIdle(c, want)
 	}
 	// Spread: the node with the most acceptable GPUs first (ties: the better best
@@ -758,130 +738,4 @@ func (e *engine) spreadIdle(c *Cluster, want int) []cand {
 		e.nodeCnt[pick] = 0
 	}
 	return e.out
-}
-
-// sameIndices picks want GPUs as k on each of m nodes (want = m*k, the
-// fewest nodes first) with the same GPU indices on every node, each GPU
-// acceptable (idle or shared within the rules): the several-node placement
-// Slurm can express as K shards of the same per-GPU Types on every node. For
-// each k, every allowed node with k acceptable GPUs proposes its best k
-// indices; the proposal held by at least m nodes whose m-th best node's worst
-// GPU ranks best wins. nil when no k works.
-func (e *engine) sameIndices(c *Cluster, want int) []cand {
-	ix := c.ix
-	maxPer := 0
-	for n := range c.Nodes {
-		maxPer = max(maxPer, len(c.Nodes[n].GPUs))
-	}
-	// common[i]: on how many allowed nodes GPU index i is acceptable.
-	common := make([]int, maxPer)
-	for n := range c.Nodes {
-		if !e.req.allows(int32(n)) {
-			continue
-		}
-		for gi := ix.nodeOff[n]; gi < ix.nodeOff[n+1]; gi++ {
-			if e.bucketResults[ix.gpuBucket[gi]].why == rejNone {
-				common[gi-ix.nodeOff[n]]++
-			}
-		}
-	}
-	for k := min(maxPer, want-1); k >= 1; k-- {
-		if want%k != 0 {
-			continue
-		}
-		m := want / k
-		var bestSet []int32 // GPU indices within a node, best first
-		var bestNodes []int
-		var bestWorst cand
-		found := false
-		// Each allowed node proposes two sets of k of its acceptable indices:
-		// its best k, and the k most often acceptable elsewhere.
-		var proposals [][]int32
-		for seed := range c.Nodes {
-			if !e.req.allows(int32(seed)) {
-				continue
-			}
-			e.gatherNode(c, seed)
-			if len(e.tmp) < k {
-				continue
-			}
-			best := make([]int32, k)
-			for i := range k {
-				best[i] = e.tmp[i].gi - ix.nodeOff[seed]
-			}
-			byCommon := make([]int32, len(e.tmp))
-			for i := range e.tmp {
-				byCommon[i] = e.tmp[i].gi - ix.nodeOff[seed]
-			}
-			slices.SortStableFunc(byCommon, func(a, b int32) int { return common[b] - common[a] })
-			proposals = append(proposals, best, byCommon[:k])
-		}
-		for _, set := range proposals {
-			// The nodes holding every index of the set acceptable, each with
-			// the worst of its k candidates.
-			type holder struct {
-				n     int
-				worst cand
-			}
-			var hs []holder
-			for n := range c.Nodes {
-				if !e.req.allows(int32(n)) {
-					continue
-				}
-				var worst cand
-				ok := true
-				for i, g := range set {
-					gi := ix.nodeOff[n] + g
-					if gi >= ix.nodeOff[n+1] {
-						ok = false
-						break
-					}
-					res := &e.bucketResults[ix.gpuBucket[gi]]
-					if res.why != rejNone {
-						ok = false
-						break
-					}
-					cd := e.candAt(res, gi, n)
-					if i == 0 || better(&worst, &cd) {
-						worst = cd
-					}
-				}
-				if ok {
-					hs = append(hs, holder{n, worst})
-				}
-			}
-			if len(hs) < m {
-				continue
-			}
-			slices.SortStableFunc(hs, func(a, b holder) int {
-				switch {
-				case better(&a.worst, &b.worst):
-					return -1
-				case better(&b.worst, &a.worst):
-					return 1
-				}
-				return a.n - b.n
-			})
-			if !found || better(&hs[m-1].worst, &bestWorst) {
-				found, bestSet, bestWorst = true, set, hs[m-1].worst
-				bestNodes = bestNodes[:0]
-				for _, h := range hs[:m] {
-					bestNodes = append(bestNodes, h.n)
-				}
-			}
-		}
-		if !found {
-			continue
-		}
-		e.out = e.out[:0]
-		for _, n := range bestNodes {
-			for _, g := range bestSet {
-				gi := ix.nodeOff[n] + g
-				e.out = append(e.out, e.candAt(&e.bucketResults[ix.gpuBucket[gi]], gi, n))
-			}
-		}
-		e.uniform = true
-		return e.out
-	}
-	return nil
 }

@@ -23,6 +23,9 @@ var constructors = map[string]func(pred model.Predictor, opts Options) (Policy, 
 	policyname.LeastLoaded: func(_ model.Predictor, o Options) (Policy, error) { return pol(NewLeastLoaded(o)) },
 	policyname.UtilSum:     func(_ model.Predictor, o Options) (Policy, error) { return pol(NewUtilSum(0, o)) },
 	policyname.Random:      func(_ model.Predictor, o Options) (Policy, error) { return pol(NewRandom(o.Seed, o)) },
+	policyname.Lucid:       func(_ model.Predictor, o Options) (Policy, error) { return pol(NewLucid(o.ShareScore, o)) },
+	policyname.Gandiva:     func(_ model.Predictor, o Options) (Policy, error) { return pol(NewGandiva(o)) },
+	policyname.FGD:         func(_ model.Predictor, o Options) (Policy, error) { return pol(NewFGD(o)) },
 }
 
 // ByName returns a new policy by its name (see Names) for the CLI and the config.

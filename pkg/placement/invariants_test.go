@@ -3,7 +3,6 @@
 package placement
 
 import (
-	"slices"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -76,17 +75,7 @@ func checkDecision(t *testing.T, c *Cluster, r *Request, d Decision, name string
 		for _, s := range d.Placement {
 			oneNode = oneNode && s.Node == d.Placement[0].Node
 		}
-		sameIdx := !oneNode
-		perNode := map[int][]int{}
-		for _, s := range d.Placement {
-			perNode[s.Node] = append(perNode[s.Node], s.GPU)
-			sameIdx = sameIdx && s.Slots == d.Placement[0].Slots
-		}
-		for _, gs := range perNode {
-			slices.Sort(gs)
-			sameIdx = sameIdx && slices.Equal(gs, perNode[d.Placement[0].Node])
-		}
-		if c.Reach == ReachFirstFit || name == "exclusive" || !oneNode && !sameIdx {
+		if c.Reach == ReachFirstFit || name == "exclusive" || !oneNode {
 			// Where Slurm cannot name each GPU's shards, or over several nodes,
 			// several GPUs are whole idle GPUs (gres/gpu): Slurm gives them only
 			// where no shard is allocated, and no shard joins them.
@@ -96,9 +85,8 @@ func checkDecision(t *testing.T, c *Cluster, r *Request, d Decision, name string
 				}
 			}
 		} else {
-			// On one node of a typed cluster, or the same GPU indices of several
-			// nodes: the same K shards on each GPU, "gres/shard:gI:K,
-			// gres/shard:gJ:K"; each GPU is checked below.
+			// On one node of a typed cluster: the same K shards on each GPU,
+			// "gres/shard:gI:K,gres/shard:gJ:K"; each GPU is checked below.
 			for _, s := range d.Placement {
 				if s.Slots != d.Placement[0].Slots {
 					t.Fatalf("%s: %d GPUs with different shard counts %v: %s", name, r.GPUs, d.Placement, d.Reason)

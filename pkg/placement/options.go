@@ -59,6 +59,16 @@ type Options struct {
 	WholeMultiGPU bool
 	// Seed drives the Random baseline.
 	Seed uint64
+	// ShareScore is the Lucid peer's per-job sharing score (package
+	// sharescore trains one); only the simulator's Lucid uses it.
+	ShareScore ShareScorer
+}
+
+// ShareScorer gives a job's sharing score from its solo profile: 0 (light)
+// to 2 (heavy), as Lucid's classifier does. An interface, not a func, so that
+// Options stay comparable.
+type ShareScorer interface {
+	Score(p *profile.Profile) int
 }
 
 // DefaultOptions are the safe defaults (they match etc/coscheml.yaml's).

@@ -111,6 +111,9 @@ type Request struct {
 	// job's --gres=gpu:<type>:N and --constraint. They narrow Nodes.
 	Model    string
 	Features []string
+	// EstDuration is the job's expected run time alone, in seconds (0:
+	// unknown); the Lucid peer orders its queue by it.
+	EstDuration float64
 	// OneNode keeps a several-GPU request on one node (a Slurm job without
 	// -N: its GPUs are per node); false lets the placement spread it over
 	// nodes (the simulator's jobs, which name no node count).

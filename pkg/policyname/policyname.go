@@ -15,18 +15,38 @@ const (
 	UtilSum     = "utilsum"
 	Random      = "random"
 	Oracle      = "oracle"
+	// The published peers (docs/peers.md), re-implemented for the simulator.
+	Lucid   = "lucid"
+	Gandiva = "gandiva"
+	FGD     = "fgd"
 )
 
 // policy is one registry entry.
 type policy struct {
 	name string
-	// simOnly: the policy needs measured truth, which exists only in the simulator.
+	// simOnly: the policy needs measured truth, which exists only in the
+	// simulator, or what only the simulator gives (the run's future
+	// submissions, moving running jobs: the peers).
 	simOnly bool
+	// peer: a published system's policy, which runs its own queue (no Slurm
+	// plugin, no guard).
+	peer bool
 }
 
 var registry = []policy{
 	{name: CoScheML}, {name: Exclusive}, {name: Blind}, {name: LeastLoaded},
 	{name: UtilSum}, {name: Random}, {name: Oracle, simOnly: true},
+	{name: Lucid, simOnly: true, peer: true}, {name: Gandiva, simOnly: true, peer: true}, {name: FGD, simOnly: true, peer: true},
+}
+
+// Peer reports whether name is a published peer's policy.
+func Peer(name string) bool {
+	for _, p := range registry {
+		if p.name == name {
+			return p.peer
+		}
+	}
+	return false
 }
 
 // All lists every policy, Co-scheML first (the simulator's set).

@@ -23,9 +23,13 @@ type Spec struct {
 	// seconds (0: keep all), as the simulator's --max-duration.
 	MaxDuration float64
 	// Load compresses arrivals so that the offered load on GPUs is this (0: as
-	// in the trace), as the simulator's --load; computed with one GPU per job.
+	// in the trace), as the simulator's --load, with each job's GPUs.
 	Load float64
 	GPUs int // the cluster's GPUs, for Load
+	// MaxGPUs caps each job's GPUs (0 or 1: one GPU each): a job of several
+	// GPUs runs on one node, so a cluster of n GPUs per node replays the
+	// trace's larger jobs on n.
+	MaxGPUs int
 	// Compress divides every time of the trace (submissions and durations):
 	// 600 replays ten trace minutes in one second.
 	Compress float64
@@ -36,7 +40,7 @@ type Spec struct {
 }
 
 // Prepare draws the replay's jobs from the trace's jobs: MaxDuration, Sample,
-// every job capped at one GPU (the emulated job holds one GPU), Load, the
+// every job capped at MaxGPUs GPUs (one node's), Load, the
 // seeded applications and classes of trace.Assign over tags, then Compress and
 // MinWork. The result is sorted by submission, starting at 0.
 func Prepare(all []trace.Job, tags []string, s Spec) ([]trace.Job, error) {
@@ -55,7 +59,7 @@ func Prepare(all []trace.Job, tags []string, s Spec) ([]trace.Job, error) {
 	}
 	jobs = trace.Sample(jobs, s.Jobs, s.Seed)
 	for i := range jobs {
-		jobs[i].GPUs = 1
+		jobs[i].GPUs = min(jobs[i].GPUs, max(s.MaxGPUs, 1))
 	}
 	if s.Load > 0 {
 		if s.GPUs < 1 {

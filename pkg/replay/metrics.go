@@ -4,7 +4,10 @@ package replay
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/coscheml/coscheml/pkg/emulate"
 	"github.com/coscheml/coscheml/pkg/sim"
@@ -15,8 +18,8 @@ type Submitted struct {
 	JobID  string  `json:"job_id"` // Slurm's
 	Trace  string  `json:"trace"`  // the trace job's ID
 	Submit float64 `json:"submit"` // unix seconds when sbatch returned
-	// Intended is the "node/gpu" the policy chose ("" when it chose no GPU:
-	// plugin off, or a placement not pinned to a GPU).
+	// Intended is the "node/gpu" the policy chose, "node/g0,g1" for several
+	// ("" when it chose no GPU: plugin off, or a placement not pinned to a GPU).
 	Intended string `json:"intended,omitempty"`
 	Decided  bool   `json:"decided"` // the plugin made a decision for it
 	// Redecided: its last decision came from the re-decide loop (job_modify),
@@ -70,6 +73,9 @@ type Measured struct {
 	Result    *sim.Result
 	Placement Placement
 	Missing   []string // submitted jobs without a result record
+	// Elsewhere words each pinned placement that ran elsewhere: "job 12:
+	// intended n1/0,1, ran on n1/2,3".
+	Elsewhere []string
 }
 
 // Measure turns a real run into a sim.Result: times relative to the first
@@ -107,14 +113,21 @@ func Measure(r Run) (Measured, error) {
 			m.Missing = append(m.Missing, s.JobID)
 			continue
 		}
-		where := fmt.Sprintf("%s/%d", res.Node, res.GPU)
-		if s.Intended != "" && s.Intended == where {
+		gpus := res.GPUs
+		if len(gpus) == 0 {
+			gpus = []int{res.GPU}
+		}
+		where := res.Node + "/" + joinInts(gpus)
+		switch {
+		case s.Intended != "" && sameGPUs(s.Intended, where):
 			m.Placement.Landed++
 			if s.Redecided {
 				m.Placement.RedecidedLanded++
 			}
+		case s.Intended != "":
+			m.Elsewhere = append(m.Elsewhere, fmt.Sprintf("job %s: intended %s, ran on %s", s.JobID, s.Intended, where))
 		}
-		jr := sim.JobResult{ID: s.Trace, Tag: res.Tag, Class: res.Class, GPUs: 1,
+		jr := sim.JobResult{ID: s.Trace, Tag: res.Tag, Class: res.Class, GPUs: len(gpus),
 			Submit: s.Submit - t0, Start: res.Start - t0, End: res.End - t0, Duration: res.Work,
 			MinSpeed: res.MinSpeed, Shared: res.Shared, BelowFloor: res.BelowFloor}
 		// A job cannot start before it was submitted; clocks are one host's,
@@ -123,13 +136,37 @@ func Measure(r Run) (Measured, error) {
 		jr.End = max(jr.End, jr.Start)
 		m.Result.Jobs = append(m.Result.Jobs, jr)
 		m.Result.Makespan = max(m.Result.Makespan, jr.End)
-		m.Result.Useful += res.Work
-		spans[where] = append(spans[where], [2]float64{jr.Start, jr.End})
+		m.Result.Useful += res.Work * float64(len(gpus))
+		for _, g := range gpus {
+			at := fmt.Sprintf("%s/%d", res.Node, g)
+			spans[at] = append(spans[at], [2]float64{jr.Start, jr.End})
+		}
 	}
 	for _, sp := range spans {
 		m.Result.AllocGPUS += unionLength(sp)
 	}
 	return m, nil
+}
+
+// sameGPUs says whether two "node/g0,g1" name the same GPUs (the decision
+// lists them in its order, the job's record in index order).
+func sameGPUs(a, b string) bool {
+	canon := func(w string) string {
+		node, list, _ := strings.Cut(w, "/")
+		gs := strings.Split(list, ",")
+		slices.Sort(gs)
+		return node + "/" + strings.Join(gs, ",")
+	}
+	return canon(a) == canon(b)
+}
+
+// joinInts is "0,3".
+func joinInts(xs []int) string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = strconv.Itoa(x)
+	}
+	return strings.Join(out, ",")
 }
 
 // unionLength is the total length covered by the spans.

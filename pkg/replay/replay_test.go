@@ -117,6 +117,13 @@ func result(id, node string, gpu int, start, end, work float64, below, shared bo
 		Start: start, End: end, MinSpeed: 1, Floor: 0.75, BelowFloor: below, Shared: shared}
 }
 
+// two is a result of a job on several GPUs of one node.
+func two(id, node string, gpus []int, start, end, work float64) emulate.Result {
+	r := result(id, node, gpus[len(gpus)-1], start, end, work, false, false)
+	r.GPUs = gpus
+	return r
+}
+
 func TestMeasure(t *testing.T) {
 	r := Run{Setup: CoScheML, Seed: 1, GPUs: 4,
 		Submitted: []Submitted{
@@ -125,38 +132,44 @@ func TestMeasure(t *testing.T) {
 			{JobID: "3", Trace: "t3", Submit: 1004, Intended: "n1/1", Decided: true},
 			{JobID: "4", Trace: "t4", Submit: 1006, Decided: true},
 			{JobID: "5", Trace: "t5", Submit: 1008},
+			{JobID: "6", Trace: "t6", Submit: 1009, Intended: "n2/1,0", Decided: true},
 		},
 		Results: []emulate.Result{
 			result("1", "n1", 0, 1001, 1011, 8, false, true),
 			result("2", "n1", 0, 1003, 1013, 8, true, true),
 			result("3", "n1", 2, 1005, 1009, 4, false, false), // not where intended
 			result("4", "n2", 3, 1010, 1020, 10, false, false),
+			two("6", "n2", []int{0, 1}, 1021, 1031, 10), // its decision listed the GPUs in another order
 		},
 	}
 	m, err := Measure(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Placement != (Placement{Decided: 4, Pinned: 3, Landed: 2, Unpinned: 1}) {
+	if m.Placement != (Placement{Decided: 5, Pinned: 4, Landed: 3, Unpinned: 1}) {
 		t.Errorf("placement %+v", m.Placement)
+	}
+	if len(m.Elsewhere) != 1 || m.Elsewhere[0] != "job 3: intended n1/1, ran on n1/2" {
+		t.Errorf("elsewhere %q", m.Elsewhere)
 	}
 	if len(m.Missing) != 1 || m.Missing[0] != "5" {
 		t.Errorf("missing %v, want [5]", m.Missing)
 	}
 	res := m.Result
-	// GPU n1/0 busy 1..13, n1/2 5..9, n2/3 10..20: 12 + 4 + 10.
-	if !near(res.AllocGPUS, 26) || !near(res.Makespan, 20) || !near(res.Useful, 30) {
-		t.Errorf("alloc %v makespan %v useful %v, want 26 20 30", res.AllocGPUS, res.Makespan, res.Useful)
+	// GPU n1/0 busy 1..13, n1/2 5..9, n2/3 10..20, n2/0 and n2/1 21..31:
+	// 12 + 4 + 10 + 2 x 10; job 6's work counts on both its GPUs.
+	if !near(res.AllocGPUS, 46) || !near(res.Makespan, 31) || !near(res.Useful, 50) {
+		t.Errorf("alloc %v makespan %v useful %v, want 46 31 50", res.AllocGPUS, res.Makespan, res.Useful)
 	}
 	all, _ := sim.Summarize(res)
-	// JCTs: 11, 11, 5, 14.
-	if all.Jobs != 4 || !near(all.AvgJCT, 41.0/4) || !near(all.MedianJCT, 11) || all.BelowFloor != 1 || all.Shared != 2 {
+	// JCTs: 11, 11, 5, 14, 22.
+	if all.Jobs != 5 || !near(all.AvgJCT, 63.0/5) || !near(all.MedianJCT, 11) || all.BelowFloor != 1 || all.Shared != 2 {
 		t.Errorf("metrics %+v", all)
 	}
-	if !near(all.AvgQueue, (1+1+1+4)/4.0) || !near(all.UsefulUtil, 30.0/(4*20)) {
+	if !near(all.AvgQueue, (1+1+1+4+12)/5.0) || !near(all.UsefulUtil, 50.0/(4*31)) {
 		t.Errorf("queue %v useful %v", all.AvgQueue, all.UsefulUtil)
 	}
-	if got := m.Placement.AsIntended(); !near(got, 200.0/3) {
+	if got := m.Placement.AsIntended(); !near(got, 75) {
 		t.Errorf("as intended %v", got)
 	}
 }

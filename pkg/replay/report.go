@@ -74,8 +74,14 @@ func simulate(setup string, jobs []trace.Job, seed int64, s SimSetup) (*sim.Poli
 	}
 	cfg := s.Config
 	cfg.Submit = s.Submit
+	opts := s.Options
+	if setup == Blind {
+		// Blind sharing asks Slurm for a share of one GPU; a job of several
+		// GPUs asks for whole GPUs (no per-GPU shard request without coscheml).
+		opts.WholeMultiGPU = true
+	}
 	exp := sim.Experiment{Config: cfg, Truth: s.Truth, Model: s.Model, PairMemory: s.PairMemory,
-		Options: s.Options, Policies: []string{pol}, Seeds: []int64{seed}, Mix: trace.DefaultClassMix, Workers: 1,
+		Options: opts, Policies: []string{pol}, Seeds: []int64{seed}, Mix: trace.DefaultClassMix, Workers: 1,
 		Jobs: func(int64) ([]trace.Job, error) { return append([]trace.Job(nil), jobs...), nil }}
 	runs, err := exp.Execute()
 	if err != nil {

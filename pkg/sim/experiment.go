@@ -12,6 +12,7 @@ import (
 	"github.com/coscheml/coscheml/pkg/model"
 	"github.com/coscheml/coscheml/pkg/pairmem"
 	"github.com/coscheml/coscheml/pkg/placement"
+	"github.com/coscheml/coscheml/pkg/policyname"
 	"github.com/coscheml/coscheml/pkg/profile"
 	"github.com/coscheml/coscheml/pkg/trace"
 	"github.com/coscheml/coscheml/pkg/truth"
@@ -142,6 +143,11 @@ func (e Experiment) Execute() ([]*PolicyRun, error) {
 // SubmitModel does not apply to.
 func SlurmAlone(policy string) bool { return policy == "exclusive" || policy == "blind" }
 
+// ownQueue reports whether a policy runs the queue itself, deciding at each
+// scheduling pass without the plugin's submit-time model or the guard: Slurm
+// alone, and the published peers (their own schedulers, given an ideal one).
+func ownQueue(policy string) bool { return SlurmAlone(policy) || policyname.Peer(policy) }
+
 func (e Experiment) one(name string, seed int64, jobs []trace.Job) (*PolicyRun, error) {
 	opts := e.Options
 	opts.Seed = uint64(seed)
@@ -181,10 +187,10 @@ func (e Experiment) one(name string, seed int64, jobs []trace.Job) (*PolicyRun, 
 	if cfg.MaxCoRunners == 0 {
 		cfg.MaxCoRunners = opts.MaxCoRunners
 	}
-	if SlurmAlone(name) {
+	if ownQueue(name) {
 		// The baselines Slurm runs by itself (gres/gpu, gres/shard): its queue
 		// places jobs when they start; only a policy in the plugin decides at
-		// submit.
+		// submit. The peers are schedulers of their own, idealized the same way.
 		cfg.Submit = nil
 		cfg.Guard = nil // the guard comes with coscheml's node package
 	}

@@ -288,10 +288,11 @@ func (s *simulator) guardRequeue(j int) {
 }
 
 // requeueAt puts job j back into the queue in submission order, as Slurm keeps
-// a requeued job's priority (its age counts from its submission).
+// a requeued job's priority (its age counts from its submission); in the
+// policy's order when it orders the queue (placement.Prioritizer).
 func (s *simulator) requeueAt(j int32) {
 	i := len(s.queue)
-	for i > s.qhead && (s.queue[i-1] < 0 || s.queue[i-1] > j) {
+	for i > s.qhead && (s.queue[i-1] < 0 || s.queuedAfter(s.queue[i-1], j)) {
 		i--
 	}
 	for i < len(s.queue) && s.queue[i] < 0 {

@@ -25,6 +25,7 @@ package sim
 import (
 	"container/heap"
 	"fmt"
+	"github.com/coscheml/coscheml/pkg/policyname"
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
@@ -199,6 +200,8 @@ type JobResult struct {
 	// Suspended and Requeued count the guard's actions on the job.
 	Suspended int `json:"suspended,omitempty"`
 	Requeued  int `json:"requeued,omitempty"`
+	// Migrated counts the moves a reviewing peer made of the job (Gandiva).
+	Migrated int `json:"migrated,omitempty"`
 }
 
 // JCT is the job completion time: end minus submission.
@@ -281,6 +284,9 @@ type jobState struct {
 	whole bool
 	// suspended: held by the guard (no progress, resources kept).
 	suspended bool
+	// migrated: moved by a reviewing peer (its work checkpointed); its next
+	// start keeps the first one's time.
+	migrated bool
 	// floorSpeed is the speed the job's floor is judged by (floorSpeedOn), since
 	// floorLast.
 	floorSpeed, floorLast float64
@@ -328,9 +334,16 @@ type simulator struct {
 	delays                *rand.Rand     // their start delays
 	redecided, redirected int
 
-	gd     *simGuard // nil: no guard
-	byID   map[string]int32
-	shares []float64 // scratch: co-runners' GPU shares
+	gd *simGuard // nil: no guard
+	// The published peers' hooks (placement.Planner and the others; nil
+	// when the policy has none): the clock, the queue order (priority of
+	// each job), the reviewer and its next review.
+	clocked    placement.Clocked
+	prio       []float64
+	review     placement.Reviewer
+	nextReview float64
+	byID       map[string]int32
+	shares     []float64 // scratch: co-runners' GPU shares
 
 	now       float64
 	allocGPUs int       // GPUs with at least one resident
@@ -377,6 +390,9 @@ func Run(cfg Config, jobs []trace.Job, tt *truth.Table, pol placement.Policy) (*
 	}
 	start := time.Now()
 	s := &simulator{cfg: cfg, tt: tt, pol: pol, memo: map[memoKey]bool{}, nextTick: math.Inf(1)}
+	if cfg.Submit != nil && policyname.Peer(pol.Name()) {
+		return nil, fmt.Errorf("sim: policy %s runs its own queue: it takes no submit model (the plugin's)", pol.Name())
+	}
 	if cfg.Submit != nil {
 		if !(cfg.Submit.Redecide >= 0) || !(cfg.Submit.StartDelay >= 0) || math.IsInf(cfg.Submit.StartDelay, 0) {
 			return nil, fmt.Errorf("sim: re-decide interval %v, start delay %v: want >= 0", cfg.Submit.Redecide, cfg.Submit.StartDelay)
@@ -424,7 +440,7 @@ func Run(cfg Config, jobs []trace.Job, tt *truth.Table, pol placement.Policy) (*
 		if !(j.Duration > 0) || j.GPUs < 1 {
 			return nil, fmt.Errorf("sim: job %s: duration %v, GPUs %d: want > 0 and >= 1", profile.Sanitize(j.ID), j.Duration, j.GPUs)
 		}
-		req := placement.Request{JobID: j.ID, Tag: j.Tag, Profile: tt.Profile(ti), Class: j.Class, GPUs: j.GPUs}
+		req := placement.Request{JobID: j.ID, Tag: j.Tag, Profile: tt.Profile(ti), Class: j.Class, GPUs: j.GPUs, EstDuration: j.Duration}
 		maskKey := ""
 		if len(j.GPUModels) > 0 && s.namesModels() {
 			if req.Nodes = s.modelNodes(j.GPUModels); req.Nodes == nil {
@@ -442,6 +458,7 @@ func Run(cfg Config, jobs []trace.Job, tt *truth.Table, pol placement.Policy) (*
 		s.res = append(s.res, JobResult{ID: j.ID, Tag: j.Tag, Class: j.Class, GPUs: j.GPUs, Submit: j.Submit, Duration: j.Duration, MinSpeed: 1})
 	}
 	s.tl = newTimeline(cfg.TimelineBuckets, s.jobs)
+	s.hookPeers()
 	s.noise = rand.New(rand.NewPCG(cfg.Seed, 0x6e6f697365))
 	if cfg.Guard != nil {
 		if s.gd, err = newSimGuard(*cfg.Guard, cfg.Floors, n); err != nil {
@@ -498,6 +515,9 @@ func (s *simulator) loop() error {
 		for _, p := range s.pending {
 			t = min(t, p.t)
 		}
+		if s.review != nil && s.allocGPUs > 0 {
+			t = min(t, max(s.nextReview, s.now))
+		}
 		if math.IsInf(t, 1) {
 			return fmt.Errorf("sim: %s: %d jobs can never start (the policy keeps them waiting on an idle cluster)", s.pol.Name(), total-s.done)
 		}
@@ -531,11 +551,14 @@ func (s *simulator) loop() error {
 			}
 		} else {
 			for next < total && s.jobs[next].Submit <= t {
-				s.queue = append(s.queue, int32(next))
-				s.qlive++
+				s.enqueue(int32(next))
 				next++
 				s.events++
 			}
+			s.schedule()
+		}
+		if s.review != nil && s.nextReview <= t {
+			s.reviewMoves()
 			s.schedule()
 		}
 		if s.cfg.Progress != nil && s.events >= nextProgress {
@@ -706,8 +729,11 @@ func (s *simulator) start(j int, d placement.Decision) {
 	st.rate = 0
 	st.last = s.now
 	st.floorSpeed, st.floorLast = 1, s.now
-	st.estEnd = s.now + s.jobs[j].Duration
-	s.res[j].Start = s.now
+	st.estEnd = s.now + st.remaining // the duration, but for a migrated job's checkpoint
+	if !st.migrated {
+		s.res[j].Start = s.now
+	}
+	st.migrated = false
 	s.insertByEnd(int32(j))
 	s.refresh(st.gpus)
 }
@@ -778,8 +804,7 @@ func (s *simulator) arrive(j int) {
 		return
 	}
 	s.st[j].whole = true
-	s.queue = append(s.queue, int32(j))
-	s.qlive++
+	s.enqueue(int32(j))
 }
 
 // multiUpdates says whether the loop's update can place a several-GPU job:
@@ -995,6 +1020,9 @@ func (s *simulator) decideWith(j int, how func(placement.Policy, *placement.Requ
 		return placement.Decision{Action: placement.ActionWait}
 	}
 	s.decisions++
+	if s.clocked != nil {
+		s.clocked.SetNow(s.now)
+	}
 	if s.st[j].whole {
 		return how(s.excl, &s.st[j].req)
 	}
@@ -1019,7 +1047,9 @@ func (s *simulator) popHead() {
 
 // schedule is one scheduling pass at s.now.
 func (s *simulator) schedule() {
-	dirty := s.dirty
+	// A priority queue (Lucid) may put a new job ahead of the head: every
+	// pass starts from the head.
+	dirty := s.dirty || s.prio != nil
 	s.dirty = false
 	// FIFO: start from the head while the policy places.
 	s.popHead()

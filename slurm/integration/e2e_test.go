@@ -60,6 +60,9 @@ type replayOptions struct {
 	// classes hpc and train; infer keeps its default (requeue: a suspended
 	// server would time its clients out).
 	guardFloor string
+	// maxGPUs caps each job's GPUs (E2E_MAX_GPUS; default a node's GPUs: the
+	// trace's several-GPU jobs run on one node).
+	maxGPUs int
 }
 
 // Defaults of make e2e (docs/evaluation.md says how they were chosen): the
@@ -72,7 +75,7 @@ type replayOptions struct {
 func defaultReplay() replayOptions {
 	return replayOptions{jobs: 200, seeds: []int64{1, 2, 3}, setups: replay.Setups, compress: 500, load: 2,
 		minWork: 2, maxDur: 24 * 3600, slack: 3, typed: true, trace: "philly",
-		waitDefer: config.Default().WaitDefer, redecide: time.Second, predictor: config.PredictorModel}
+		waitDefer: config.Default().WaitDefer, redecide: time.Second, predictor: config.PredictorModel, maxGPUs: gpusPerNode}
 }
 
 // replayFromEnv reads E2E_JOBS, E2E_SEEDS (count), E2E_FIRST_SEED (1: seeds
@@ -89,6 +92,13 @@ func replayFromEnv(t *testing.T, o replayOptions) replayOptions {
 			}
 			*dst = f
 		}
+	}
+	if v := os.Getenv("E2E_MAX_GPUS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > gpusPerNode {
+			t.Fatalf("E2E_MAX_GPUS=%q: want 1..%d", v, gpusPerNode)
+		}
+		o.maxGPUs = n
 	}
 	if v := os.Getenv("E2E_JOBS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -404,9 +414,9 @@ func runReplay(t *testing.T, a artifacts, o replayOptions, save func(replay.Repo
 		Date: time.Now().UTC().Format(time.RFC3339),
 		Setup: []string{
 			fmt.Sprintf("Slurm %s; cluster: %d nodes x %d GPUs x %d shards (fake GPUs, real slurmctld/slurmd/munge), shard_pinning %s", a.slurm.version, numNodes, gpusPerNode, shardsPerGPU, pin),
-			fmt.Sprintf("trace: %s, %d jobs per seed of at most %.0f h, capped at 1 GPU, offered load %g, seeds %v", o.trace, o.jobs, o.maxDur/3600, o.load, o.seeds),
+			fmt.Sprintf("trace: %s, %d jobs per seed of at most %.0f h, capped at %d GPU(s) (one node's), offered load %g, seeds %v", o.trace, o.jobs, o.maxDur/3600, max(o.maxGPUs, 1), o.load, o.seeds),
 			fmt.Sprintf("time compression %gx (trace seconds per real second), work at least %g s, time limit ceil(%g x work) min, OverTimeLimit=UNLIMITED", o.compress, o.minWork, o.slack),
-			fmt.Sprintf("setups (every job --comment=coscheml:app=TAG,class=CLASS): exclusive = plugin off, --gres=gpu:1; blind = plugin off, --gres=shard:%d (Slurm picks the GPU); coscheml = plugin on, --gres=gpu:1, %s", share, loop),
+			fmt.Sprintf("setups (every job --comment=coscheml:app=TAG,class=CLASS): exclusive = plugin off, --gres=gpu:N; blind = plugin off, --gres=shard:%d (Slurm picks the GPU; a job of several GPUs --gres=gpu:N); coscheml = plugin on, --gres=gpu:N, %s", share, loop),
 		},
 	}
 	if o.predictor == config.PredictorOptimistic {
@@ -418,7 +428,7 @@ func runReplay(t *testing.T, a artifacts, o replayOptions, save func(replay.Repo
 	}
 	for _, seed := range o.seeds {
 		jobs, err := replay.Prepare(tr.Jobs, tt.Tags(), replay.Spec{Jobs: o.jobs, Seed: seed, MaxDuration: o.maxDur,
-			Load: o.load, GPUs: gpus, Compress: o.compress, MinWork: o.minWork})
+			Load: o.load, GPUs: gpus, Compress: o.compress, MinWork: o.minWork, MaxGPUs: o.maxGPUs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -438,6 +448,9 @@ func runReplay(t *testing.T, a artifacts, o replayOptions, save func(replay.Repo
 				measured, err := replay.Measure(run)
 				if err != nil {
 					t.Fatal(err)
+				}
+				for _, e := range measured.Elsewhere {
+					t.Logf("%s seed %d: not where intended: %s", setup, seed, e)
 				}
 				res = replay.NewSeedResult(run, measured, simRun, atSubmit, wall)
 				t.Logf("%s seed %d: %d/%d jobs ended in %.0f s; avg JCT %.1f s (simulator %.1f), makespan %.1f s (%.1f), below floor %d (%d), shared %d (%d); placements %+v",
@@ -483,10 +496,10 @@ func replayOnce(t *testing.T, a artifacts, o replayOptions, setup string, share 
 		// tells the Prolog the job's application, so that co-runners find it
 		// in the residency records.
 		args = append(args, fmt.Sprintf("--comment=coscheml:app=%s,class=%s", j.Tag, j.Class))
-		if setup == replay.Blind {
+		if setup == replay.Blind && j.GPUs == 1 {
 			args = append(args, fmt.Sprintf("--gres=shard:%d", share))
 		} else {
-			args = append(args, "--gres=gpu:1")
+			args = append(args, fmt.Sprintf("--gres=gpu:%d", j.GPUs))
 		}
 		args = append(args, fmt.Sprintf("--wrap=exec %s --config %s e2e-job --tag %s --class %s --work %.3f --interval %s --results %s",
 			bin, c.path("coscheml.yaml"), j.Tag, j.Class, j.Duration, replayJobInterval, results))
@@ -615,7 +628,7 @@ func (c *cluster) intendedAll() map[string]string {
 			out[m[1]] = ""
 			continue
 		}
-		out[m[1]] = m[4] + "/" + m[5]
+		out[m[1]] = m[4] + "/" + cmp.Or(m[6], m[5])
 	}
 	return out
 }
