@@ -9,7 +9,7 @@
 #   make integration  the Slurm integration suite alone (real daemons, root; COSCHEML_SLURM_PREFIX)
 #   make integration-matrix  the integration suite on every Slurm release (root)
 #   make integration-repeat  the suite REPEAT times in a row on one Slurm, stops at the first failure (root)
-#   make e2e          replay a trace on the real-daemon cluster: exclusive, blind, coscheml beside the simulator (root; E2E_JOBS, E2E_SEEDS, E2E_COMPRESS, E2E_GUARD, E2E_GUARD_FLOOR, E2E_PREDICTOR; e2e-report/)
+#   make e2e          replay a trace on the real-daemon cluster: exclusive, blind, coscheml beside the simulator (root; E2E_JOBS, E2E_SEEDS, E2E_MAX_GPUS, E2E_COMPRESS, E2E_GUARD, E2E_GUARD_FLOOR, E2E_PREDICTOR; e2e-report/)
 #   make e2e-parallel the same replay with its three setups side by side, one process each, reports merged (root; E2E_COMPRESS=100 in 45 min)
 #   make e2e-sim      the simulator half of make e2e, no daemons: the same jobs under exclusive, blind, coscheml, oracle (E2E_JOBS, E2E_SEEDS)
 #   make demo         the simulator on the shipped data: comparison table + report
@@ -140,7 +140,7 @@ integration:
 
 # The trace replay benchmark (docs/evaluation.md, "On real Slurm: trace replay"):
 # about 30 minutes with the defaults (200 jobs, 3 seeds, 3 setups). E2E_JOBS,
-# E2E_SEEDS, E2E_COMPRESS, E2E_LOAD, E2E_MIN_WORK, E2E_SETUPS, E2E_PINNING,
+# E2E_SEEDS, E2E_COMPRESS, E2E_LOAD, E2E_MIN_WORK, E2E_MAX_GPUS, E2E_SETUPS, E2E_PINNING,
 # E2E_TRACE (philly | generic:FILE | alibaba:FILE) and E2E_REPORT pass through;
 # E2E_GUARD=on runs coscheml-node guard on every node over the emulated jobs'
 # readings (E2E_GUARD_FLOOR=suspend|requeue|observe: its floor action for hpc and

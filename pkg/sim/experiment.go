@@ -151,6 +151,12 @@ func ownQueue(policy string) bool { return SlurmAlone(policy) || policyname.Peer
 func (e Experiment) one(name string, seed int64, jobs []trace.Job) (*PolicyRun, error) {
 	opts := e.Options
 	opts.Seed = uint64(seed)
+	if SlurmAlone(name) {
+		// Without the plugin a several-GPU job asks for whole GPUs
+		// (--gres=gpu:N): Slurm shares only what a job asks for in shards,
+		// and a shard request fits on one GPU.
+		opts.WholeMultiGPU = true
+	}
 	var pred model.Predictor
 	cfg := e.Config
 	cfg.Seed = uint64(seed)

@@ -133,7 +133,12 @@ func TestPeersWhereJCTGoes(t *testing.T) {
 			p, _ := placement.NewLucid(opts.ShareScore, opts)
 			return fifoLucid{p, p}
 		}},
-		{"blind", func() placement.Policy { return mustPolicy(t, "blind", nil) }},
+		{"blind (several-GPU jobs whole, as in the demo)", func() placement.Policy {
+			o := opts
+			o.WholeMultiGPU = true
+			p, _ := placement.NewBlind(o)
+			return p
+		}},
 	}
 	cfg := Config{Nodes: 8, GPUsPerNode: 8}
 	for _, v := range variants {

@@ -372,22 +372,28 @@ func place(q *query, in *placeIn) outcome {
 	return singleGPU(q, in, mask)
 }
 
+// request is the placement request of the job being decided, for gpus GPUs on
+// the nodes of mask. It lives in the view's scratch when there is one (a local
+// would move to the heap through Place's interface call: one allocation less).
+func (q *query) request(in *placeIn, gpus int, mask []bool) *placement.Request {
+	label := in.rec.JobID
+	if label == "" {
+		label = "new"
+	}
+	req := q.req
+	if req == nil {
+		req = new(placement.Request)
+	}
+	*req = placement.Request{JobID: label, Tag: in.prof.Tag, Profile: in.prof, Class: in.class, GPUs: gpus, Nodes: mask}
+	return req
+}
+
 // singleGPU asks the policy for one GPU. The cluster carries Slurm's reachability
 // (shard_pinning), so the chosen GPU is one the rewritten request lands on, with the
 // shard count the decision names.
 func singleGPU(q *query, in *placeIn, mask []bool) outcome {
 	st, c, r := q.snap, q.view.cluster, in.rec
-	label := r.JobID
-	if label == "" {
-		label = "new"
-	}
-	// The request lives in the view's scratch when there is one (a local would
-	// move to the heap through Place's interface call: one allocation less).
-	req := q.req
-	if req == nil {
-		req = new(placement.Request)
-	}
-	*req = placement.Request{JobID: label, Tag: in.prof.Tag, Profile: in.prof, Class: in.class, GPUs: 1, Nodes: mask}
+	req := q.request(in, 1, mask)
 	defer func() { *req = placement.Request{} }() // keeps no profile or mask alive
 	typed := c.Reach == placement.ReachTyped
 	var d placement.Decision
@@ -488,15 +494,8 @@ func multiGPU(q *query, in *placeIn, n int, mask []bool) outcome {
 	if q.j.Modify && !TypedUpdates(q.version) {
 		return finish(Result{}, r, "unchanged", "pass", fmt.Sprintf("%d GPUs in an update: Slurm 22.05 does not honour an update naming several shard Types, so only the submit places a several-GPU job; its request is kept", n))
 	}
-	label := r.JobID
-	if label == "" {
-		label = "new"
-	}
-	req := q.req
-	if req == nil {
-		req = new(placement.Request)
-	}
-	*req = placement.Request{JobID: label, Tag: in.prof.Tag, Profile: in.prof, Class: in.class, GPUs: n, Nodes: mask, OneNode: true}
+	req := q.request(in, n, mask)
+	req.OneNode = true
 	defer func() { *req = placement.Request{} }()
 	d := st.policy.Place(c, req)
 	if (d.Action == placement.ActionWait || len(d.Placement) != n) && !TypedUpdates(q.version) {

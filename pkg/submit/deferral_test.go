@@ -234,6 +234,19 @@ func TestDeferralFollowsTheLoop(t *testing.T) {
 	}
 }
 
+// typedEngineAt is an engine of two nodes of two GPUs, typed pinning, as
+// slurmctld of release version runs it.
+func typedEngineAt(t *testing.T, version uint32) *Engine {
+	f := newFixture(t, func(c *config.Config) {
+		c.Cluster.Nodes, c.Cluster.GPUsPerNode = "n[1-2]", 2
+		c.ShardPinning, c.ShardTypePrefix = config.PinTyped, "g"
+	})
+	f.e.Close()
+	e := New(f.sources(), Options{Now: f.clock, SlurmVersion: func() uint32 { return version }})
+	t.Cleanup(e.Close)
+	return e
+}
+
 // A job requeued after it started comes back (through the re-decide loop) with
 // the typed pin it ran with. It is placed again, typed on every release: 22.05
 // refuses an untyped update of a typed request and accepts a typed one.
@@ -241,13 +254,7 @@ func TestRequeuedPinRedecided(t *testing.T) {
 	const v2205, v2605 = 22<<16 | 5<<8 | 8, 26<<16 | 5<<8 | 3
 	for _, version := range []uint32{v2205, v2605} {
 		t.Run(fmt.Sprintf("%d.%02d", version>>16, version>>8&0xff), func(t *testing.T) {
-			f := newFixture(t, func(c *config.Config) {
-				c.Cluster.Nodes, c.Cluster.GPUsPerNode = "n[1-2]", 2
-				c.ShardPinning, c.ShardTypePrefix = config.PinTyped, "g"
-			})
-			f.e.Close()
-			e := New(f.sources(), Options{Now: f.clock, SlurmVersion: func() uint32 { return version }})
-			t.Cleanup(e.Close)
+			e := typedEngineAt(t, version)
 			first := e.Decide(job("coscheml:app=light-a"))
 			if first.Code != Rewrite || first.ReqNodes == "" || !strings.Contains(first.TresPerNode, "shard:g") {
 				t.Fatalf("submit: not a typed pin: %+v", first)
@@ -273,13 +280,7 @@ func TestUserOwnPinUpdateMeetsRawRequests(t *testing.T) {
 	const v2205, v2605 = 22<<16 | 5<<8 | 8, 26<<16 | 5<<8 | 3
 	for _, version := range []uint32{v2205, v2605} {
 		t.Run(fmt.Sprintf("%d.%02d", version>>16, version>>8&0xff), func(t *testing.T) {
-			f := newFixture(t, func(c *config.Config) {
-				c.Cluster.Nodes, c.Cluster.GPUsPerNode = "n[1-2]", 2
-				c.ShardPinning, c.ShardTypePrefix = config.PinTyped, "g"
-			})
-			f.e.Close()
-			e := New(f.sources(), Options{Now: f.clock, SlurmVersion: func() uint32 { return version }})
-			t.Cleanup(e.Close)
+			e := typedEngineAt(t, version)
 			sub := job("coscheml:app=light-a")
 			sub.UserID, sub.SubmitUID = 1000, 1000
 			first := e.Decide(sub)

@@ -1465,3 +1465,15 @@ func shorten(args []string) []string {
 	}
 	return out
 }
+
+// subtests returns a runner of subtests that share c: each runs f under its
+// own *testing.T, c's t pointing at it meanwhile.
+func (c *cluster) subtests(t *testing.T) func(name string, f func(t *testing.T, c *cluster)) {
+	return func(name string, f func(t *testing.T, c *cluster)) {
+		t.Run(name, func(st *testing.T) {
+			c.t = st
+			defer func() { c.t = t }()
+			f(st, c)
+		})
+	}
+}

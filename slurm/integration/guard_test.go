@@ -105,13 +105,7 @@ func TestGuard(t *testing.T) {
 		cfg.Guard.Actions.Train.Floor, cfg.Guard.Actions.HPC.Floor = "suspend", "suspend"
 	})
 	t.Cleanup(c.startGuards())
-	sub := func(name string, f func(t *testing.T, c *cluster)) {
-		t.Run(name, func(st *testing.T) {
-			c.t = st
-			defer func() { c.t = t }()
-			f(st, c)
-		})
-	}
+	sub := c.subtests(t)
 	sub("memory_grower", testGuardMemoryGrower)
 	sub("speed_breach", testGuardSpeedBreach)
 }
@@ -270,20 +264,30 @@ func testGuardSpeedBreach(t *testing.T, c *cluster) {
 // later one and keeps it off the node; the re-decide loop re-pins it (typed)
 // away from there, where Slurm starts it again; both complete. On 22.05 too:
 // a requeued job's typed re-pin is honoured there (a pending job's is not).
-func TestGuardRequeueElsewhere(t *testing.T) {
-	needRoot(t)
-	ensurePackages(t)
-	a := build(t)
-	ensureMunge(t)
-	// A requeued job waits out the credential lifetime before it may start
-	// again: 5 s instead of 120.
-	c := newClusterTopo(t, a, true, topology{typed: true, redecide: time.Second, extraConf: "AuthInfo=cred_expire=5"}, func(cfg *config.Config) {
+// optimisticGuardedCluster is a typed cluster whose plugin predicts every pair
+// at full speed (so it shares wherever the rules allow), with the re-decide loop
+// and the fast guard configured, and a credential lifetime of 5 s (a requeued
+// job waits it out before it starts again, 120 s by default); more edits the
+// configuration further (nil: none).
+func optimisticGuardedCluster(t *testing.T, a artifacts, more func(*config.Config)) *cluster {
+	return newClusterTopo(t, a, true, topology{typed: true, redecide: time.Second, extraConf: "AuthInfo=cred_expire=5"}, func(cfg *config.Config) {
 		cfg.ShardPinning = config.PinTyped
 		cfg.ShardTypePrefix = "g"
 		cfg.WaitDefer = config.Default().WaitDefer
 		cfg.Predictor = config.PredictorOptimistic
 		guardConfig(fastGuard)(cfg)
+		if more != nil {
+			more(cfg)
+		}
 	})
+}
+
+func TestGuardRequeueElsewhere(t *testing.T) {
+	needRoot(t)
+	ensurePackages(t)
+	a := build(t)
+	ensureMunge(t)
+	c := optimisticGuardedCluster(t, a, nil)
 	t.Cleanup(c.startGuards())
 	// The plugin places both jobs (--gres=gpu:1), so the optimistic predictor
 	// decides that they share.

@@ -36,24 +36,11 @@ func TestSeveralGPUs(t *testing.T) {
 	// The inference floor 0.7 keeps two busy inference jobs apart (latency
 	// speed 1/(1+1.0) = 0.5 next to each other) while a light job may join
 	// either (1/(1+0.06) = 0.94).
-	c := newClusterTopo(t, a, true, topology{typed: true, redecide: time.Second, extraConf: "AuthInfo=cred_expire=5"}, func(cfg *config.Config) {
-		cfg.ShardPinning = config.PinTyped
-		cfg.ShardTypePrefix = "g"
-		cfg.WaitDefer = config.Default().WaitDefer
-		cfg.Predictor = config.PredictorOptimistic
-		cfg.SpeedFloor.Infer = 0.7
-		guardConfig(fastGuard)(cfg)
-	})
+	c := optimisticGuardedCluster(t, a, func(cfg *config.Config) { cfg.SpeedFloor.Infer = 0.7 })
 	if n := c.countLog("job_submit/coscheml", "share_multi_gpu: several-GPU jobs share GPU by GPU"); n < 1 {
 		t.Errorf("slurmctld's log does not say several-GPU jobs share:\n%s", c.logTail(30))
 	}
-	sub := func(name string, f func(t *testing.T, c *cluster)) {
-		t.Run(name, func(st *testing.T) {
-			c.t = st
-			defer func() { c.t = t }()
-			f(st, c)
-		})
-	}
+	sub := c.subtests(t)
 	sub("placed_next_to_residents", testSeveralGPUsPlaced)
 	sub("guard_acts_on_the_job", testSeveralGPUsGuard)
 	sub("redecided", testSeveralGPUsRedecided)

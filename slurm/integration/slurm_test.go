@@ -37,13 +37,7 @@ func TestSlurm(t *testing.T) {
 	ensureMunge(t)
 	c := newCluster(t, a, true, nil)
 
-	sub := func(name string, f func(t *testing.T, c *cluster)) {
-		t.Run(name, func(st *testing.T) {
-			c.t = st
-			defer func() { c.t = t }()
-			f(st, c)
-		})
-	}
+	sub := c.subtests(t)
 	sub("placement", testPlacement)
 	sub("bad_input", testBadInput)
 	sub("bootstrap", testBootstrap)
