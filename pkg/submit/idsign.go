@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/coscheml/coscheml/pkg/comment"
 	"github.com/coscheml/coscheml/pkg/safeopen"
@@ -227,7 +228,9 @@ func ownToken(j JobFields, key []byte, admin bool) (word, id string) {
 		if i < 0 {
 			return "", ""
 		}
-		if at+i == 0 || unicode.IsSpace(rune(j.StoredComment[at+i-1])) {
+		// The word boundary as strings.Fields sees it: the rune before, decoded
+		// (a lone byte 0x85 or 0xa0 is not the space U+0085 or U+00A0).
+		if prev, _ := utf8.DecodeLastRuneInString(j.StoredComment[:at+i]); at+i == 0 || unicode.IsSpace(prev) {
 			word = rest[i:]
 			break
 		}
