@@ -3,11 +3,11 @@
 package main
 
 import (
-	"reflect"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
