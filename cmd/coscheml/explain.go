@@ -359,13 +359,17 @@ func decisionLine(d *decisionlog.Record) string {
 	case d.Action != "":
 		fmt.Fprintf(&b, ", %s", d.Action)
 	}
+	node := d.Node
+	if len(d.Nodes) > 1 {
+		node = "each of " + strings.Join(d.Nodes, ",")
+	}
 	switch {
 	case d.Node != "" && len(d.GPUs) > 1:
 		gpus := make([]string, len(d.GPUs))
 		for i, g := range d.GPUs {
 			gpus[i] = strconv.Itoa(g)
 		}
-		fmt.Fprintf(&b, " on %s GPUs %s", sanitize(d.Node), strings.Join(gpus, ","))
+		fmt.Fprintf(&b, " on %s GPUs %s", sanitize(node), strings.Join(gpus, ","))
 	case d.Node != "":
 		fmt.Fprintf(&b, " on %s GPU %d", sanitize(d.Node), d.GPU)
 	}

@@ -49,6 +49,9 @@ type Record struct {
 	Shards  int    `json:"shards,omitempty"`
 	// GPUs are the GPU indexes of a several-GPU decision (GPU is the first).
 	GPUs []int `json:"gpus,omitempty"`
+	// Nodes are every node of a decision over several nodes (Node is the
+	// first), with the GPUs at the same indexes on each.
+	Nodes []string `json:"nodes,omitempty"`
 	// Replaces are the earlier decisions of the job that a job_modify decision
 	// superseded: their reservations are not rebuilt after a restart.
 	Replaces []string `json:"replaces,omitempty"`

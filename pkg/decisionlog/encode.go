@@ -46,6 +46,7 @@ func appendRecord(dst []byte, r *Record) ([]byte, error) {
 		}
 		b = append(b, ']')
 	}
+	b = appendOptStrings(b, `,"nodes":[`, r.Nodes)
 	b = appendOptStrings(b, `,"replaces":[`, r.Replaces)
 	for _, f := range [...]struct {
 		key string

@@ -35,7 +35,7 @@ func sameAsJSON(t *testing.T, r Record) {
 func TestAppendRecordMatchesJSON(t *testing.T) {
 	full := Record{ID: "m4x9k2-17-abcdef0123456789", Time: time.Date(2026, 12, 1, 20, 1, 2, 345678900, time.UTC), Op: "submit",
 		JobID: "1234", UserID: 4294967295, Tag: "resnet50-bs64", Class: "train", Outcome: "rewrite", Action: "share", Node: "n1017",
-		GPU: 3, Shards: 2, GPUs: []int{3, 4}, Replaces: []string{"a-1", "b-2"}, PredictedSpeed: 0.9312, MinResidentSpeed: 1e-7,
+		GPU: 3, Shards: 2, GPUs: []int{3, 4}, Nodes: []string{"n1", "n2"}, Replaces: []string{"a-1", "b-2"}, PredictedSpeed: 0.9312, MinResidentSpeed: 1e-7,
 		CoRunners: []string{"bert-base-bs32"}, Policy: "coscheml", Reason: "coscheml: share <&> \"q\" \\ \t\n\r\b\f\x00\x1f\x7f é \u2028\u2029 \xff",
 		TresIn: "gres/gpu:1", TresOut: "gres/shard:2"}
 	// A field added to Record must be set here, so that the comparison below
@@ -53,7 +53,7 @@ func TestAppendRecordMatchesJSON(t *testing.T) {
 		"zone":          {Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", -(9*3600+30*60)))},
 		"big speed":     {PredictedSpeed: 1e21, MinResidentSpeed: -123456.789},
 		"tiny speed":    {PredictedSpeed: 5e-324, MinResidentSpeed: -1e-9},
-		"empty slices":  {GPUs: []int{}, Replaces: []string{}, CoRunners: []string{}},
+		"empty slices":  {GPUs: []int{}, Nodes: []string{}, Replaces: []string{}, CoRunners: []string{}},
 		"nan speed":     {PredictedSpeed: math.NaN()},
 		"inf speed":     {MinResidentSpeed: math.Inf(-1)},
 		"year 10000":    {Time: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
@@ -79,7 +79,7 @@ func FuzzAppendRecord(f *testing.F) {
 			gpus = append(gpus, gpu+i)
 		}
 		r := Record{ID: id, Time: time.Unix(sec, nsec%1e9).In(time.FixedZone("z", int(zone%(30*3600)))), Op: op, JobID: jobID, UserID: uid,
-			Tag: tag, Class: class, Outcome: outcome, Action: action, Node: node, GPU: gpu, Shards: shards, GPUs: gpus, Replaces: ss,
+			Tag: tag, Class: class, Outcome: outcome, Action: action, Node: node, GPU: gpu, Shards: shards, GPUs: gpus, Nodes: ss, Replaces: ss,
 			PredictedSpeed: math.Float64frombits(speed), MinResidentSpeed: math.Float64frombits(minSpeed), CoRunners: ss, Policy: class,
 			Reason: reason, TresIn: node, TresOut: tag}
 		sameAsJSON(t, r)

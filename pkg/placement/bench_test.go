@@ -83,13 +83,7 @@ func BenchmarkPlace(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			p := mustPolicy(b, name, Options{Seed: 1})
 			r := req("bench", cat[7], 1)
-			b.ReportAllocs()
-			cpu, n := cpuTimeNS(), 0
-			for b.Loop() {
-				p.Place(c, r)
-				n++
-			}
-			reportCPU(b, cpu, n)
+			benchDecisions(b, p, c, r)
 		})
 	}
 }
@@ -99,7 +93,11 @@ func BenchmarkPlaceMultiGPU(b *testing.B) {
 	cat := catalog(50, 1)
 	c := busyCluster(1000, cat, 2)
 	p := mustPolicy(b, "coscheml", Options{})
-	r := req("bench", cat[7], 8)
+	benchDecisions(b, p, c, req("bench", cat[7], 8))
+}
+
+// benchDecisions places r on c over and over, reporting allocations and CPU.
+func benchDecisions(b *testing.B, p Policy, c *Cluster, r *Request) {
 	b.ReportAllocs()
 	cpu, n := cpuTimeNS(), 0
 	for b.Loop() {
@@ -107,6 +105,22 @@ func BenchmarkPlaceMultiGPU(b *testing.B) {
 		n++
 	}
 	reportCPU(b, cpu, n)
+}
+
+// BenchmarkPlaceSpan: a job of -N m with 4 GPUs per node on the 1,000-node
+// cluster (8,000 GPUs), m = 2 and 4: the span search compares at most
+// maxSpanSeeds starting nodes with every node.
+func BenchmarkPlaceSpan(b *testing.B) {
+	cat := catalog(50, 1)
+	c := busyCluster(1000, cat, 2)
+	p := mustPolicy(b, "coscheml", Options{})
+	for _, span := range []int{2, 4} {
+		b.Run(fmt.Sprintf("nodes=%d", span), func(b *testing.B) {
+			r := req("bench", cat[7], 4*span)
+			r.SpanNodes = span
+			benchDecisions(b, p, c, r)
+		})
+	}
 }
 
 // BenchmarkApplyRemove: the simulator's churn.

@@ -4,7 +4,9 @@ package placement
 
 import (
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -126,6 +128,14 @@ type engine struct {
 	firstFitOnly bool // single GPU on a first-fit cluster: hidden GPUs are out
 	// multiShare: a several-GPU request may share its GPUs (Options.sharesMulti).
 	multiShare bool
+	// spanned: the last several-GPU choice is a span (Request.SpanNodes).
+	spanned    bool
+	spanMasks  []uint64 // per node: the GPU indices acceptable for the span
+	spanNodes  []int32
+	spanOrder  []int32
+	spanSorted []int32
+	spanSeeds  []uint64 // the acceptable-GPU masks already tried as seeds
+	spanTop    []spanPick
 	rejects    [nReject]int
 	scanned    int
 	steered    steer // the last decision's first-fit shard count, for its reason
@@ -314,7 +324,7 @@ func (e *engine) decisionFor(c *Cluster, chosen []cand) Decision {
 	// each GPU (K shards of each GPU's Type); spread over nodes, or where it
 	// may not share, whole GPUs (gres/gpu: Slurm lets nothing join them).
 	perGPU := int32(0)
-	if len(chosen) > 1 && e.multiShare && oneNode(chosen) {
+	if len(chosen) > 1 && e.multiShare && (e.spanned || oneNode(chosen)) {
 		perGPU = chosen[0].slots
 		for _, cd := range chosen[1:] {
 			perGPU = min(perGPU, cd.slots)
@@ -601,6 +611,17 @@ func (e *engine) placeMulti(c *Cluster, want int) []cand {
 		e.nodeCnt = make([]int32, len(c.Nodes))
 	}
 	e.nodeCnt = e.nodeCnt[:len(c.Nodes)]
+	e.spanned = false
+	if span := e.req.SpanNodes; span > 1 {
+		if e.multiShare && want%span == 0 {
+			if out := e.placeSpan(c, span, want/span); out != nil {
+				e.spanned = true
+				return out
+			}
+		}
+		// Whole idle GPUs, as Slurm gives the job's own request.
+		return e.spreadIdle(c, want)
+	}
 	found := false
 	for n := range c.Nodes {
 		cnt := int32(0) // count first: most nodes lack enough, and counting reads little
@@ -738,4 +759,157 @@ func (e *engine) spreadIdle(c *Cluster, want int) []cand {
 		e.nodeCnt[pick] = 0
 	}
 	return e.out
+}
+
+// maxSpanSeeds bounds the nodes a span search starts from (one per distinct set
+// of acceptable GPUs, those with the most first), so that a multi-node decision
+// on a large cluster stays within maxSpanSeeds passes over the nodes.
+const maxSpanSeeds = 16
+
+// spanSlack is how many nodes beyond the span's own a seed's pass keeps as
+// alternatives, for when adding a node narrows the common GPUs below per.
+const spanSlack = 8
+
+// spanPick is a node and the GPU indices it keeps in common with a seed.
+type spanPick struct {
+	n int32
+	k int
+}
+
+// placeSpan picks per GPUs on each of span nodes at the same GPU indices, every
+// one acceptable (idle, or shared within the floors), or nil. A span runs at its
+// slowest GPU's pace, so spans are compared by their worst chosen GPU. From each
+// seed node (the nodes with at least per acceptable GPUs, in cluster order, at
+// most maxSpanSeeds) it adds the nodes that keep the most acceptable indices in
+// common, then takes the indices whose worst GPU over the chosen nodes ranks best.
+// GPU indices of 64 and more are never spanned.
+func (e *engine) placeSpan(c *Cluster, span, per int) []cand {
+	ix := c.ix
+	e.spanMasks = resize(e.spanMasks, len(c.Nodes))
+	e.spanOrder = e.spanOrder[:0]
+	for n := range c.Nodes {
+		var m uint64
+		if e.req.allows(int32(n)) {
+			for gi := ix.nodeOff[n]; gi < ix.nodeOff[n+1]; gi++ {
+				idx := c.Nodes[n].GPUs[gi-ix.nodeOff[n]].Index
+				if idx >= 0 && idx < 64 && e.bucketResults[ix.gpuBucket[gi]].why == rejNone {
+					m |= 1 << uint(idx)
+				}
+			}
+		}
+		if bits.OnesCount64(m) < per {
+			m = 0
+		}
+		e.spanMasks[n] = m
+		if m != 0 {
+			e.spanOrder = append(e.spanOrder, int32(n))
+		}
+	}
+	if len(e.spanOrder) < span {
+		return nil
+	}
+	// Seeds: the nodes with the most acceptable GPUs first (ties: the lower
+	// node), by a counting sort on the count.
+	var at [66]int32
+	for _, n := range e.spanOrder {
+		at[64-bits.OnesCount64(e.spanMasks[n])+1]++
+	}
+	for k := 1; k < len(at); k++ {
+		at[k] += at[k-1]
+	}
+	e.spanSorted = resize(e.spanSorted, len(e.spanOrder))
+	for _, n := range e.spanOrder {
+		k := 64 - bits.OnesCount64(e.spanMasks[n])
+		e.spanSorted[at[k]] = n
+		at[k]++
+	}
+	e.spanOrder, e.spanSorted = e.spanSorted, e.spanOrder
+	found := false
+	var bestWorst cand
+	e.spanSeeds = e.spanSeeds[:0]
+	for _, s := range e.spanOrder {
+		if len(e.spanSeeds) == maxSpanSeeds {
+			break
+		}
+		common := e.spanMasks[s]
+		if slices.Contains(e.spanSeeds, common) {
+			continue // a node with the same acceptable GPUs was a seed already
+		}
+		e.spanSeeds = append(e.spanSeeds, common)
+		// One pass: the nodes keeping the most indices in common with the seed
+		// (ties: the lower node), at most span-1+spanSlack of them; then add them
+		// in that order while per indices stay common.
+		e.spanTop = e.spanTop[:0]
+		keep := span - 1 + spanSlack
+		for _, n := range e.spanOrder {
+			k := bits.OnesCount64(common & e.spanMasks[n])
+			if n == s || k < per || len(e.spanTop) == keep && k <= e.spanTop[keep-1].k {
+				continue
+			}
+			i := len(e.spanTop)
+			if i < keep {
+				e.spanTop = append(e.spanTop, spanPick{})
+			} else {
+				i--
+			}
+			for ; i > 0 && e.spanTop[i-1].k < k; i-- {
+				e.spanTop[i] = e.spanTop[i-1]
+			}
+			e.spanTop[i] = spanPick{n: n, k: k}
+		}
+		e.spanNodes = append(e.spanNodes[:0], s)
+		for _, t := range e.spanTop {
+			if len(e.spanNodes) == span {
+				break
+			}
+			if bits.OnesCount64(common&e.spanMasks[t.n]) >= per {
+				e.spanNodes = append(e.spanNodes, t.n)
+				common &= e.spanMasks[t.n]
+			}
+		}
+		if len(e.spanNodes) < span {
+			continue
+		}
+		// Each common index's worst GPU over the chosen nodes; the best per of them.
+		e.tmp = e.tmp[:0]
+		for idx := 0; idx < 64; idx++ {
+			if common&(1<<uint(idx)) == 0 {
+				continue
+			}
+			var worst cand
+			for k, n := range e.spanNodes {
+				cd := e.spanCand(c, int(n), idx)
+				if k == 0 || better(&worst, &cd) {
+					worst = cd
+				}
+			}
+			worst.gi = int32(idx) // ranks the index; the GPUs are taken below
+			e.tmp = append(e.tmp, worst)
+		}
+		sortGroup(e.tmp)
+		if !found || better(&e.tmp[per-1], &bestWorst) {
+			found, bestWorst = true, e.tmp[per-1]
+			e.best = e.best[:0]
+			for _, n := range e.spanNodes {
+				for _, w := range e.tmp[:per] {
+					e.best = append(e.best, e.spanCand(c, int(n), int(w.gi)))
+				}
+			}
+		}
+	}
+	if !found {
+		return nil
+	}
+	return e.best
+}
+
+// spanCand is node n's candidate of GPU index idx (acceptable: in its mask).
+func (e *engine) spanCand(c *Cluster, n, idx int) cand {
+	ix := c.ix
+	for gi := ix.nodeOff[n]; gi < ix.nodeOff[n+1]; gi++ {
+		if c.Nodes[n].GPUs[gi-ix.nodeOff[n]].Index == idx {
+			return e.candAt(&e.bucketResults[ix.gpuBucket[gi]], gi, n)
+		}
+	}
+	return cand{}
 }

@@ -1006,7 +1006,7 @@ func TestMultiGPUShares(t *testing.T) {
 			t.Errorf("a light job could not join the gang: %v: %s", d.Action, d.Reason)
 		}
 	})
-	t.Run("over nodes: whole idle GPUs, as the plugin leaves a multi-node job to Slurm", func(t *testing.T) {
+	t.Run("over nodes without a span: whole idle GPUs", func(t *testing.T) {
 		c := NewCluster(2, 4, 24000, 4)
 		put(c, "a", lowA, 0, 0, 2) // n1 GPU 0 and n2 GPU 1 could be shared, but not over nodes
 		put(c, "b", lowA, 1, 1, 2)
@@ -1017,6 +1017,45 @@ func TestMultiGPUShares(t *testing.T) {
 		for _, s := range d.Placement {
 			if g := &c.Nodes[s.Node].GPUs[s.GPU]; len(g.Residents) > 0 || s.Slots != 4 {
 				t.Errorf("n%d/gpu%d with %d slots: want idle GPUs, whole: %s", s.Node, s.GPU, s.Slots, d.Reason)
+			}
+		}
+	})
+	t.Run("a span over nodes: the same GPUs on each, shared where they are alike", func(t *testing.T) {
+		c := NewCluster(3, 4, 24000, 4)
+		put(c, "full-0", heavyA, 0, 0, 4) // n0 GPU 0, n1 GPU 1, n2 GPUs 0 and 3: no room
+		put(c, "full-1", heavyA, 1, 1, 4)
+		put(c, "full-2", heavyA, 2, 0, 4)
+		put(c, "full-3", heavyA, 2, 3, 4)
+		put(c, "light", lowA, 1, 2, 2) // n1 GPU 2 half used by a light job
+		r := req("m", lowB, 4)
+		r.SpanNodes = 2
+		d := mustPolicy(t, "coscheml", Options{}).Place(c, r)
+		if d.Action == ActionWait || len(d.Placement) != 4 {
+			t.Fatalf("%v %v: %s", d.Action, d.Placement, d.Reason)
+		}
+		gpus := map[int][]int{}
+		for _, s := range d.Placement {
+			gpus[s.Node] = append(gpus[s.Node], s.GPU)
+			if s.Slots != d.Placement[0].Slots || s.Slots == 4 {
+				t.Errorf("n%d/gpu%d with %d slots: want the same shard count on each GPU, a co-runner's room kept: %s", s.Node, s.GPU, s.Slots, d.Reason)
+			}
+		}
+		if len(gpus) != 2 || !slices.Equal(sorted(gpus[0]), sorted(gpus[1])) && !slices.Equal(sorted(gpus[1]), sorted(gpus[2])) && !slices.Equal(sorted(gpus[0]), sorted(gpus[2])) {
+			t.Errorf("placement %v: want the same GPUs on two nodes: %s", d.Placement, d.Reason)
+		}
+		if !strings.Contains(d.Reason, "several nodes at the same GPUs") {
+			t.Errorf("reason %q", d.Reason)
+		}
+		// No two nodes with four GPUs in common: whole idle GPUs, as Slurm gives
+		// the job's own request.
+		r = req("m2", lowB, 8)
+		r.SpanNodes = 2
+		d = mustPolicy(t, "coscheml", Options{}).Place(c, r)
+		if d.Action != ActionWait {
+			for _, s := range d.Placement {
+				if g := &c.Nodes[s.Node].GPUs[s.GPU]; len(g.Residents) > 0 || s.Slots != 4 {
+					t.Errorf("n%d/gpu%d with %d slots: want idle GPUs, whole: %s", s.Node, s.GPU, s.Slots, d.Reason)
+				}
 			}
 		}
 	})
@@ -1059,3 +1098,5 @@ func testByName(name string, pred model.Predictor, opts Options) (Policy, error)
 	}
 	return ByName(name, pred, opts)
 }
+
+func sorted(s []int) []int { return slices.Sorted(slices.Values(s)) }

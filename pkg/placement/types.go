@@ -118,6 +118,12 @@ type Request struct {
 	// -N: its GPUs are per node); false lets the placement spread it over
 	// nodes (the simulator's jobs, which name no node count).
 	OneNode bool
+	// SpanNodes > 1 asks for exactly SpanNodes nodes with GPUs/SpanNodes GPUs
+	// on each, at the same GPU indices on every node: a Slurm job of -N m with
+	// a per-node GRES, whose typed shard request names the same GPU Types on
+	// each of its nodes. Without a span over shared GPUs (a policy that keeps
+	// several-GPU jobs whole, too few alike nodes), whole idle GPUs.
+	SpanNodes int
 }
 
 // constrained reports whether r names a model or features.

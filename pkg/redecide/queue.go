@@ -40,10 +40,15 @@ type Job struct {
 	// plugin places the job on the GPU model it asked for also when slurmctld
 	// restarted since its submission (the plugin's memory of the job is gone).
 	Features string
+	// Nodes is the job's node count (squeue's %D: for a pending job its
+	// minimum). The loop sends a count above one with its update: an update
+	// that does not name it hands the plugin no node count, and a job of
+	// several nodes must be placed on as many.
+	Nodes int
 }
 
 // fields before the features in one record of the squeue format.
-const nFields = 6
+const nFields = 7
 
 // plainFeaturesRE is a --constraint the plugin reads: features joined by '&'
 // in Slurm's feature alphabet. Anything else is not sent back.
@@ -65,11 +70,11 @@ func NewMarker() (string, error) {
 }
 
 // Format is squeue's -o format for marker: marker, job ID, state, reason,
-// tres_per_node, start (for a deferred job: begin) time, excluded nodes,
-// features, the field separator, comment, marker, per job. Run squeue with
-// TimeEnv in its environment.
+// tres_per_node, start (for a deferred job: begin) time, excluded nodes, node
+// count, features, the field separator, comment, marker, per job. Run squeue
+// with TimeEnv in its environment.
 func Format(marker string) string {
-	return marker + "%i|%T|%r|%b|%S|%x|%f" + fieldSep(marker) + "%k" + marker
+	return marker + "%i|%T|%r|%b|%S|%x|%D|%f" + fieldSep(marker) + "%k" + marker
 }
 
 // fieldSep separates the two fields a user writes freely (features and
@@ -109,7 +114,7 @@ func ParseQueue(out, marker string) ([]Job, error) {
 		if c == "(null)" {
 			c = ""
 		}
-		feats := f[6]
+		feats := f[7]
 		if !plainFeaturesRE.MatchString(feats) {
 			feats = "" // (null), or an expression the plugin does not read
 		}
@@ -127,7 +132,11 @@ func ParseQueue(out, marker string) ([]Job, error) {
 		if err != nil || begin < 0 {
 			begin = 0 // N/A, Unknown
 		}
-		jobs = append(jobs, Job{ID: uint32(id), State: f[1], Reason: f[2], Tres: tres, Comment: c, Begin: begin, Exclude: exc, Features: feats})
+		nodes, err := strconv.ParseUint(f[6], 10, 16)
+		if err != nil || nodes < 1 {
+			nodes = 1 // a pending job asks for at least one
+		}
+		jobs = append(jobs, Job{ID: uint32(id), State: f[1], Reason: f[2], Tres: tres, Comment: c, Begin: begin, Exclude: exc, Nodes: int(nodes), Features: feats})
 	}
 	return jobs, nil
 }
@@ -186,6 +195,9 @@ func UpdateArgs(j Job) []string {
 	}
 	if j.Features != "" {
 		args = append(args, "Features="+j.Features)
+	}
+	if j.Nodes > 1 {
+		args = append(args, "NumNodes="+strconv.Itoa(j.Nodes))
 	}
 	return args
 }

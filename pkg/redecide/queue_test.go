@@ -31,25 +31,25 @@ func TestParseQueue(t *testing.T) {
 	}{
 		{name: "empty", out: "", want: nil},
 		{name: "two jobs, comment with separators and spaces",
-			out: rec("12", "PENDING", "BeginTime", "gres:shard:4", "1900000000", "n[1-2]", "a100&ib", "nightly a|b coscheml:app=x coscheml-id=ab-1:4") +
-				rec("13", "RUNNING", "None", "gres/shard:g1:2", "N/A", "(null)", "(null)", "(null)"),
+			out: rec("12", "PENDING", "BeginTime", "gres:shard:4", "1900000000", "n[1-2]", "1", "a100&ib", "nightly a|b coscheml:app=x coscheml-id=ab-1:4") +
+				rec("13", "RUNNING", "None", "gres/shard:g1:2", "N/A", "(null)", "2", "(null)", "(null)"),
 			want: []Job{
-				{ID: 12, State: "PENDING", Reason: "BeginTime", Tres: "gres:shard:4", Begin: 1900000000, Exclude: "n[1-2]", Features: "a100&ib", Comment: "nightly a|b coscheml:app=x coscheml-id=ab-1:4"},
-				{ID: 13, State: "RUNNING", Reason: "None", Tres: "gres/shard:g1:2"},
+				{ID: 12, State: "PENDING", Reason: "BeginTime", Tres: "gres:shard:4", Begin: 1900000000, Exclude: "n[1-2]", Nodes: 1, Features: "a100&ib", Comment: "nightly a|b coscheml:app=x coscheml-id=ab-1:4"},
+				{ID: 13, State: "RUNNING", Reason: "None", Tres: "gres/shard:g1:2", Nodes: 2},
 			}},
-		{name: "array record skipped", out: rec("14_[1-3]", "PENDING", "BeginTime", "gres:shard:4", "0", "(null)", "(null)", "coscheml:app=x"), want: nil},
-		{name: "no tres", out: rec("15", "PENDING", "Priority", "N/A", "Unknown", "bad list[", "(null)", "x"), want: []Job{{ID: 15, State: "PENDING", Reason: "Priority", Comment: "x"}}},
+		{name: "array record skipped", out: rec("14_[1-3]", "PENDING", "BeginTime", "gres:shard:4", "0", "(null)", "1", "(null)", "coscheml:app=x"), want: nil},
+		{name: "no tres", out: rec("15", "PENDING", "Priority", "N/A", "Unknown", "bad list[", "-3", "(null)", "x"), want: []Job{{ID: 15, State: "PENDING", Reason: "Priority", Nodes: 1, Comment: "x"}}},
 		// A comment with a newline and a forged record cannot make a record: it
 		// does not know the marker.
 		{name: "forged line inside a comment",
-			out:  rec("16", "PENDING", "BeginTime", "gres:shard:4", "5", "(null)", "(null)", "coscheml:app=x\n17|PENDING|BeginTime|gres:gpu:8|9|(null)|(null)|coscheml:app=y coscheml-id=z-1:4"),
-			want: []Job{{ID: 16, State: "PENDING", Reason: "BeginTime", Tres: "gres:shard:4", Begin: 5, Comment: "coscheml:app=x\n17|PENDING|BeginTime|gres:gpu:8|9|(null)|(null)|coscheml:app=y coscheml-id=z-1:4"}}},
+			out:  rec("16", "PENDING", "BeginTime", "gres:shard:4", "5", "(null)", "1", "(null)", "coscheml:app=x\n17|PENDING|BeginTime|gres:gpu:8|9|(null)|(null)|coscheml:app=y coscheml-id=z-1:4"),
+			want: []Job{{ID: 16, State: "PENDING", Reason: "BeginTime", Tres: "gres:shard:4", Begin: 5, Nodes: 1, Comment: "coscheml:app=x\n17|PENDING|BeginTime|gres:gpu:8|9|(null)|(null)|coscheml:app=y coscheml-id=z-1:4"}}},
 		// Features with separators (a user's --constraint) stay in their field and
 		// are not sent back unless they are a plain list.
 		{name: "constraint expression",
-			out:  rec("18", "PENDING", "BeginTime", "gres:gpu:1", "7", "(null)", "a100|h100", "coscheml:app=x"),
-			want: []Job{{ID: 18, State: "PENDING", Reason: "BeginTime", Tres: "gres:gpu:1", Begin: 7, Comment: "coscheml:app=x"}}},
-		{name: "text outside records", out: "squeue: error: x\n" + rec("1", "PENDING", "None", "", "0", "", "", ""), wantErr: "outside a record"},
+			out:  rec("18", "PENDING", "BeginTime", "gres:gpu:1", "7", "(null)", "1", "a100|h100", "coscheml:app=x"),
+			want: []Job{{ID: 18, State: "PENDING", Reason: "BeginTime", Tres: "gres:gpu:1", Begin: 7, Nodes: 1, Comment: "coscheml:app=x"}}},
+		{name: "text outside records", out: "squeue: error: x\n" + rec("1", "PENDING", "None", "", "0", "", "1", "", ""), wantErr: "outside a record"},
 		{name: "unbalanced", out: mk + "1|PENDING|None||0|||x\n", wantErr: "unbalanced"},
 		{name: "no field separator", out: mk + "1|PENDING|None||0|||x" + mk + "\n", wantErr: "fields"},
 		{name: "too few fields", out: rec("1", "PENDING", "None", "0"), wantErr: "fields"},
@@ -116,6 +116,12 @@ func TestDeferredAndRunning(t *testing.T) {
 	if got := UpdateArgs(jobs[1]); !reflect.DeepEqual(got, []string{"update", "JobId=21", "Comment=coscheml:app=b coscheml-id=p-1:4", "TresPerNode=gres:shard:4", "ExcNodeList=n4", "Features=a100"}) {
 		t.Fatalf("update args %q", got)
 	}
+	// A job of several nodes names its count: an update without one hands the
+	// plugin no node count.
+	jobs[1].Nodes = 2
+	if got := UpdateArgs(jobs[1]); !reflect.DeepEqual(got, []string{"update", "JobId=21", "Comment=coscheml:app=b coscheml-id=p-1:4", "TresPerNode=gres:shard:4", "ExcNodeList=n4", "Features=a100", "NumNodes=2"}) {
+		t.Fatalf("update args %q", got)
+	}
 }
 
 // fakeSlurm answers squeue with the current queue (in the caller's marker) and
@@ -133,7 +139,7 @@ func (f *fakeSlurm) run(_ context.Context, name string, args ...string) (string,
 		marker := format[:strings.Index(format, "%i")]
 		var b strings.Builder
 		for _, j := range f.queue {
-			fmt.Fprintf(&b, "%s%d|%s|%s|%s|%d|%s|%s%s%s%s\n", marker, j.ID, j.State, j.Reason, j.Tres, j.Begin, j.Exclude, j.Features, fieldSep(marker), j.Comment, marker)
+			fmt.Fprintf(&b, "%s%d|%s|%s|%s|%d|%s|%d|%s%s%s%s\n", marker, j.ID, j.State, j.Reason, j.Tres, j.Begin, j.Exclude, max(j.Nodes, 1), j.Features, fieldSep(marker), j.Comment, marker)
 		}
 		return b.String(), nil
 	case "scontrol":
@@ -211,8 +217,8 @@ func TestLoopMaxPerPass(t *testing.T) {
 }
 
 func FuzzParseQueue(f *testing.F) {
-	f.Add(rec("12", "PENDING", "BeginTime", "gres:shard:4", "1900000000", "(null)", "a100&ib", "coscheml:app=x coscheml-id=ab-1:4"))
-	f.Add(rec("13", "PENDING", "BeginTime", "gres:gpu:1", "5", "n1", "a|b&c", "x|y"))
+	f.Add(rec("12", "PENDING", "BeginTime", "gres:shard:4", "1900000000", "(null)", "1", "a100&ib", "coscheml:app=x coscheml-id=ab-1:4"))
+	f.Add(rec("13", "PENDING", "BeginTime", "gres:gpu:1", "5", "n1", "1", "a|b&c", "x|y"))
 	f.Add(mk + "1|x" + mk + mk)
 	f.Add("junk")
 	f.Fuzz(func(t *testing.T, out string) {

@@ -218,8 +218,15 @@ func Take(src Sources, now time.Time) (Snapshot, error) {
 		if started[r.ID] || r.Node == "" || r.GPU < 0 || (r.Action != "share" && r.Action != "exclusive") || r.Outcome == "reject" {
 			continue
 		}
-		snap.Reservations = append(snap.Reservations, Reservation{DecisionID: r.ID, Time: r.Time, Tag: r.Tag, Class: r.Class,
-			Action: r.Action, Node: r.Node, GPU: r.GPU, Shards: r.Shards, PredictedSpeed: r.PredictedSpeed, UserID: r.UserID})
+		// A decision over several nodes holds its GPUs on each: one row per node.
+		nodes := r.Nodes
+		if len(nodes) == 0 {
+			nodes = []string{r.Node}
+		}
+		for _, node := range nodes {
+			snap.Reservations = append(snap.Reservations, Reservation{DecisionID: r.ID, Time: r.Time, Tag: r.Tag, Class: r.Class,
+				Action: r.Action, Node: node, GPU: r.GPU, Shards: r.Shards, PredictedSpeed: r.PredictedSpeed, UserID: r.UserID})
+		}
 	}
 	return snap, nil
 }

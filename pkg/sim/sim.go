@@ -293,14 +293,15 @@ type jobState struct {
 }
 
 type simulator struct {
-	cfg   Config
-	tt    *truth.Table
-	pol   placement.Policy
-	cl    *placement.Cluster
-	jobs  []trace.Job
-	st    []jobState
-	res   []JobResult
-	gpuOn [][]int32 // residents (job indexes) of each global GPU
+	largestNode int // GPUs of the largest node: a larger job spans nodes (spanNodes)
+	cfg         Config
+	tt          *truth.Table
+	pol         placement.Policy
+	cl          *placement.Cluster
+	jobs        []trace.Job
+	st          []jobState
+	res         []JobResult
+	gpuOn       [][]int32 // residents (job indexes) of each global GPU
 	// nodeOff[n] is the global index of node n's GPU 0 (nodes differ in GPU count).
 	nodeOff []int32
 	// overMem is the first GPU found holding more profiled memory than it has.
@@ -417,6 +418,9 @@ func Run(cfg Config, jobs []trace.Job, tt *truth.Table, pol placement.Policy) (*
 		s.cl.Reach = cfg.Reach
 		s.cl.Reindex()
 	}
+	for _, node := range s.cl.Nodes {
+		s.largestNode = max(s.largestNode, len(node.GPUs))
+	}
 	n := cfg.GPUs()
 	s.gpuOn = make([][]int32, n)
 	s.used = make([]int32, n)
@@ -440,7 +444,8 @@ func Run(cfg Config, jobs []trace.Job, tt *truth.Table, pol placement.Policy) (*
 		if !(j.Duration > 0) || j.GPUs < 1 {
 			return nil, fmt.Errorf("sim: job %s: duration %v, GPUs %d: want > 0 and >= 1", profile.Sanitize(j.ID), j.Duration, j.GPUs)
 		}
-		req := placement.Request{JobID: j.ID, Tag: j.Tag, Profile: tt.Profile(ti), Class: j.Class, GPUs: j.GPUs, EstDuration: j.Duration}
+		req := placement.Request{JobID: j.ID, Tag: j.Tag, Profile: tt.Profile(ti), Class: j.Class, GPUs: j.GPUs, EstDuration: j.Duration,
+			SpanNodes: spanNodes(j.GPUs, s.largestNode)}
 		maskKey := ""
 		if len(j.GPUModels) > 0 && s.namesModels() {
 			if req.Nodes = s.modelNodes(j.GPUModels); req.Nodes == nil {
@@ -1282,4 +1287,15 @@ func (s *simulator) roomIn(mask []bool, mem float64) int {
 		}
 	}
 	return n
+}
+
+// spanNodes is the node count of a trace job larger than the largest node
+// (largest GPUs): it runs as a Slurm job of -N m with the same per-node GPU
+// count, m whole multiples of the node (0: it fits a node, or no whole
+// multiple: placed over nodes as whole GPUs).
+func spanNodes(gpus, largest int) int {
+	if largest < 1 || gpus <= largest || gpus%largest != 0 {
+		return 0
+	}
+	return gpus / largest
 }

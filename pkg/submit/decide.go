@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -175,6 +176,7 @@ func (e *Engine) decideLocked(q *query) outcome {
 	// update's would let a later update pin the job outside its own -w.
 	if out.usedID && out.res.Code == Rewrite && !(q.j.Modify && q.ctx == nil && !q.isAdmin()) {
 		c := jobCtx{partition: q.partition(), reqNodes: q.reqNodes(), excNodes: q.excNodes(), arrayInx: q.arrayInx(), at: q.now, mc: in.mc}
+		c.minNodes, c.maxNodes = q.nodeRange()
 		c.pinned = out.res.ReqNodes != "" && c.reqNodes == ""
 		e.view.rememberLocked(out.rec.ID, c)
 		for _, old := range [...]string{q.prevID, ctxID} {
@@ -274,6 +276,20 @@ func (q *query) excNodes() string {
 	return q.j.ExcNodes
 }
 
+// nodeRange is the job's node count range (-N min[-max]; max NoVal: none
+// given). An update hands the plugin min 1 when it names no count (the shim
+// gives Slurm's default): the count is then the one its decision knew.
+func (q *query) nodeRange() (minNodes, maxNodes uint32) {
+	minNodes, maxNodes = q.j.MinNodes, q.j.MaxNodes
+	if q.j.Modify && (minNodes <= 1 || minNodes == NoVal) && q.ctx != nil && q.ctx.minNodes > 1 {
+		minNodes, maxNodes = q.ctx.minNodes, q.ctx.maxNodes
+	}
+	if minNodes == NoVal || minNodes < 1 {
+		minNodes = 1 // sbatch leaves min_nodes unset (NoVal) without -N: one node
+	}
+	return minNodes, maxNodes
+}
+
 func (q *query) arrayInx() string {
 	if q.ctx != nil {
 		return q.ctx.arrayInx // an update cannot make a job an array
@@ -327,7 +343,8 @@ func place(q *query, in *placeIn) outcome {
 	}
 	// One decision cannot place the many tasks of an array: a pin would put every
 	// task on one node. Each task gets a whole GPU of Slurm's choice instead.
-	if in.mc.typed && (q.arrayInx() != "" || j.MinNodes > 1 && j.MinNodes != NoVal || gpus > 1) {
+	minNodes, maxNodes := q.nodeRange()
+	if in.mc.typed && (q.arrayInx() != "" || minNodes > 1 || gpus > 1) {
 		// The fallbacks below drop the request's GPU Type (a whole GPU of any
 		// node): a typed request keeps it, whole GPUs of Slurm's choice.
 		return finish(Result{}, r, "unchanged", "pass", "typed GPU request (type "+profile.Sanitize(in.ask.gres.Type)+") of an array, several nodes or several GPUs: left to Slurm")
@@ -352,22 +369,28 @@ func place(q *query, in *placeIn) outcome {
 		r.Action, r.Reason = "exclusive", "job array: each task on a whole GPU through shards, not pinned (one decision cannot place many tasks)"
 		return exclusiveUnpinned(q, &in.ask, r)
 	}
-	// sbatch leaves min_nodes unset (NoVal) without -N: that is one node.
-	if j.MinNodes > 1 && j.MinNodes != NoVal {
-		if gpus > 1 {
-			return finish(Result{}, r, "unchanged", "pass", "multi-node job with several GPUs per node: left to Slurm")
+	span := 1
+	if minNodes > 1 {
+		// A job of -N m with several GPUs per node may span m nodes at the same
+		// GPUs; a range of node counts (-N 2-4) may not: Slurm could add nodes
+		// the plugin did not choose.
+		if gpus == 1 {
+			r.Action, r.Reason = "exclusive", "multi-node job: one whole GPU per node through shards, not pinned"
+			return exclusiveUnpinned(q, &in.ask, r)
 		}
-		r.Action, r.Reason = "exclusive", "multi-node job: one whole GPU per node through shards, not pinned"
-		return exclusiveUnpinned(q, &in.ask, r)
+		if maxNodes != minNodes {
+			return finish(Result{}, r, "unchanged", "pass", "multi-node job with several GPUs per node and a range of node counts: left to Slurm")
+		}
+		span = int(minNodes)
 	}
 	// A pin replaces the job's node list: it must lie inside what the job allows.
-	mask, why := nodeMask(q)
+	mask, why := nodeMask(q, span)
 	if why != "" {
 		return finish(Result{}, r, "unchanged", "pass", why)
 	}
 	mask = narrowMask(mask, q.view.cluster.Nodes, &in.mc)
 	if gpus > 1 {
-		return multiGPU(q, in, gpus, mask)
+		return multiGPU(q, in, gpus, span, mask)
 	}
 	return singleGPU(q, in, mask)
 }
@@ -479,30 +502,41 @@ func usedSlots(g *placement.GPU) int {
 	return used
 }
 
-// multiGPU places a job of n GPUs on one node. With several-GPU sharing
-// (share_multi_gpu, resolved at load: typed pinning and a shard Type on every
-// gres.conf shard line) the policy chooses n GPUs of one node, each idle or
-// shared within the floors, and the job asks for K shards of each chosen GPU's
-// Type; a wait keeps its whole-GPU request and is deferred for the re-decide
+// multiGPU places a job of n GPUs per node on span nodes (1: one node). With
+// several-GPU sharing (share_multi_gpu, resolved at load: typed pinning and a
+// shard Type on every gres.conf shard line) the policy chooses n GPUs on each
+// node, at the same GPU indices on every node of a span, each idle or shared
+// within the floors, and the job asks for K shards of each chosen GPU's Type
+// (a per-node request: the same Types on each of its nodes) on exactly those
+// nodes; a wait keeps its whole-GPU request and is deferred for the re-decide
 // loop where an update can name several Types (23.11 and later; on 22.05 only
-// the submit can place such a job). Without it, wholeNode.
-func multiGPU(q *query, in *placeIn, n int, mask []bool) outcome {
+// the submit can place such a job). Without it, wholeNode on one node, and a
+// job of several nodes is left to Slurm.
+func multiGPU(q *query, in *placeIn, n, span int, mask []bool) outcome {
 	st, c, r := q.snap, q.view.cluster, in.rec
 	if !st.cfg.ShareMultiGPU || c.Reach != placement.ReachTyped {
+		if span > 1 {
+			return finish(Result{}, r, "unchanged", "pass", "multi-node job with several GPUs per node where several-GPU jobs do not share: left to Slurm")
+		}
 		return wholeNode(q, in, n, mask)
 	}
 	if q.j.Modify && !TypedUpdates(q.version) {
 		return finish(Result{}, r, "unchanged", "pass", fmt.Sprintf("%d GPUs in an update: Slurm 22.05 does not honour an update naming several shard Types, so only the submit places a several-GPU job; its request is kept", n))
 	}
-	req := q.request(in, n, mask)
-	req.OneNode = true
+	req := q.request(in, n*span, mask)
+	req.OneNode = span == 1
+	if span > 1 {
+		req.SpanNodes = span
+	}
 	defer func() { *req = placement.Request{} }()
 	d := st.policy.Place(c, req)
-	if (d.Action == placement.ActionWait || len(d.Placement) != n) && !TypedUpdates(q.version) {
+	nodes, shaped := spanOf(c, d.Placement, n, span)
+	placed := d.Action != placement.ActionWait && shaped
+	if !placed && !TypedUpdates(q.version) {
 		r.Action, r.Policy = "wait", st.policy.Name()
-		return finish(Result{}, r, "unchanged", "wait", d.Reason+"; whole GPUs of Slurm's choice (on this release no update can place a several-GPU job later)")
+		return finish(Result{}, r, "unchanged", "wait", waitReason(d, span)+"; whole GPUs of Slurm's choice (on this release no update can place a several-GPU job later)")
 	}
-	if d.Action == placement.ActionWait || len(d.Placement) != n {
+	if !placed {
 		// The job keeps its whole-GPU request (Slurm's choice of node and
 		// GPUs, the fail-safe) under a decision id, so that the re-decide
 		// loop recognises its deferral and places it when GPUs free up.
@@ -510,22 +544,27 @@ func multiGPU(q *query, in *placeIn, n int, mask []bool) outcome {
 		r.ID, r.Action, r.Policy = id, "wait", st.policy.Name()
 		res := Result{Code: Rewrite, TresPerNode: in.ask.gres.WithGPUs(n), Comment: comment.WithToken(q.j.Comment, comment.FormatToken(id, 0))}
 		in.ask.apply(&res)
-		out := finish(res, r, "rewrite", "wait", d.Reason+"; queued for whole GPUs of Slurm's choice")
+		out := finish(res, r, "rewrite", "wait", waitReason(d, span)+"; queued for whole GPUs of Slurm's choice")
 		out.usedID = true
 		return out
 	}
 	k := d.Placement[0].Slots
-	ni := d.Placement[0].Node
-	node := &c.Nodes[ni]
+	first := &c.Nodes[nodes[0]]
 	id := q.id(k)
-	types := make([]string, len(d.Placement))
-	rv := reservation{id: id, jobID: r.JobID, uid: q.j.UserID, node: ni, slots: k, prof: in.prof, class: in.class, at: q.now}
-	for i, sl := range d.Placement {
-		gpu := &node.GPUs[sl.GPU]
+	types := make([]string, n)
+	rv := reservation{id: id, jobID: r.JobID, uid: q.j.UserID, node: nodes[0], more: nodes[1:], slots: k, prof: in.prof, class: in.class, at: q.now}
+	for i, sl := range d.Placement[:n] {
+		gpu := &first.GPUs[sl.GPU]
 		types[i] = TypeName(st.cfg.ShardTypePrefix, gpu.Index)
 		rv.gpus = append(rv.gpus, sl.GPU)
 		r.GPUs = append(r.GPUs, gpu.Index)
-		for _, res := range gpu.Residents {
+	}
+	names := make([]string, len(nodes))
+	for i, ni := range nodes {
+		names[i] = c.Nodes[ni].Name
+	}
+	for _, sl := range d.Placement {
+		for _, res := range c.Nodes[sl.Node].GPUs[sl.GPU].Residents {
 			tag := "unprofiled"
 			if res.Profile != nil {
 				tag = res.Profile.Tag
@@ -536,16 +575,55 @@ func multiGPU(q *query, in *placeIn, n int, mask []bool) outcome {
 		}
 	}
 	r.ID, r.Action, r.Policy = id, d.Action.String(), st.policy.Name()
-	r.Node, r.GPU, r.Shards = node.Name, r.GPUs[0], k
+	r.Node, r.GPU, r.Shards = first.Name, r.GPUs[0], k
+	if span > 1 {
+		r.Nodes = names
+	}
 	r.PredictedSpeed, r.MinResidentSpeed = d.PredictedSpeed, d.MinResidentSpeed
 	// The token names the GPUs: Slurm's Prolog environment names only the
-	// last GPU of a job of several shard Types.
-	res := Result{Code: Rewrite, TresPerNode: in.ask.gres.WithTypedShardsOn(types, k, q.version), ReqNodes: node.Name,
+	// last GPU of a job of several shard Types. The node list is exactly the
+	// job's node count (-N m), so Slurm adds no node the plugin did not choose.
+	res := Result{Code: Rewrite, TresPerNode: in.ask.gres.WithTypedShardsOn(types, k, q.version), ReqNodes: strings.Join(names, ","),
 		Comment: comment.WithToken(q.j.Comment, comment.FormatTokenOn(id, k, r.GPUs))}
 	in.ask.apply(&res)
 	out := finish(res, r, "rewrite", r.Action, d.Reason)
 	out.usedID, out.rv, out.reserve = true, rv, true
 	return out
+}
+
+// waitReason is a decision's reason when it placed nothing the job can be
+// given: a spread of whole GPUs over nodes is not a span.
+func waitReason(d placement.Decision, span int) string {
+	if d.Action != placement.ActionWait && span > 1 {
+		return fmt.Sprintf("no %d nodes with the same GPUs free or shareable", span)
+	}
+	return d.Reason
+}
+
+// spanOf returns the nodes of a placement of n GPUs on each of span nodes and
+// whether it has that shape: span distinct nodes, n slots of one shard count
+// on each, the same GPU indices on every node (the only placement a per-node
+// typed request expresses).
+func spanOf(c *placement.Cluster, pl []placement.Slot, n, span int) ([]int, bool) {
+	if len(pl) != n*span || n < 1 {
+		return nil, false
+	}
+	nodes := make([]int, 0, span)
+	for i := 0; i < len(pl); i += n {
+		ni := pl[i].Node
+		if ni < 0 || ni >= len(c.Nodes) || slices.Contains(nodes, ni) {
+			return nil, false
+		}
+		nodes = append(nodes, ni)
+		for k, sl := range pl[i : i+n] {
+			ref := pl[k]
+			if sl.Node != ni || sl.Slots != pl[0].Slots || sl.GPU != ref.GPU || sl.GPU < 0 || sl.GPU >= len(c.Nodes[ni].GPUs) ||
+				c.Nodes[ni].GPUs[sl.GPU].Index != c.Nodes[ref.Node].GPUs[ref.GPU].Index {
+				return nil, false
+			}
+		}
+	}
+	return nodes, true
 }
 
 // wholeNode pins a several-GPU job to a node with no resident at all, for
@@ -651,6 +729,9 @@ func formatLog(r *decisionlog.Record) string {
 	b = append(append(b, " action="...), r.Action...)
 	if r.Node != "" {
 		b = append(append(b, " node="...), profile.Sanitize(r.Node)...)
+		for _, n := range r.Nodes[min(1, len(r.Nodes)):] {
+			b = append(append(b, ','), profile.Sanitize(n)...) // a span: every node, the same GPUs on each
+		}
 		b = strconv.AppendInt(append(b, " gpu="...), int64(r.GPU), 10)
 		if len(r.GPUs) > 1 {
 			b = append(b, " gpus="...)

@@ -798,3 +798,76 @@ func TestMultiGPUWholeWhenNotShared(t *testing.T) {
 		}
 	}
 }
+
+// A job of -N 2 with several GPUs per node spans two nodes at the same GPUs:
+// K shards of each chosen GPU's Type on exactly those nodes, the GPUs its
+// residents leave compatible on both, a reservation on each node; a range of
+// node counts is left to Slurm; the job's node count outlives an update that
+// names none (the plugin's own memory of the job) and one that names it (the
+// re-decide loop after a restart).
+func TestMultiNodeSpan(t *testing.T) {
+	const v2605 = 26<<16 | 5<<8 | 3
+	f := newFixture(t, func(c *config.Config) {
+		c.Cluster.Nodes, c.Cluster.GPUsPerNode = "n[1-3]", 4
+		c.ShardPinning, c.ShardTypePrefix = config.PinTyped, "g"
+	})
+	f.e.Close()
+	f.e = New(f.sources(), Options{Now: f.clock, SlurmVersion: func() uint32 { return v2605 }})
+	t.Cleanup(f.e.Close)
+	// Full GPUs (every shard held): n1 GPU 0, n2 GPU 1, every GPU of n3. Two
+	// nodes have GPUs 2 and 3 in common.
+	store, _ := residency.Open(f.cfg.ResidencyDir)
+	id := 10
+	for node, gpus := range map[string][]int{"n1": {0}, "n2": {1}, "n3": {0, 1, 2, 3}} {
+		for _, g := range gpus {
+			store.Start(residency.Entry{JobID: strconv.Itoa(id), Node: node, GPUs: []int{g}, Shards: 4, Tag: "heavy-a", Start: f.now, Expires: f.now.Add(time.Hour)})
+			id++
+		}
+	}
+	f.e.Reload()
+	// One GPU per node: a whole GPU per node through shards, not pinned.
+	j := job("coscheml:app=heavy-b")
+	j.TresPerNode, j.MinNodes, j.MaxNodes = "gres/gpu:1", 2, 2
+	if r := f.e.Decide(j); r.Code != Rewrite || r.ReqNodes != "" {
+		t.Fatalf("one GPU per node: %+v", r)
+	}
+	j = job("coscheml:app=light-a")
+	j.TresPerNode, j.MinNodes, j.MaxNodes = "gres/gpu:2", 2, 2
+	r := f.e.Decide(j)
+	d := comment.ParseComment(r.Comment)
+	rec := f.record(t, r)
+	if r.Code != Rewrite || r.ReqNodes != "n1,n2" || r.TresPerNode != "gres/shard:g2:2,gres/shard:g3:2" || d.Shards != 2 ||
+		!slices.Equal(rec.Nodes, []string{"n1", "n2"}) || !slices.Equal(rec.GPUs, []int{2, 3}) {
+		t.Fatalf("span: %+v / %+v; want GPUs 2 and 3 of n1 and n2", r, rec)
+	}
+	var rv reservation
+	for _, x := range f.e.view.reservations() {
+		if x.id == d.DecisionID {
+			rv = x
+		}
+	}
+	if len(rv.more) != 1 || len(rv.gpus) != 2 {
+		t.Fatalf("reservation %+v: want the same 2 GPUs on two nodes", rv)
+	}
+	// The reservation holds on both nodes: a second span joins it on each.
+	j2 := job("coscheml:app=light-b")
+	j2.TresPerNode, j2.MinNodes, j2.MaxNodes = "gres/gpu:2", 2, 2
+	r2 := f.e.Decide(j2)
+	rec2 := f.record(t, r2)
+	for _, want := range []string{"n1/gpu2 with queued decision " + d.DecisionID, "n2/gpu3 with queued decision " + d.DecisionID} {
+		if rec2.Action != "share" || !strings.Contains(rec2.Reason, want) {
+			t.Errorf("second span %+v: lacks %q (the first one's reservation on both nodes)", rec2, want)
+		}
+	}
+	// A range of node counts: Slurm could add a node the plugin did not choose.
+	jr := job("coscheml:app=light-a")
+	jr.TresPerNode, jr.MinNodes, jr.MaxNodes = "gres/gpu:2", 2, 4
+	if rr := f.e.Decide(jr); rr.Code != Unchanged || !strings.Contains(logOf(rr), "range of node counts") {
+		t.Errorf("node range: %+v", rr)
+	}
+	// The job's own update names no node count: its decision knew two.
+	m := JobFields{Comment: r.Comment, StoredComment: r.Comment, TresPerNode: r.TresPerNode, MinNodes: 1, MaxNodes: NoVal, JobID: 77, Modify: true, Admin: true}
+	if u := f.e.Decide(m); u.Code != Rewrite || strings.Count(u.ReqNodes, ",") != 1 {
+		t.Errorf("update without a node count: %+v; want two nodes again", u)
+	}
+}

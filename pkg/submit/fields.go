@@ -175,10 +175,10 @@ func namesGPU(list string) bool {
 }
 
 // nodeMask is the nodes (indexes of the snapshot's nodes) a pinned decision may
-// use: the job's partitions, its -w (one node), minus its -x and the nodes that
+// use: the job's partitions, its -w (all of its nodes), minus its -x and the nodes that
 // cannot start jobs now. nil with pass "" means every node; a non-empty pass
 // means the job's node options cannot be honoured by a pin, so it is left to Slurm.
-func nodeMask(q *query) (mask []bool, pass string) {
+func nodeMask(q *query, nodes int) (mask []bool, pass string) {
 	st, j := q.snap, &q.j
 	names := st.nodes
 	keep := func(ok func(i int, name string) bool) {
@@ -210,14 +210,19 @@ func nodeMask(q *query) (mask []bool, pass string) {
 		switch {
 		case err != nil:
 			return nil, fmt.Sprintf("-w %s not understood (%v): left to Slurm", profile.Sanitize(req), err)
-		case len(hosts) != 1:
-			return nil, fmt.Sprintf("-w names %d nodes: the job's own node list is left to Slurm", len(hosts))
+		case len(hosts) != nodes:
+			// Slurm gives the job every node -w names: a placement must be all of them.
+			return nil, fmt.Sprintf("-w names %d nodes for a job of %d: the job's own node list is left to Slurm", len(hosts), nodes)
 		}
-		want, ok := st.nodeIdx[hosts[0]]
-		if !ok {
-			return nil, "-w " + profile.Sanitize(hosts[0]) + " is not a node coscheml manages: left to Slurm"
+		want := make(map[int]bool, len(hosts))
+		for _, h := range hosts {
+			i, ok := st.nodeIdx[h]
+			if !ok {
+				return nil, "-w " + profile.Sanitize(h) + " is not a node coscheml manages: left to Slurm"
+			}
+			want[i] = true
 		}
-		keep(func(i int, _ string) bool { return i == want })
+		keep(func(i int, _ string) bool { return want[i] })
 	}
 	if exc := q.excNodes(); exc != "" {
 		hosts, err := hostlist.Expand(exc)

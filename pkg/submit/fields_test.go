@@ -63,6 +63,12 @@ func TestJobFields(t *testing.T) {
 		{"-x not understood", func(j *JobFields) { j.ExcNodes = "n[1-" }, Unchanged, "", nil, "-x", 0},
 		{"-w n3", func(j *JobFields) { j.ReqNodes = "n3" }, Rewrite, "n3", nil, "", 0},
 		{"-w of two nodes passes", func(j *JobFields) { j.ReqNodes = "n[2-3]" }, Unchanged, "", nil, "-w names 2 nodes", 0},
+		{"-N 2 -w n[2-3], several GPUs where they do not share: passes", func(j *JobFields) {
+			j.ReqNodes, j.MinNodes, j.MaxNodes, j.TresPerNode = "n[2-3]", 2, 2, "gres:gpu:2"
+		}, Unchanged, "", nil, "several-GPU jobs do not share", 0},
+		{"-N 2 -w of three nodes passes", func(j *JobFields) {
+			j.ReqNodes, j.MinNodes, j.MaxNodes, j.TresPerNode = "n[1-3]", 2, 2, "gres:gpu:2"
+		}, Unchanged, "", nil, "-w names 3 nodes for a job of 2", 0},
 		{"-w of a foreign node passes", func(j *JobFields) { j.ReqNodes = "login1" }, Unchanged, "", nil, "not a node coscheml manages", 0},
 		{"-w and -x of the same node: not pinned", func(j *JobFields) { j.ReqNodes = "n2"; j.ExcNodes = "n2" }, Rewrite, "", nil, "may not use", 0},
 		{"--exclusive passes", func(j *JobFields) { j.Exclusive = true }, Unchanged, "", nil, "--exclusive", 0},

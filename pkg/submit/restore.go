@@ -4,6 +4,7 @@ package submit
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/decisionlog"
@@ -66,11 +67,25 @@ func reservationsFrom(st *Snapshot, recs []decisionlog.Record, now time.Time, tt
 		if !ok {
 			continue // the node left the configuration
 		}
+		var more []int
+		for _, name := range r.Nodes {
+			n, ok2 := st.nodeIdx[name]
+			ok = ok && ok2 && !slices.Contains(more, n)
+			if ok && n != node {
+				more = append(more, n)
+			}
+		}
+		if !ok {
+			continue // a node of its span left the configuration
+		}
 		gpus := r.GPUs
 		if len(gpus) == 0 {
 			gpus = []int{r.GPU}
 		}
 		nodeGPUs := len(st.shapes[node].GPUs)
+		for _, n := range more {
+			nodeGPUs = min(nodeGPUs, len(st.shapes[n].GPUs))
+		}
 		fits := len(gpus) <= nodeGPUs
 		for _, g := range gpus {
 			fits = fits && g >= 0 && g < nodeGPUs
@@ -91,7 +106,7 @@ func reservationsFrom(st *Snapshot, recs []decisionlog.Record, now time.Time, tt
 		if class == "" && prof != nil {
 			class = prof.Class
 		}
-		out = append(out, reservation{id: r.ID, jobID: r.JobID, uid: r.UserID, node: node, gpus: gpus,
+		out = append(out, reservation{id: r.ID, jobID: r.JobID, uid: r.UserID, node: node, more: more, gpus: gpus,
 			slots: slots, prof: prof, class: class, at: r.Time})
 	}
 	return out

@@ -4,6 +4,7 @@ package submit
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -122,6 +123,8 @@ func TestReservationsFrom(t *testing.T) {
 		rec("replaced", 2*time.Minute, nil),
 		rec("update", time.Minute, func(r *decisionlog.Record) { r.Op, r.JobID, r.Replaces = "modify", "42", []string{"replaced"} }),
 		rec("multi", time.Minute, func(r *decisionlog.Record) { r.GPU, r.GPUs, r.Shards, r.Action = 0, []int{0, 1}, 0, "exclusive" }),
+		rec("span", time.Minute, func(r *decisionlog.Record) { r.GPU, r.GPUs, r.Nodes = 0, []int{0, 1}, []string{"n2", "n1"} }),
+		rec("span-gone-node", time.Minute, func(r *decisionlog.Record) { r.GPU, r.GPUs, r.Nodes = 0, []int{0, 1}, []string{"n2", "n9"} }),
 	}
 	got := map[string]reservation{}
 	for _, r := range reservationsFrom(st, recs, now, 15*time.Minute) {
@@ -135,6 +138,7 @@ func TestReservationsFrom(t *testing.T) {
 		"pending": {"", 1, 2},
 		"update":  {"42", 1, 2},
 		"multi":   {"", 2, 4},
+		"span":    {"", 2, 2},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("rebuilt %v, want %v", got, want)
@@ -144,5 +148,8 @@ func TestReservationsFrom(t *testing.T) {
 		if !ok || r.jobID != w.jobID || len(r.gpus) != w.gpus || r.slots != w.slots || r.node != 1 || r.uid != 1000 || r.prof == nil {
 			t.Errorf("%s: %+v, want %+v", id, r, w)
 		}
+	}
+	if r := got["span"]; !slices.Equal(r.more, []int{0}) {
+		t.Errorf("span: further nodes %v, want [0] (n1)", r.more)
 	}
 }

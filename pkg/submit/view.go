@@ -99,6 +99,7 @@ type reservation struct {
 	jobID string // known for job_modify; bound when first confirmed
 	uid   uint32 // the job's user: only they may replace it (job_modify)
 	node  int
+	more  []int // the further nodes of a span over several nodes: the same gpus on each
 	gpus  []int // indexes into the node's GPUs
 	slots int
 	prof  *profile.Profile
@@ -290,10 +291,23 @@ func (v *clusterView) expireAgedLocked(now time.Time) {
 // an id it cannot have been given for that job, and confirms nothing.
 func (v *clusterView) confirmedLocked(r *reservation) bool {
 	for _, c := range v.confirm[r.id] {
-		if c.node != "" && v.snap != nil && r.node < len(v.snap.nodes) && v.snap.nodes[r.node] != c.node {
+		if c.node != "" && v.snap != nil && !r.onNode(v.snap.nodes, c.node) {
 			continue
 		}
 		if r.jobID == "" || c.jobID == "" || c.jobID == r.jobID {
+			return true
+		}
+	}
+	return false
+}
+
+// onNode says whether node name is one of r's nodes (names: the snapshot's).
+func (r *reservation) onNode(names []string, name string) bool {
+	if r.node < len(names) && names[r.node] == name {
+		return true
+	}
+	for _, n := range r.more {
+		if n < len(names) && names[n] == name {
 			return true
 		}
 	}
@@ -375,6 +389,13 @@ func applyReservation(c *placement.Cluster, r *reservation) {
 			d.Placement = append(d.Placement, placement.Slot{Node: r.node, GPU: g, Slots: r.slots})
 		}
 	}
+	for _, n := range r.more {
+		for _, g := range r.gpus {
+			if n < len(c.Nodes) && g < len(c.Nodes[n].GPUs) {
+				d.Placement = append(d.Placement, placement.Slot{Node: n, GPU: g, Slots: r.slots})
+			}
+		}
+	}
 	c.Apply(&placement.Request{JobID: r.id, Tag: tagOfProf(r.prof), Profile: r.prof, Class: r.class, Kind: placement.Reserved}, d)
 }
 
@@ -413,6 +434,9 @@ type jobCtx struct {
 	mc                                      modelAsk // the GPU model and features it asked for
 	pinned                                  bool     // req_nodes was set by the plugin, not the user
 	at                                      time.Time
+	// minNodes, maxNodes: the job's node count range (-N), which an update
+	// that names none does not hand over.
+	minNodes, maxNodes uint32
 }
 
 // maxCtx bounds the contexts remembered (those of queued jobs: a context goes

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coscheml/coscheml/pkg/config"
+	"github.com/coscheml/coscheml/pkg/hostlist"
 	"github.com/coscheml/coscheml/pkg/residency"
 )
 
@@ -44,6 +45,8 @@ func TestSeveralGPUs(t *testing.T) {
 	sub("placed_next_to_residents", testSeveralGPUsPlaced)
 	sub("guard_acts_on_the_job", testSeveralGPUsGuard)
 	sub("redecided", testSeveralGPUsRedecided)
+	sub("spans_two_nodes", testSeveralGPUsSpan)
+	sub("span_redecided", testSeveralGPUsSpanRedecided)
 	c.reportPins("typed, several GPUs")
 
 	// The earlier layout: one GPU is pinned exactly, several would be
@@ -100,13 +103,27 @@ func (c *cluster) running(id int) job {
 // the shards it holds on each GPU index: 22.05 "shard:g0:2(IDX:0)", 23.11+
 // "shard:g0:2(2/4,0/4,0/4,0/4)".
 func shardsOn(j job) map[int]int {
-	out := map[int]int{}
+	for _, per := range shardsPerNode(j) {
+		return per
+	}
+	return map[int]int{}
+}
+
+// shardsPerNode is shardsOn for each node of the job, from its node lines
+// ("Nodes=" of `scontrol -d show job`, a node or a range of nodes each).
+func shardsPerNode(j job) map[string]map[int]int {
+	all := map[string]map[int]int{}
 	for _, line := range strings.Split(j.Raw, "\n") {
 		trim := strings.TrimSpace(line)
 		if !strings.HasPrefix(trim, "Nodes=") {
 			continue
 		}
+		out := map[int]int{}
+		node := ""
 		for _, m := range fieldRE.FindAllStringSubmatch(line, -1) {
+			if m[1] == "Nodes" && node == "" {
+				node = m[2]
+			}
 			if m[1] != "GRES" {
 				continue
 			}
@@ -124,9 +141,16 @@ func shardsOn(j job) map[int]int {
 				}
 			}
 		}
-		break
+		// Nodes of the same allocation share one line: Nodes=n[1-2].
+		names, err := hostlist.Expand(node)
+		if err != nil {
+			names = []string{node}
+		}
+		for _, n := range names {
+			all[n] = out
+		}
 	}
-	return out
+	return all
 }
 
 var shardEntryRE = regexp.MustCompile(`shard(?::[^:(,]+)?:(\d+)\((?:IDX:(\d+)|((?:\d+/\d+,?)+))\)`)
@@ -227,28 +251,8 @@ func testSeveralGPUsGuard(t *testing.T, c *cluster) {
 // plugin defers it and the re-decide loop places it GPU by GPU once its GPUs
 // free up; on 22.05 it is not deferred and Slurm starts it on whole GPUs.
 func testSeveralGPUsRedecided(t *testing.T, c *cluster) {
-	var fill []int
-	for g := 0; g < gpusPerNode; g++ {
-		// Root's whole GPUs of n3, untagged: nothing can join them.
-		id, marker := c.sleepJob("", "-w", "n3", fmt.Sprintf("--gres=shard:g%d:%d", g, shardsPerGPU))
-		fill = append(fill, id)
-		defer c.cancel(id)
-		c.resident(id, marker)
-	}
-	id, _ := c.sleepJob("resnet18-bs64", "-w", "n3", "--gres=gpu:2")
+	id, j := c.waitThenStart(t, "2-GPU job", []string{"n3"}, "-w", "n3", "--gres=gpu:2")
 	defer c.cancel(id)
-	time.Sleep(2 * time.Second)
-	j := c.showJob(id)
-	deferred := strings.Contains(c.lastLogLine("decision="+decisionID(j.Comment)+" "), "action=wait")
-	t.Logf("waiting 2-GPU job %d: %s (%s), TresPerNode=%s, deferred %v", id, j.State, j.Reason, j.TresPerNode, deferred)
-	if j.State != "PENDING" || j.TresPerNode != "gres:gpu:2" {
-		t.Fatalf("the 2-GPU job %d should wait with its whole-GPU request: %s %s", id, j.State, j.TresPerNode)
-	}
-	c.cancel(fill...)
-	j, ok := c.waitJob(id, 60*time.Second, func(j job) bool { return j.State == "RUNNING" })
-	if !ok {
-		t.Fatalf("the 2-GPU job %d did not start within 60 s after its GPUs freed: %s (%s)\n%s", id, j.State, j.Reason, j.Raw)
-	}
 	typedUpdates := a2311(c)
 	switch {
 	case typedUpdates:
@@ -262,6 +266,70 @@ func testSeveralGPUsRedecided(t *testing.T, c *cluster) {
 		}
 	}
 	t.Logf("2-GPU job %d started on %s GPUs %s (%s)", id, j.NodeList, j.GPUIdx, j.TresPerNode)
+}
+
+// A job of -N 2 that nothing fits waits with its whole-GPU request; once
+// GPUs free up, on 23.11 and later the re-decide loop places it over both
+// nodes at the same GPUs (its update names the node count); on 22.05 it keeps
+// whole GPUs of Slurm's choice.
+func testSeveralGPUsSpanRedecided(t *testing.T, c *cluster) {
+	id, j := c.waitThenStart(t, "span job", []string{"n3", "n4"}, "-w", "n3,n4", "-N", "2", "--gres=gpu:2")
+	defer c.cancel(id)
+	per := shardsPerNode(j)
+	t.Logf("span job %d started on %s (%s): %v", id, j.NodeList, j.TresPerNode, per)
+	if !a2311(c) {
+		if j.TresPerNode != "gres:gpu:2" {
+			t.Errorf("22.05: job %d should keep its whole GPUs: TresPerNode=%s", id, j.TresPerNode)
+		}
+		return
+	}
+	nodes, gpus, ok := c.intended(decisionID(j.Comment))
+	if !ok || nodes != "n3,n4" || !strings.Contains(j.TresPerNode, "shard:g") || len(per) != 2 {
+		t.Fatalf("23.11+: the loop should have placed job %d over n3,n4 GPU by GPU: decision %q GPUs %q, TresPerNode=%s GRES %v", id, nodes, gpus, j.TresPerNode, per)
+	}
+	for node, got := range per {
+		var idx []string
+		for _, g := range []int{0, 1, 2, 3} {
+			if got[g] > 0 {
+				idx = append(idx, strconv.Itoa(g))
+			}
+		}
+		if strings.Join(idx, ",") != gpus {
+			t.Errorf("span job %d: Slurm allocated %s GPUs %v, the plugin chose %s", id, node, idx, gpus)
+		}
+	}
+}
+
+// waitThenStart fills every GPU of nodes with root's untagged whole-GPU jobs,
+// submits a tagged job of args (2 GPUs per node), checks that it waits with its
+// whole-GPU request, frees the nodes and returns the job once it runs.
+func (c *cluster) waitThenStart(t *testing.T, what string, nodes []string, args ...string) (int, job) {
+	t.Helper()
+	var fill []int
+	defer func() { c.cancel(fill...) }()
+	for _, node := range nodes {
+		for g := 0; g < gpusPerNode; g++ {
+			// Root's whole GPUs, untagged: nothing can join them.
+			id, marker := c.sleepJob("", "-w", node, fmt.Sprintf("--gres=shard:g%d:%d", g, shardsPerGPU))
+			fill = append(fill, id)
+			c.resident(id, marker)
+		}
+	}
+	id, _ := c.sleepJob("resnet18-bs64", args...)
+	time.Sleep(2 * time.Second)
+	j := c.showJob(id)
+	t.Logf("waiting %s %d: %s (%s), TresPerNode=%s; plugin: %s", what, id, j.State, j.Reason, j.TresPerNode, c.lastLogLine("tag=resnet18-bs64"))
+	if j.State != "PENDING" || j.TresPerNode != "gres:gpu:2" {
+		c.cancel(id)
+		t.Fatalf("the %s %d should wait with its whole-GPU request: %s %s", what, id, j.State, j.TresPerNode)
+	}
+	c.cancel(fill...)
+	j, ok := c.waitJob(id, 60*time.Second, func(j job) bool { return j.State == "RUNNING" })
+	if !ok {
+		c.cancel(id)
+		t.Fatalf("the %s %d did not start within 60 s after its GPUs freed: %s (%s)\n%s", what, id, j.State, j.Reason, j.Raw)
+	}
+	return id, j
 }
 
 // a2311 says whether the release under test honours an update naming several
@@ -292,4 +360,88 @@ func testSeveralGPUsOldLayout(t *testing.T, c *cluster) {
 			t.Errorf("job %d: no GPU index in its allocation:\n%s", id, j.Raw)
 		}
 	}
+}
+
+// A job of -N 2 with two GPUs per node next to one-GPU residents of n1 and n2
+// spans both at the same GPUs: Slurm allocates exactly the nodes and, on
+// each, the shards of each GPU the plugin chose; the Prolog of each node
+// records it on those GPUs; explain names both nodes.
+func testSeveralGPUsSpan(t *testing.T, c *cluster) {
+	const (
+		busy  = "resnet50-bs64"     // solo SM 100%
+		light = "pointnet-bs64-amp" // solo SM 6%
+	)
+	var ids []int
+	defer func() { c.cancel(ids...); c.waitNoJobs(60 * time.Second) }()
+	for _, node := range []string{"n1", "n2"} {
+		id, marker := c.sleepJob(busy+",class=infer", "-w", node, "--gres=gpu:1")
+		ids = append(ids, id)
+		if j := c.resident(id, marker); j.NodeList != node || j.GPUIdx != "0" {
+			t.Fatalf("inference resident %d on %s GPU %s, want %s GPU 0:\n%s", id, j.NodeList, j.GPUIdx, node, j.Raw)
+		}
+	}
+	id, marker := c.sleepJob(light, "-N", "2", "--gres=gpu:2")
+	ids = append(ids, id)
+	j := c.resident(id, marker)
+	nodes, gpus, ok := c.intended(decisionID(j.Comment))
+	if !ok || nodes != "n1,n2" || strings.Count(gpus, ",") != 1 || !strings.HasPrefix(gpus, "0,") {
+		t.Fatalf("span job %d: decision on %q GPUs %q (ok %v), want n1,n2 with GPU 0 shared with the residents:\n%s", id, nodes, gpus, ok, j.Raw)
+	}
+	per := shardsPerNode(j)
+	t.Logf("span job %d on %s: TresPerNode=%s, shards per node and GPU %v", id, j.NodeList, j.TresPerNode, per)
+	if len(per) != 2 {
+		t.Fatalf("span job %d: %d node lines in its allocation, want 2 (n1, n2):\n%s", id, len(per), j.Raw)
+	}
+	store, err := residency.Open(c.cfg.ResidencyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []string{"n1", "n2"} {
+		got, ok := per[node]
+		if !ok {
+			t.Errorf("span job %d holds nothing on %s: %v", id, node, per)
+			continue
+		}
+		var idx []string
+		for _, g := range []int{0, 1, 2, 3} {
+			if k := got[g]; k > 0 {
+				idx = append(idx, strconv.Itoa(g))
+				if k != shardsPerGPU/2 {
+					t.Errorf("span job %d: %d shards on %s GPU %d, want %d", id, k, node, g, shardsPerGPU/2)
+				}
+			}
+		}
+		if strings.Join(idx, ",") != gpus {
+			t.Errorf("span job %d: Slurm allocated %s GPUs %v, the plugin chose %s", id, node, idx, gpus)
+		}
+		en, err := c.waitEntry(store, strconv.Itoa(id), node)
+		if err != nil {
+			t.Errorf("no residency entry for job %d on %s: %v", id, node, err)
+			continue
+		}
+		rec := make([]string, len(en.GPUs))
+		for i, g := range en.GPUs {
+			rec[i] = strconv.Itoa(g)
+		}
+		if strings.Join(rec, ",") != gpus || en.Shards != shardsPerGPU/2 {
+			t.Errorf("job %d recorded on %s GPUs %v with %d shards each, want %s with %d", id, node, en.GPUs, en.Shards, gpus, shardsPerGPU/2)
+		}
+	}
+	if out := c.coscheml("explain", strconv.Itoa(id)); !strings.Contains(out, "each of n1,n2 GPUs "+gpus) {
+		t.Errorf("coscheml explain %d does not name both nodes and GPUs %s:\n%s", id, gpus, out)
+	}
+}
+
+// waitEntry waits a little for job id's residency entry on node: a span's
+// second node runs its Prolog on its own.
+func (c *cluster) waitEntry(store *residency.Store, id, node string) (residency.Entry, error) {
+	var en residency.Entry
+	var err error
+	for range 20 {
+		if en, err = store.Get(id, node); err == nil {
+			return en, nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return en, err
 }
