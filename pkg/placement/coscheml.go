@@ -205,9 +205,9 @@ func (p *CoScheML) rule(b *strings.Builder, chosen []cand, r *Request) {
 		b.WriteString("several GPUs: whole idle GPUs (Slurm cannot name each GPU's shards here, or share_multi_gpu is off)")
 	case r.GPUs > 1 && !oneNode(chosen) && !p.e.spanned:
 		b.WriteString("several GPUs over several nodes: whole idle GPUs")
-	case p.e.spanned && high+low > 0:
+	case r.GPUs > 1 && p.e.spanned && high+low > 0:
 		b.WriteString("several nodes at the same GPUs, each GPU judged like a one-GPU share; the job runs at its slowest GPU's speed")
-	case p.e.spanned:
+	case r.GPUs > 1 && p.e.spanned:
 		b.WriteString("several nodes at the same GPUs: idle GPUs, each keeping shards free for a co-runner")
 	case r.GPUs > 1 && high+low > 0:
 		b.WriteString("several GPUs, each judged like a one-GPU share; the job runs at its slowest GPU's speed")

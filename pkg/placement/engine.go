@@ -567,6 +567,7 @@ func (e *engine) place(c *Cluster, r *Request, sc scorer, draw *rand.Rand) ([]ca
 		r = e.constrain(c, r)
 	}
 	e.shareReq = e.ownModel(c, r)
+	e.spanned = false // set by placeMulti for this decision only
 	ok, best, found := e.evalBuckets(c, r, sc, draw != nil || r.GPUs > 1)
 	if r.GPUs == 1 {
 		if !found {
@@ -611,7 +612,6 @@ func (e *engine) placeMulti(c *Cluster, want int) []cand {
 		e.nodeCnt = make([]int32, len(c.Nodes))
 	}
 	e.nodeCnt = e.nodeCnt[:len(c.Nodes)]
-	e.spanned = false
 	if span := e.req.SpanNodes; span > 1 {
 		if e.multiShare && want%span == 0 {
 			if out := e.placeSpan(c, span, want/span); out != nil {
@@ -779,10 +779,10 @@ type spanPick struct {
 // placeSpan picks per GPUs on each of span nodes at the same GPU indices, every
 // one acceptable (idle, or shared within the floors), or nil. A span runs at its
 // slowest GPU's pace, so spans are compared by their worst chosen GPU. From each
-// seed node (the nodes with at least per acceptable GPUs, in cluster order, at
-// most maxSpanSeeds) it adds the nodes that keep the most acceptable indices in
-// common, then takes the indices whose worst GPU over the chosen nodes ranks best.
-// GPU indices of 64 and more are never spanned.
+// seed node (the nodes with at least per acceptable GPUs, the most first, one per
+// distinct set of them, at most maxSpanSeeds) it adds the nodes that keep the
+// most acceptable indices in common, then takes the indices whose worst GPU over
+// the chosen nodes ranks best. GPU indices of 64 and more are never spanned.
 func (e *engine) placeSpan(c *Cluster, span, per int) []cand {
 	ix := c.ix
 	e.spanMasks = resize(e.spanMasks, len(c.Nodes))
@@ -837,7 +837,7 @@ func (e *engine) placeSpan(c *Cluster, span, per int) []cand {
 		}
 		e.spanSeeds = append(e.spanSeeds, common)
 		// One pass: the nodes keeping the most indices in common with the seed
-		// (ties: the lower node), at most span-1+spanSlack of them; then add them
+		// (ties: the earlier seed order), at most span-1+spanSlack of them; then add them
 		// in that order while per indices stay common.
 		e.spanTop = e.spanTop[:0]
 		keep := span - 1 + spanSlack

@@ -1046,6 +1046,11 @@ func TestMultiGPUShares(t *testing.T) {
 		if !strings.Contains(d.Reason, "several nodes at the same GPUs") {
 			t.Errorf("reason %q", d.Reason)
 		}
+		pol := mustPolicy(t, "coscheml", Options{})
+		pol.Place(c, r)
+		if d1 := pol.Place(c, req("one", lowB, 1)); strings.Contains(d1.Reason, "several") {
+			t.Errorf("a one-GPU decision after a span reads %q", d1.Reason)
+		}
 		// No two nodes with four GPUs in common: whole idle GPUs, as Slurm gives
 		// the job's own request.
 		r = req("m2", lowB, 8)
