@@ -17,6 +17,7 @@ import (
 
 	"github.com/coscheml/coscheml/pkg/comment"
 	"github.com/coscheml/coscheml/pkg/config"
+	"github.com/coscheml/coscheml/pkg/hostlist"
 	"github.com/coscheml/coscheml/pkg/jobprofile"
 	"github.com/coscheml/coscheml/pkg/observation"
 	"github.com/coscheml/coscheml/pkg/profile"
@@ -190,11 +191,25 @@ func jobEnv(env map[string]string) (jobprofile.JobEnv, comment.Directive, error)
 		return je, d, fmt.Errorf("job %s: GPU list: %w", je.JobID, err)
 	}
 	je.GPUs = gpus
+	// slurmd names the job's nodes (not the user): a job of several nodes
+	// holds the same GPUs on each, and slowing it here slows all of them.
+	if hosts, err := hostlist.Expand(env["SLURM_JOB_NODELIST"]); err == nil && len(hosts) <= residency.MaxNodes {
+		je.Nodes = len(hosts)
+	}
 	if code, err := strconv.Atoi(env["SLURM_JOB_EXIT_CODE"]); err == nil {
 		je.ExitCode = code
 	}
 	je.Restarts, _ = restartCount(env)
 	return je, d, nil
+}
+
+// nodeCount is an entry's Nodes: the job's node count when it has several, else
+// 0 (omitted, as entries of one node were written before the field).
+func nodeCount(n int) int {
+	if n > 1 {
+		return n
+	}
+	return 0
 }
 
 // restartCount reads SLURM_JOB_RESTART_COUNT, which slurmd gives the Prolog and
@@ -284,7 +299,7 @@ func prolog(cfg config.Config, env map[string]string, now time.Time, log *logger
 	if end, err := strconv.ParseInt(env["SLURM_JOB_END_TIME"], 10, 64); err == nil && end > now.Unix() {
 		expires = time.Unix(end, 0)
 	}
-	en := residency.Entry{JobID: je.JobID, Node: je.Node, GPUs: je.GPUs, Shards: shards, Tag: je.Tag, Class: je.Class,
+	en := residency.Entry{JobID: je.JobID, Node: je.Node, GPUs: je.GPUs, Nodes: nodeCount(je.Nodes), Shards: shards, Tag: je.Tag, Class: je.Class,
 		DecisionID: d.DecisionID, User: clip(je.User, 64), Restarts: je.Restarts, Start: now, Expires: expires}
 	// Alone: no other job holds any of these GPUs (read before our own entry).
 	alone := true

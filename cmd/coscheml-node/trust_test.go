@@ -196,6 +196,20 @@ func TestHooksRefuseWritableSharedFolders(t *testing.T) {
 	}
 }
 
+// The node count comes from slurmd's node list; an entry records it only for
+// a job of several nodes.
+func TestJobEnvNodes(t *testing.T) {
+	for _, tc := range []struct {
+		in           string
+		nodes, entry int
+	}{{"n[1-2]", 2, 2}, {"n1", 1, 0}, {"", 0, 0}, {"n[1-", 0, 0}} {
+		je, _, err := jobEnv(map[string]string{"SLURM_JOB_ID": "1", "SLURMD_NODENAME": "n1", "SLURM_JOB_NODELIST": tc.in})
+		if err != nil || je.Nodes != tc.nodes || nodeCount(je.Nodes) != tc.entry {
+			t.Errorf("SLURM_JOB_NODELIST=%q: nodes %d (entry %d), err %v; want %d (%d)", tc.in, je.Nodes, nodeCount(je.Nodes), err, tc.nodes, tc.entry)
+		}
+	}
+}
+
 func TestJobEnvUID(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{{"1000", "1000"}, {"0", "0"}, {"-1", ""}, {"alice", ""}, {"", ""}} {
 		je, _, err := jobEnv(map[string]string{"SLURM_JOB_ID": "1", "SLURMD_NODENAME": "n1", "SLURM_JOB_UID": tc.in})

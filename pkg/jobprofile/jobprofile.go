@@ -38,6 +38,7 @@ type JobEnv struct {
 	Tag      string // validated tag from the comment ("" if untagged)
 	Class    profile.Class
 	GPUs     []int  // GPU indices on this node (SLURM_JOB_GPUS)
+	Nodes    int    // the job's node count (SLURM_JOB_NODELIST; 0: not given)
 	UID      string // numeric uid of the job's owner (SLURM_JOB_UID), "" if unknown
 	ExitCode int    // Epilog only
 	// Restarts is Slurm's restart count of the job when this run started: the

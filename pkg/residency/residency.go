@@ -51,12 +51,19 @@ const MaxRestarts = 1<<16 - 1
 // MaxGPUsPerNode bounds the GPU indices of an entry.
 const MaxGPUsPerNode = 64
 
+// MaxNodes bounds an entry's node count (hostlist.MaxHosts: what a node list
+// of one job can expand to here).
+const MaxNodes = hostlist.MaxHosts
+
 // Entry is one job's hold on GPUs of one node.
 type Entry struct {
-	V          int           `json:"v"`
-	JobID      string        `json:"job_id"`
-	Node       string        `json:"node"`
-	GPUs       []int         `json:"gpus"`            // GPU indices on the node (SLURM_JOB_GPUS)
+	V     int    `json:"v"`
+	JobID string `json:"job_id"`
+	Node  string `json:"node"`
+	GPUs  []int  `json:"gpus"` // GPU indices on the node (SLURM_JOB_GPUS)
+	// Nodes is the job's node count when it runs on several (a span: the same
+	// GPUs on each node; each node writes its own entry); omitted for one.
+	Nodes      int           `json:"nodes,omitempty"`
 	Shards     int           `json:"shards"`          // shards per GPU; 0 = whole GPUs
 	Tag        string        `json:"tag,omitempty"`   // "" = untagged job
 	Class      profile.Class `json:"class,omitempty"` // "" when untagged
@@ -89,6 +96,9 @@ func (e *Entry) Validate() error {
 		if g < 0 || g >= MaxGPUsPerNode {
 			return fmt.Errorf("job %s: GPU index %d out of range", e.JobID, g)
 		}
+	}
+	if e.Nodes < 0 || e.Nodes > MaxNodes {
+		return fmt.Errorf("job %s: node count %d out of range", e.JobID, e.Nodes)
 	}
 	if e.Shards < 0 || e.Shards > 1<<16 {
 		return fmt.Errorf("job %s: shard count %d out of range", e.JobID, e.Shards)

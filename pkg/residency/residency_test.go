@@ -34,6 +34,30 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}
 }
 
+// A job of several nodes carries its node count; one of one node has no
+// "nodes" key (what readers that predate the field expect); a count out of
+// range is refused.
+func TestEntryNodes(t *testing.T) {
+	for _, tc := range []struct {
+		n  int
+		ok bool
+	}{{0, true}, {2, true}, {MaxNodes, true}, {-1, false}, {MaxNodes + 1, false}} {
+		e := entry("42", "n1", []int{0, 1}, "a", t0)
+		e.Nodes = tc.n
+		b, err := Encode(&e)
+		if (err == nil) != tc.ok {
+			t.Fatalf("nodes %d: encode error %v, want ok %v", tc.n, err, tc.ok)
+		}
+		if err != nil {
+			continue
+		}
+		got, err := Decode(b)
+		if err != nil || got.Nodes != tc.n || (tc.n == 0) == strings.Contains(string(b), `"nodes"`) {
+			t.Errorf("nodes %d: %s decoded %+v, %v", tc.n, b, got, err)
+		}
+	}
+}
+
 // A requeued job's run carries its restart count; a first run's entry is what
 // readers that predate the field expect (no "restarts" key).
 func TestEntryRestarts(t *testing.T) {

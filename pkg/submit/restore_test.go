@@ -13,6 +13,7 @@ import (
 	"github.com/coscheml/coscheml/internal/nohang"
 	"github.com/coscheml/coscheml/pkg/comment"
 	"github.com/coscheml/coscheml/pkg/decisionlog"
+	"github.com/coscheml/coscheml/pkg/residency"
 )
 
 // A restarted controller rebuilds the reservations of queued jobs from the
@@ -151,5 +152,18 @@ func TestReservationsFrom(t *testing.T) {
 	}
 	if r := got["span"]; !slices.Equal(r.more, []int{0}) {
 		t.Errorf("span: further nodes %v, want [0] (n1)", r.more)
+	}
+}
+
+// A running job of several nodes weighs as all its GPUs: slowing it on one
+// GPU of one node slows every GPU of every node it holds.
+func TestResidentOfSpan(t *testing.T) {
+	f := newFixture(t, nil)
+	st := f.e.snap.Load()
+	for _, tc := range []struct{ nodes, want int }{{0, 2}, {2, 4}, {3, 6}} {
+		en := residency.Entry{JobID: "7", Node: "n1", GPUs: []int{0, 1}, Nodes: tc.nodes, Shards: 2, Tag: "light-a"}
+		if _, res, ok := residentOf(st, &en); !ok || res.GPUs != tc.want {
+			t.Errorf("entry of %d nodes: resident %+v (ok %v), want %d GPUs", tc.nodes, res, ok, tc.want)
+		}
 	}
 }

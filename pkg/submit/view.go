@@ -577,5 +577,6 @@ func residentOf(st *Snapshot, en *residency.Entry) (node int, res placement.Resi
 	if held <= 0 || held > slots {
 		held = slots // whole GPU, or more shards than we think a GPU has
 	}
-	return n, placement.Resident{JobID: en.JobID, Profile: prof, Class: class, Slots: held, GPUs: len(en.GPUs)}, true
+	// A job of several nodes holds its GPUs on each: slowing it here slows all.
+	return n, placement.Resident{JobID: en.JobID, Profile: prof, Class: class, Slots: held, GPUs: len(en.GPUs) * max(en.Nodes, 1)}, true
 }
