@@ -193,7 +193,7 @@ func jobEnv(env map[string]string) (jobprofile.JobEnv, comment.Directive, error)
 	je.GPUs = gpus
 	// slurmd names the job's nodes (not the user): a job of several nodes
 	// holds the same GPUs on each, and slowing it here slows all of them.
-	if hosts, err := hostlist.Expand(env["SLURM_JOB_NODELIST"]); err == nil && len(hosts) <= residency.MaxNodes {
+	if hosts, err := hostlist.Expand(env["SLURM_JOB_NODELIST"]); err == nil {
 		je.Nodes = len(hosts)
 	}
 	if code, err := strconv.Atoi(env["SLURM_JOB_EXIT_CODE"]); err == nil {

@@ -57,13 +57,11 @@ const MaxNodes = hostlist.MaxHosts
 
 // Entry is one job's hold on GPUs of one node.
 type Entry struct {
-	V     int    `json:"v"`
-	JobID string `json:"job_id"`
-	Node  string `json:"node"`
-	GPUs  []int  `json:"gpus"` // GPU indices on the node (SLURM_JOB_GPUS)
-	// Nodes is the job's node count when it runs on several (a span: the same
-	// GPUs on each node; each node writes its own entry); omitted for one.
-	Nodes      int           `json:"nodes,omitempty"`
+	V          int           `json:"v"`
+	JobID      string        `json:"job_id"`
+	Node       string        `json:"node"`
+	GPUs       []int         `json:"gpus"`            // GPU indices on the node (SLURM_JOB_GPUS)
+	Nodes      int           `json:"nodes,omitempty"` // the job's node count when several (each node writes its entry)
 	Shards     int           `json:"shards"`          // shards per GPU; 0 = whole GPUs
 	Tag        string        `json:"tag,omitempty"`   // "" = untagged job
 	Class      profile.Class `json:"class,omitempty"` // "" when untagged

@@ -293,17 +293,18 @@ type jobState struct {
 }
 
 type simulator struct {
-	largestNode int // GPUs of the largest node: a larger job spans nodes (spanNodes)
-	cfg         Config
-	tt          *truth.Table
-	pol         placement.Policy
-	cl          *placement.Cluster
-	jobs        []trace.Job
-	st          []jobState
-	res         []JobResult
-	gpuOn       [][]int32 // residents (job indexes) of each global GPU
+	cfg   Config
+	tt    *truth.Table
+	pol   placement.Policy
+	cl    *placement.Cluster
+	jobs  []trace.Job
+	st    []jobState
+	res   []JobResult
+	gpuOn [][]int32 // residents (job indexes) of each global GPU
 	// nodeOff[n] is the global index of node n's GPU 0 (nodes differ in GPU count).
 	nodeOff []int32
+	// largestNode is the GPUs of the largest node: a larger job spans nodes (spanNodes).
+	largestNode int
 	// overMem is the first GPU found holding more profiled memory than it has.
 	overMem error
 	// modelMasks are the node filters of the GPU model lists jobs ask for.

@@ -4,6 +4,7 @@ package submit
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/coscheml/coscheml/pkg/hostlist"
@@ -214,15 +215,12 @@ func nodeMask(q *query, nodes int) (mask []bool, pass string) {
 			// Slurm gives the job every node -w names: a placement must be all of them.
 			return nil, fmt.Sprintf("-w names %d nodes for a job of %d: the job's own node list is left to Slurm", len(hosts), nodes)
 		}
-		want := make(map[int]bool, len(hosts))
 		for _, h := range hosts {
-			i, ok := st.nodeIdx[h]
-			if !ok {
+			if _, ok := st.nodeIdx[h]; !ok {
 				return nil, "-w " + profile.Sanitize(h) + " is not a node coscheml manages: left to Slurm"
 			}
-			want[i] = true
 		}
-		keep(func(i int, _ string) bool { return want[i] })
+		keep(func(_ int, name string) bool { return slices.Contains(hosts, name) })
 	}
 	if exc := q.excNodes(); exc != "" {
 		hosts, err := hostlist.Expand(exc)

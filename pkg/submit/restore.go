@@ -67,16 +67,18 @@ func reservationsFrom(st *Snapshot, recs []decisionlog.Record, now time.Time, tt
 		if !ok {
 			continue // the node left the configuration
 		}
+		// A span lists its nodes, Node first; each a distinct node of st.
 		var more []int
-		for _, name := range r.Nodes {
-			n, ok2 := st.nodeIdx[name]
-			ok = ok && ok2 && !slices.Contains(more, n)
-			if ok && n != node {
-				more = append(more, n)
+		ok = len(r.Nodes) == 0 || r.Nodes[0] == r.Node
+		for _, name := range r.Nodes[min(1, len(r.Nodes)):] {
+			n, known := st.nodeIdx[name]
+			if ok = ok && known && n != node && !slices.Contains(more, n); !ok {
+				break
 			}
+			more = append(more, n)
 		}
 		if !ok {
-			continue // a node of its span left the configuration
+			continue // a node of its span left the configuration, or a garbled list
 		}
 		gpus := r.GPUs
 		if len(gpus) == 0 {

@@ -126,6 +126,8 @@ func TestReservationsFrom(t *testing.T) {
 		rec("multi", time.Minute, func(r *decisionlog.Record) { r.GPU, r.GPUs, r.Shards, r.Action = 0, []int{0, 1}, 0, "exclusive" }),
 		rec("span", time.Minute, func(r *decisionlog.Record) { r.GPU, r.GPUs, r.Nodes = 0, []int{0, 1}, []string{"n2", "n1"} }),
 		rec("span-gone-node", time.Minute, func(r *decisionlog.Record) { r.GPU, r.GPUs, r.Nodes = 0, []int{0, 1}, []string{"n2", "n9"} }),
+		rec("span-not-first", time.Minute, func(r *decisionlog.Record) { r.GPU, r.GPUs, r.Nodes = 0, []int{0, 1}, []string{"n1", "n2"} }),
+		rec("span-twice", time.Minute, func(r *decisionlog.Record) { r.GPU, r.GPUs, r.Nodes = 0, []int{0, 1}, []string{"n2", "n2"} }),
 	}
 	got := map[string]reservation{}
 	for _, r := range reservationsFrom(st, recs, now, 15*time.Minute) {
