@@ -43,10 +43,13 @@ func TestSeveralGPUs(t *testing.T) {
 	}
 	sub := c.subtests(t)
 	sub("placed_next_to_residents", testSeveralGPUsPlaced)
-	sub("guard_acts_on_the_job", testSeveralGPUsGuard)
 	sub("redecided", testSeveralGPUsRedecided)
 	sub("spans_two_nodes", testSeveralGPUsSpan)
 	sub("span_redecided", testSeveralGPUsSpanRedecided)
+	// Last: the job it requeues is placed again elsewhere, and that decision's
+	// reservation outlives the job's cancellation until the plugin's next queue
+	// check (up to 30 s), which would steer the placements of a later subtest.
+	sub("guard_acts_on_the_job", testSeveralGPUsGuard)
 	c.reportPins("typed, several GPUs")
 
 	// The earlier layout: one GPU is pinned exactly, several would be
@@ -241,7 +244,14 @@ func testSeveralGPUsGuard(t *testing.T, c *cluster) {
 	if e := c.showJob(earlier); strings.Contains(adminComment(e), "coscheml guard") {
 		t.Errorf("the earlier job %d was acted on: %q", earlier, adminComment(e))
 	}
-	if n := countLines(c.path("log", "guard-n2.log"), "requeue job "+strconv.Itoa(gang)); n != 1 {
+	// The guard logs its action once scontrol has answered, a moment after
+	// the job's AdminComment shows it: wait for the line, then count.
+	requeues := func() int { return countLines(c.path("log", "guard-n2.log"), "requeue job "+strconv.Itoa(gang)) }
+	for deadline := time.Now().Add(10 * time.Second); requeues() == 0 && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // a second action would come within a round or two
+	if n := requeues(); n != 1 {
 		t.Errorf("the guard requeued job %d %d times, want once (one job, whatever its GPUs)", gang, n)
 	}
 }
@@ -371,6 +381,9 @@ func testSeveralGPUsSpan(t *testing.T, c *cluster) {
 		busy  = "resnet50-bs64"     // solo SM 100%
 		light = "pointnet-bs64-amp" // solo SM 6%
 	)
+	// The earlier subtests' jobs must have left: a resident's GPU is chosen by
+	// what else is there.
+	c.waitNoJobs(60 * time.Second)
 	var ids []int
 	defer func() { c.cancel(ids...); c.waitNoJobs(60 * time.Second) }()
 	for _, node := range []string{"n1", "n2"} {
